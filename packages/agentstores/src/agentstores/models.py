@@ -1,0 +1,203 @@
+"""Value types shared by every store. Plain frozen dataclasses: no driver types leak out."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal, get_args
+
+from .errors import UsageError
+from .keys import ConversationKey, validate_id
+
+JSON = Any
+"""Any value ``json.dumps`` accepts (dict, list, str, int, float, bool, None)."""
+
+SupervisionStatus = Literal["running", "done", "errored"]
+Role = Literal["user", "assistant", "tool", "system", "other"]
+Speaker = Literal["user", "assistant", "all"]
+LastTurnStatus = Literal["running", "complete", "errored", "cancelled"]
+PauseTokenStatus = Literal["pending", "claimed", "abandoned"]
+
+ROLES: frozenset[str] = frozenset(get_args(Role))
+SPEAKERS: frozenset[str] = frozenset(get_args(Speaker))
+LAST_TURN_STATUSES: frozenset[str] = frozenset(get_args(LastTurnStatus))
+SUPERVISION_STATUSES: frozenset[str] = frozenset(get_args(SupervisionStatus))
+
+
+# --- supervision -----------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class SupervisionRow:
+    """The one row per conversation that says who produces.
+
+    ``heartbeat_at`` and ``owner`` are stamped by the store on every write (store clock,
+    acting principal); whatever the caller passes there is ignored.
+    """
+
+    status: SupervisionStatus
+    message_id: str
+    epoch: int
+    heartbeat_at: datetime | None = None
+    owner: str = ""
+
+    def __post_init__(self) -> None:
+        if self.status not in SUPERVISION_STATUSES:
+            raise UsageError(f"unknown supervision status {self.status!r}")
+        validate_id(self.message_id, "message_id")
+        if not isinstance(self.epoch, int) or isinstance(self.epoch, bool) or self.epoch < 0:
+            raise UsageError(f"epoch must be a non-negative int, got {self.epoch!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class SupervisionView:
+    """What ``SupervisionStore.read`` returns: unpacks as ``row, now``.
+
+    ``fence`` is the highest epoch the key has seen in any store (0 if none): a new
+    lease after the row was deleted must take an epoch above it.
+    """
+
+    row: SupervisionRow | None
+    now: datetime
+    fence: int = 0
+
+    def __iter__(self) -> Iterator[Any]:
+        yield self.row
+        yield self.now
+
+
+# --- recording --------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class RecordedEvent:
+    """The latest cumulative snapshot of an in-flight answer."""
+
+    index: int
+    message: JSON
+    message_id: str
+    epoch: int
+
+    def __post_init__(self) -> None:
+        validate_id(self.message_id, "message_id")
+        if not isinstance(self.index, int) or self.index < 0:
+            raise UsageError(f"index must be a non-negative int, got {self.index!r}")
+        if not isinstance(self.epoch, int) or isinstance(self.epoch, bool) or self.epoch < 0:
+            raise UsageError(f"epoch must be a non-negative int, got {self.epoch!r}")
+
+
+# --- conversations ----------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """A message to append. ``seq`` and ``created_at`` are assigned by the store."""
+
+    id: str
+    role: Role
+    content: JSON
+    metadata: Mapping[str, JSON] = field(default_factory=dict)
+    compaction: bool = False
+
+    def __post_init__(self) -> None:
+        validate_id(self.id, "message id")
+        if self.role not in ROLES:
+            raise UsageError(f"unknown role {self.role!r}; expected one of {sorted(ROLES)}")
+
+
+@dataclass(frozen=True, slots=True)
+class StoredMessage:
+    """A message as stored: its 0-based position ``seq`` and the store-clock ``created_at``."""
+
+    id: str
+    role: Role
+    content: JSON
+    metadata: Mapping[str, JSON]
+    compaction: bool
+    seq: int
+    created_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class TranscriptMessage:
+    """One row of ``get_transcript``; ``index`` counts within the speaker-filtered view."""
+
+    index: int
+    role: Role
+    content: JSON
+    message_id: str
+    timestamp: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class ConversationInfo:
+    """A conversation's metadata (what listing returns)."""
+
+    key: ConversationKey
+    owner: str
+    title: str | None
+    created_at: datetime
+    updated_at: datetime
+    expires_at: datetime | None
+    last_turn_status: LastTurnStatus | None
+    tail_message_id: str | None
+    message_count: int
+    shared_with: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True, slots=True)
+class Page:
+    """One page of a keyset listing; pass ``next_cursor`` back for the next page."""
+
+    items: list[ConversationInfo]
+    next_cursor: str | None
+
+
+# --- pause tokens -----------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class PauseToken:
+    token_id: str
+    key: ConversationKey
+    owner: str
+    payload: JSON
+    expires_at: datetime
+    status: PauseTokenStatus
+
+
+# --- OAuth ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class PendingAuthorization:
+    """An OAuth authorization-code flow in flight, waiting for its browser callback."""
+
+    state: str
+    auth_url: str
+    code_verifier: str
+    token_endpoint: str
+    redirect_uri: str
+    expires_at: datetime
+    resource: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class UserIntegration:
+    """Per ``(tenant, user, server)``: an optional pending authorization and optional tokens."""
+
+    tenant: str
+    user: str
+    server_name: str
+    pending: PendingAuthorization | None = None
+    tokens: Mapping[str, JSON] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ClientInfo:
+    """Per ``(tenant, server)``: OAuth client registration data."""
+
+    tenant: str
+    server_name: str
+    client_info: Mapping[str, JSON]

@@ -1,0 +1,37 @@
+"""The store ABCs adapters subclass. Each writes only storage code; these hold the rest."""
+
+from ._base import UNSET, StoreBase
+from .bundle import Capability, Stores
+from .conversations import (
+    ConversationStore,
+    EncodedMessage,
+    Expired,
+    IdleFor,
+    OverCap,
+    SweepRule,
+    TranscriptQuery,
+)
+from .oauth import OAuthRepository
+from .pause_tokens import PauseTokenStore
+from .recording import RecordingStore
+from .state import AgentStateStore
+from .supervision import SupervisionStore
+
+__all__ = [
+    "UNSET",
+    "AgentStateStore",
+    "Capability",
+    "ConversationStore",
+    "EncodedMessage",
+    "Expired",
+    "IdleFor",
+    "OAuthRepository",
+    "OverCap",
+    "PauseTokenStore",
+    "RecordingStore",
+    "StoreBase",
+    "Stores",
+    "SupervisionStore",
+    "SweepRule",
+    "TranscriptQuery",
+]

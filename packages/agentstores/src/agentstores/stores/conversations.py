@@ -1,0 +1,461 @@
+"""ConversationStore: the durable transcript, its metadata, sharing, retention and erasure."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from ..errors import UsageError
+from ..keys import ConversationKey, validate_id, validate_principal
+from ..models import (
+    LAST_TURN_STATUSES,
+    SPEAKERS,
+    ConversationInfo,
+    LastTurnStatus,
+    Message,
+    Page,
+    Speaker,
+    StoredMessage,
+    TranscriptMessage,
+)
+from ._base import UNSET, StoreBase, check_datetime, check_epoch, check_key, check_limit, encode_json
+
+MAX_MESSAGE_BYTES = 8 * 1024 * 1024
+"""Largest encoded ``content`` + ``metadata`` of one message."""
+MAX_BATCH = 1000
+"""Most messages one ``append_messages`` call may carry."""
+MAX_TITLE_CHARS = 1024
+MAX_PAGE = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class TranscriptQuery:
+    """A validated ``get_transcript`` request, as adapters receive it.
+
+    Exactly one of: ``index`` set (one row, counted in the speaker-filtered view,
+    negative from the end), ``time_range`` set (inclusive both ends), or neither (all).
+    ``limit`` keeps the first ``limit`` rows of the result.
+    """
+
+    speaker: Speaker
+    index: int | None = None
+    time_range: tuple[datetime, datetime] | None = None
+    limit: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Expired:
+    """Sweep rule: temporary conversations whose ``expires_at`` has passed (store clock)."""
+
+
+@dataclass(frozen=True, slots=True)
+class IdleFor:
+    """Sweep rule: conversations not updated for ``duration`` (store clock)."""
+
+    duration: timedelta
+
+
+@dataclass(frozen=True, slots=True)
+class OverCap:
+    """Sweep rule: a principal's conversations beyond the ``keep`` most recently updated
+    (ordered by ``updated_at`` then ``session_id``, both descending, per tenant)."""
+
+    keep: int
+
+
+SweepRule = Expired | IdleFor | OverCap
+
+
+def check_rule(rule: object) -> SweepRule:
+    if isinstance(rule, Expired):
+        return rule
+    if isinstance(rule, IdleFor):
+        if rule.duration <= timedelta(0):
+            raise UsageError("IdleFor.duration must be positive")
+        return rule
+    if isinstance(rule, OverCap):
+        if rule.keep < 0:
+            raise UsageError("OverCap.keep must be >= 0")
+        return rule
+    raise UsageError(f"unknown sweep rule {rule!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class EncodedMessage:
+    """A message with its content and metadata already encoded as canonical JSON bytes."""
+
+    message: Message
+    content_json: bytes
+    metadata_json: bytes
+
+
+class ConversationStore(StoreBase, ABC):
+    """Rules every backend keeps (CONTRACTS.md §4); the ones adapters implement:
+
+    Ownership and visibility live in the key's header shared by all stores of one
+    backend: the first principal to write anything under a key owns it; writes by
+    another principal raise ``NotOwnedError``; reads by a principal that neither owns
+    the key nor has it shared see exactly what an absent key gives. Writes with an
+    ``epoch`` below the key's fence raise ``FencedError`` and change nothing, and raise
+    the fence otherwise. Writes to an erased key raise ``ErasedError``.
+
+    ``append_messages`` (atomic, whole batch or nothing):
+      1. erased key -> ``ErasedError``; absent key and not ``create_if_absent`` ->
+         ``NotFoundError``; owner / fence checks;
+      2. if every message id is already present: no-op, return ``[]`` (idempotent
+         publication, checked before the tail condition);
+      3. ``expected_last_message_id`` given (None = empty) and tail differs ->
+         ``StaleWriteError``;
+      4. append the messages not yet present, in order; ``seq`` continues from the
+         current length; ``created_at`` is the store clock, never below the previous
+         message's; update tail, count, ``updated_at``, ``last_turn_status`` (when
+         given), title and ``expires_at`` (when given); return the stored messages.
+    ``truncate`` at a user message removes it and all after; at any other role keeps it
+    and removes all after; unknown id -> ``NotFoundError``. ``branch`` copies the prefix
+    up to and including ``message_id`` into a new conversation owned by the caller,
+    with fresh message ids (the caller needs read access only).
+    ``delete`` erases every store's data for the key and leaves a tombstone.
+    """
+
+    # --- writes ---------------------------------------------------------------------
+
+    async def append_messages(
+        self,
+        key: ConversationKey,
+        principal: str,
+        messages: Sequence[Message],
+        *,
+        create_if_absent: bool = True,
+        last_turn_status: LastTurnStatus | None = None,
+        expected_last_message_id: str | None = UNSET,
+        epoch: int | None = None,
+        title: str | None = None,
+        expires_at: datetime | None = None,
+    ) -> list[StoredMessage]:
+        key = check_key(key)
+        principal = validate_principal(principal)
+        if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence):
+            raise UsageError("messages must be a sequence of Message")
+        if len(messages) > MAX_BATCH:
+            raise UsageError(f"at most {MAX_BATCH} messages per append, got {len(messages)}")
+        seen: set[str] = set()
+        encoded: list[EncodedMessage] = []
+        for m in messages:
+            if not isinstance(m, Message):
+                raise UsageError(f"expected Message, got {type(m).__name__}")
+            if m.id in seen:
+                raise UsageError(f"message id {m.id!r} appears twice in one batch")
+            seen.add(m.id)
+            content = encode_json(m.content, "message content", MAX_MESSAGE_BYTES)
+            metadata = encode_json(dict(m.metadata), "message metadata", MAX_MESSAGE_BYTES)
+            if len(content) + len(metadata) > MAX_MESSAGE_BYTES:
+                raise UsageError(f"message {m.id!r} is over {MAX_MESSAGE_BYTES} bytes")
+            encoded.append(EncodedMessage(m, content, metadata))
+        if last_turn_status is not None:
+            _check_status(last_turn_status)
+        if expected_last_message_id is not UNSET and expected_last_message_id is not None:
+            validate_id(expected_last_message_id, "expected_last_message_id")
+        epoch = check_epoch(epoch)
+        _check_title(title)
+        check_datetime(expires_at, "expires_at", optional=True)
+        async with self.edge("conversations.append_messages", key):
+            return await self._append_messages(
+                key,
+                principal,
+                encoded,
+                create_if_absent=bool(create_if_absent),
+                last_turn_status=last_turn_status,
+                expected_last_message_id=expected_last_message_id,
+                epoch=epoch,
+                title=title,
+                expires_at=expires_at,
+            )
+
+    async def set_last_turn_status(
+        self,
+        key: ConversationKey,
+        principal: str,
+        status: LastTurnStatus,
+        *,
+        epoch: int | None = None,
+    ) -> None:
+        """A no-op on a missing key (no error, nothing created)."""
+        key = check_key(key)
+        principal = validate_principal(principal)
+        _check_status(status)
+        epoch = check_epoch(epoch)
+        async with self.edge("conversations.set_last_turn_status", key):
+            await self._set_last_turn_status(key, principal, status, epoch)
+
+    async def set_title(
+        self, key: ConversationKey, principal: str, title: str | None, *, epoch: int | None = None
+    ) -> None:
+        """``NotFoundError`` on a missing key."""
+        key = check_key(key)
+        principal = validate_principal(principal)
+        _check_title(title)
+        epoch = check_epoch(epoch)
+        async with self.edge("conversations.set_title", key):
+            await self._set_title(key, principal, title, epoch)
+
+    async def share(self, key: ConversationKey, principal: str, with_principal: str) -> None:
+        """Give ``with_principal`` read access. Owner only; ``NotFoundError`` when absent."""
+        key = check_key(key)
+        principal = validate_principal(principal)
+        with_principal = validate_principal(with_principal)
+        async with self.edge("conversations.share", key):
+            await self._set_shared(key, principal, with_principal, True)
+
+    async def unshare(self, key: ConversationKey, principal: str, with_principal: str) -> None:
+        key = check_key(key)
+        principal = validate_principal(principal)
+        with_principal = validate_principal(with_principal)
+        async with self.edge("conversations.unshare", key):
+            await self._set_shared(key, principal, with_principal, False)
+
+    async def truncate(
+        self, key: ConversationKey, principal: str, message_id: str, *, epoch: int | None = None
+    ) -> int:
+        """Returns how many messages were removed."""
+        key = check_key(key)
+        principal = validate_principal(principal)
+        validate_id(message_id, "message_id")
+        epoch = check_epoch(epoch)
+        async with self.edge("conversations.truncate", key):
+            return await self._truncate(key, principal, message_id, epoch)
+
+    async def branch(
+        self,
+        key: ConversationKey,
+        principal: str,
+        message_id: str,
+        *,
+        new_session_id: str | None = None,
+    ) -> ConversationKey:
+        key = check_key(key)
+        principal = validate_principal(principal)
+        validate_id(message_id, "message_id")
+        if new_session_id is None:
+            import uuid
+
+            new_session_id = uuid.uuid4().hex
+        new_key = ConversationKey(key.tenant, new_session_id)
+        if new_key == key:
+            raise UsageError("a branch needs a session id of its own")
+        async with self.edge("conversations.branch", key):
+            await self._branch(key, principal, message_id, new_key)
+        return new_key
+
+    async def delete(self, key: ConversationKey, principal: str) -> bool:
+        """Erase the conversation in every store; True if something was erased."""
+        key = check_key(key)
+        principal = validate_principal(principal)
+        async with self.edge("conversations.delete", key):
+            return await self._erase(key, principal, None)
+
+    # --- reads ----------------------------------------------------------------------
+
+    async def get_transcript(
+        self,
+        key: ConversationKey,
+        principal: str,
+        *,
+        index: int | None = None,
+        time_range: tuple[datetime, datetime] | None = None,
+        speaker: Speaker = "all",
+        limit: int | None = None,
+    ) -> list[TranscriptMessage]:
+        key = check_key(key)
+        principal = validate_principal(principal)
+        if speaker not in SPEAKERS:
+            raise UsageError(f"unknown speaker {speaker!r}; expected one of {sorted(SPEAKERS)}")
+        if index is not None and time_range is not None:
+            raise UsageError("pass index or time_range, not both")
+        if index is not None and (not isinstance(index, int) or isinstance(index, bool)):
+            raise UsageError(f"index must be an int, got {index!r}")
+        if time_range is not None:
+            if not isinstance(time_range, tuple) or len(time_range) != 2:
+                raise UsageError("time_range must be a (start, end) tuple")
+            check_datetime(time_range[0], "time_range start")
+            check_datetime(time_range[1], "time_range end")
+        limit = check_limit(limit)
+        query = TranscriptQuery(speaker=speaker, index=index, time_range=time_range, limit=limit)
+        if limit == 0:
+            return []
+        async with self.edge("conversations.get_transcript", key):
+            return await self._get_transcript(key, principal, query)
+
+    async def recent(self, key: ConversationKey, principal: str, limit: int) -> list[StoredMessage]:
+        """The last ``limit`` user/assistant messages, oldest first."""
+        key = check_key(key)
+        principal = validate_principal(principal)
+        checked = check_limit(limit, optional=False)
+        assert checked is not None
+        if checked == 0:
+            return []
+        async with self.edge("conversations.recent", key):
+            return await self._recent(key, principal, checked)
+
+    async def history(self, key: ConversationKey, principal: str) -> list[StoredMessage]:
+        """The latest compaction message and everything after it (all if none)."""
+        key = check_key(key)
+        principal = validate_principal(principal)
+        async with self.edge("conversations.history", key):
+            return await self._history(key, principal)
+
+    async def read_messages(
+        self, key: ConversationKey, principal: str, *, start: int = 0, limit: int | None = None
+    ) -> list[StoredMessage]:
+        """Stored messages with ``seq >= start``, in order, at most ``limit``."""
+        key = check_key(key)
+        principal = validate_principal(principal)
+        check_limit(start, "start", optional=False)
+        limit = check_limit(limit)
+        if limit == 0:
+            return []
+        async with self.edge("conversations.read_messages", key):
+            return await self._read_messages(key, principal, start, limit)
+
+    async def get_conversation(
+        self, key: ConversationKey, principal: str
+    ) -> ConversationInfo | None:
+        key = check_key(key)
+        principal = validate_principal(principal)
+        async with self.edge("conversations.get_conversation", key):
+            return await self._get_conversation(key, principal)
+
+    async def list_conversations(
+        self, tenant: str, principal: str, *, limit: int = 50, cursor: str | None = None
+    ) -> Page:
+        """The principal's own conversations, newest ``updated_at`` first (keyset pages)."""
+        validate_id(tenant, "tenant")
+        principal = validate_principal(principal)
+        checked = check_limit(limit, optional=False)
+        assert checked is not None
+        if checked == 0 or checked > MAX_PAGE:
+            raise UsageError(f"limit must be between 1 and {MAX_PAGE}")
+        if cursor is not None and not isinstance(cursor, str):
+            raise UsageError("cursor must be a str from a previous page")
+        async with self.edge("conversations.list_conversations"):
+            return await self._list_conversations(tenant, principal, checked, cursor)
+
+    # --- retention (used by the sweeper; no principal: an administrative path) -------
+
+    async def find_sweepable(self, rule: SweepRule, *, limit: int = 100) -> list[ConversationKey]:
+        """Up to ``limit`` keys that match ``rule`` now (store clock)."""
+        rule = check_rule(rule)
+        checked = check_limit(limit, optional=False)
+        assert checked is not None
+        async with self.edge("conversations.find_sweepable"):
+            return await self._find_sweepable(rule, checked)
+
+    async def erase_if(self, key: ConversationKey, rule: SweepRule) -> bool:
+        """Erase ``key`` iff it still matches ``rule``, checked atomically with the erase."""
+        key = check_key(key)
+        rule = check_rule(rule)
+        async with self.edge("conversations.erase_if", key):
+            return await self._erase(key, None, rule)
+
+    # --- what adapters implement ---------------------------------------------------
+
+    @abstractmethod
+    async def _append_messages(
+        self,
+        key: ConversationKey,
+        principal: str,
+        messages: list[EncodedMessage],
+        *,
+        create_if_absent: bool,
+        last_turn_status: LastTurnStatus | None,
+        expected_last_message_id: Any,
+        epoch: int | None,
+        title: str | None,
+        expires_at: datetime | None,
+    ) -> list[StoredMessage]:
+        """``expected_last_message_id`` is ``UNSET`` when no tail condition was given."""
+
+    @abstractmethod
+    async def _set_last_turn_status(
+        self, key: ConversationKey, principal: str, status: LastTurnStatus, epoch: int | None
+    ) -> None: ...
+
+    @abstractmethod
+    async def _set_title(
+        self, key: ConversationKey, principal: str, title: str | None, epoch: int | None
+    ) -> None: ...
+
+    @abstractmethod
+    async def _set_shared(
+        self, key: ConversationKey, principal: str, with_principal: str, shared: bool
+    ) -> None: ...
+
+    @abstractmethod
+    async def _truncate(
+        self, key: ConversationKey, principal: str, message_id: str, epoch: int | None
+    ) -> int: ...
+
+    @abstractmethod
+    async def _branch(
+        self, key: ConversationKey, principal: str, message_id: str, new_key: ConversationKey
+    ) -> None:
+        """``ConflictError`` if ``new_key`` already exists (or is erased)."""
+
+    @abstractmethod
+    async def _erase(
+        self, key: ConversationKey, principal: str | None, rule: SweepRule | None
+    ) -> bool:
+        """Erase every store's data for ``key`` and leave a tombstone.
+
+        ``principal`` set: an owner's delete (``NotOwnedError`` for others; False when
+        absent). ``rule`` set: the sweeper's delete, only if ``rule`` still holds.
+        """
+
+    @abstractmethod
+    async def _get_transcript(
+        self, key: ConversationKey, principal: str, query: TranscriptQuery
+    ) -> list[TranscriptMessage]: ...
+
+    @abstractmethod
+    async def _recent(
+        self, key: ConversationKey, principal: str, limit: int
+    ) -> list[StoredMessage]: ...
+
+    @abstractmethod
+    async def _history(self, key: ConversationKey, principal: str) -> list[StoredMessage]: ...
+
+    @abstractmethod
+    async def _read_messages(
+        self, key: ConversationKey, principal: str, start: int, limit: int | None
+    ) -> list[StoredMessage]: ...
+
+    @abstractmethod
+    async def _get_conversation(
+        self, key: ConversationKey, principal: str
+    ) -> ConversationInfo | None: ...
+
+    @abstractmethod
+    async def _list_conversations(
+        self, tenant: str, principal: str, limit: int, cursor: str | None
+    ) -> Page: ...
+
+    @abstractmethod
+    async def _find_sweepable(self, rule: SweepRule, limit: int) -> list[ConversationKey]: ...
+
+
+def _check_status(status: object) -> None:
+    if status not in LAST_TURN_STATUSES:
+        raise UsageError(
+            f"unknown last turn status {status!r}; expected one of {sorted(LAST_TURN_STATUSES)}"
+        )
+
+
+def _check_title(title: object) -> None:
+    if title is None:
+        return
+    if not isinstance(title, str) or "\x00" in title or len(title) > MAX_TITLE_CHARS:
+        raise UsageError(f"title must be a str without NUL, at most {MAX_TITLE_CHARS} chars")
+
+

@@ -1,0 +1,126 @@
+"""OAuthRepository: plain last-write-wins storage of OAuth integrations and client info.
+
+Flow rules (expiring pending authorizations, clearing them when tokens land) and
+encryption at rest live in :class:`agentstores.oauth.OAuthIntegrationStore`, which wraps
+a repository; adapters stay storage-only.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+
+from ..errors import UsageError
+from ..keys import validate_id, validate_principal
+from ..models import ClientInfo, UserIntegration
+from ._base import StoreBase
+
+
+class OAuthRepository(StoreBase, ABC):
+    """One ``UserIntegration`` per ``(tenant, user, server_name)``; one ``ClientInfo`` per
+    ``(tenant, server_name)``. ``find_by_pending_state`` looks up by ``state`` alone,
+    across every tenant, user and server. The record's ``user`` is its owner: a user
+    only ever reaches its own integrations through the key."""
+
+    async def list_user_integrations(
+        self, tenant: str, user: str, server_names: Sequence[str] | None = None
+    ) -> list[UserIntegration]:
+        validate_id(tenant, "tenant")
+        validate_principal(user)
+        names = _check_names(server_names)
+        async with self.edge("oauth.list_user_integrations"):
+            return await self._list_user_integrations(tenant, user, names)
+
+    async def get_user_integration(
+        self, tenant: str, user: str, server_name: str
+    ) -> UserIntegration | None:
+        validate_id(tenant, "tenant")
+        validate_principal(user)
+        validate_id(server_name, "server_name")
+        async with self.edge("oauth.get_user_integration"):
+            return await self._get_user_integration(tenant, user, server_name)
+
+    async def find_by_pending_state(self, state: str) -> UserIntegration | None:
+        validate_id(state, "state")
+        async with self.edge("oauth.find_by_pending_state"):
+            return await self._find_by_pending_state(state)
+
+    async def save_user_integration(self, record: UserIntegration) -> None:
+        if not isinstance(record, UserIntegration):
+            raise UsageError("record must be a UserIntegration")
+        validate_id(record.tenant, "tenant")
+        validate_principal(record.user)
+        validate_id(record.server_name, "server_name")
+        if record.pending is not None:
+            validate_id(record.pending.state, "state")
+        async with self.edge("oauth.save_user_integration"):
+            await self._save_user_integration(record)
+
+    async def delete_user_integration(self, tenant: str, user: str, server_name: str) -> bool:
+        validate_id(tenant, "tenant")
+        validate_principal(user)
+        validate_id(server_name, "server_name")
+        async with self.edge("oauth.delete_user_integration"):
+            return await self._delete_user_integration(tenant, user, server_name)
+
+    async def list_client_info(
+        self, tenant: str, server_names: Sequence[str] | None = None
+    ) -> list[ClientInfo]:
+        validate_id(tenant, "tenant")
+        names = _check_names(server_names)
+        async with self.edge("oauth.list_client_info"):
+            return await self._list_client_info(tenant, names)
+
+    async def get_client_info(self, tenant: str, server_name: str) -> ClientInfo | None:
+        validate_id(tenant, "tenant")
+        validate_id(server_name, "server_name")
+        async with self.edge("oauth.get_client_info"):
+            return await self._get_client_info(tenant, server_name)
+
+    async def save_client_info(self, record: ClientInfo) -> None:
+        if not isinstance(record, ClientInfo):
+            raise UsageError("record must be a ClientInfo")
+        validate_id(record.tenant, "tenant")
+        validate_id(record.server_name, "server_name")
+        async with self.edge("oauth.save_client_info"):
+            await self._save_client_info(record)
+
+    @abstractmethod
+    async def _list_user_integrations(
+        self, tenant: str, user: str, server_names: list[str] | None
+    ) -> list[UserIntegration]:
+        """Sorted by ``server_name``; ``None`` means every server."""
+
+    @abstractmethod
+    async def _get_user_integration(
+        self, tenant: str, user: str, server_name: str
+    ) -> UserIntegration | None: ...
+
+    @abstractmethod
+    async def _find_by_pending_state(self, state: str) -> UserIntegration | None: ...
+
+    @abstractmethod
+    async def _save_user_integration(self, record: UserIntegration) -> None: ...
+
+    @abstractmethod
+    async def _delete_user_integration(self, tenant: str, user: str, server_name: str) -> bool: ...
+
+    @abstractmethod
+    async def _list_client_info(
+        self, tenant: str, server_names: list[str] | None
+    ) -> list[ClientInfo]:
+        """Sorted by ``server_name``; ``None`` means every server."""
+
+    @abstractmethod
+    async def _get_client_info(self, tenant: str, server_name: str) -> ClientInfo | None: ...
+
+    @abstractmethod
+    async def _save_client_info(self, record: ClientInfo) -> None: ...
+
+
+def _check_names(server_names: Sequence[str] | None) -> list[str] | None:
+    if server_names is None:
+        return None
+    if isinstance(server_names, str):
+        raise UsageError("server_names must be a sequence of str, not a str")
+    return [validate_id(n, "server_name") for n in server_names]

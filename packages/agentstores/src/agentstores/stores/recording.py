@@ -1,0 +1,66 @@
+"""RecordingStore: the latest cumulative snapshot of the in-flight answer (one per conversation)."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+
+from ..errors import UsageError
+from ..keys import ConversationKey, validate_id, validate_principal
+from ..models import RecordedEvent
+from ._base import StoreBase, check_epoch, check_key, encode_json
+
+MAX_RECORDING_BYTES = 16 * 1024 * 1024
+
+
+class RecordingStore(StoreBase, ABC):
+    """Rules every backend keeps:
+
+    - ``put`` raises ``FencedError`` (and changes nothing) when ``event.epoch`` is below
+      the key's fence or the stored record's epoch; returns False (changes nothing) when
+      the stored record has the same ``message_id`` and epoch and a higher ``index``;
+      otherwise overwrites the one record, raises the fence to ``event.epoch`` and
+      returns True. ``NotOwnedError`` for another principal's key, ``ErasedError`` on
+      an erased key.
+    - ``read`` returns the record, or None (also for a principal it is not visible to).
+    - ``delete`` removes the record iff it belongs to ``message_id``; ``epoch``, when
+      given, is fenced like any write.
+    """
+
+    async def put(self, key: ConversationKey, principal: str, event: RecordedEvent) -> bool:
+        key = check_key(key)
+        principal = validate_principal(principal)
+        if not isinstance(event, RecordedEvent):
+            raise UsageError(f"event must be a RecordedEvent, got {type(event).__name__}")
+        message = encode_json(event.message, "recorded message", MAX_RECORDING_BYTES)
+        async with self.edge("recording.put", key):
+            return await self._put(key, principal, event, message)
+
+    async def read(self, key: ConversationKey, principal: str) -> RecordedEvent | None:
+        key = check_key(key)
+        principal = validate_principal(principal)
+        async with self.edge("recording.read", key):
+            return await self._read(key, principal)
+
+    async def delete(
+        self, key: ConversationKey, principal: str, message_id: str, *, epoch: int | None = None
+    ) -> bool:
+        key = check_key(key)
+        principal = validate_principal(principal)
+        validate_id(message_id, "message_id")
+        epoch = check_epoch(epoch)
+        async with self.edge("recording.delete", key):
+            return await self._delete(key, principal, message_id, epoch)
+
+    @abstractmethod
+    async def _put(
+        self, key: ConversationKey, principal: str, event: RecordedEvent, message_json: bytes
+    ) -> bool:
+        """``message_json`` is ``event.message`` already encoded (canonical JSON, UTF-8)."""
+
+    @abstractmethod
+    async def _read(self, key: ConversationKey, principal: str) -> RecordedEvent | None: ...
+
+    @abstractmethod
+    async def _delete(
+        self, key: ConversationKey, principal: str, message_id: str, epoch: int | None
+    ) -> bool: ...
