@@ -1,0 +1,1 @@
+"""The agentstores contract suite."""

@@ -1,0 +1,1 @@
+"""The in-memory reference backend (``memory://``). Nothing survives a restart."""
