@@ -1,0 +1,1 @@
+"""pytest plugin: inert unless --agentstores-url or --agentstores-factory is given."""
