@@ -49,6 +49,11 @@ class BackendInfo:
     distribution: str | None = None
     description: str = ""
     durability: str = ""
+    schema_installer: str | None = None
+    """Optional ``"module:callable"``: ``async (url, *, schema, runtime_role) -> str`` run by
+    ``agentstores schema install``; returns a human summary of what it did."""
+    bench_floor: str | None = None
+    """Optional ``"module:callable"`` returning the raw-driver floor for ``agentstores bench``."""
 
 
 @dataclass(frozen=True, slots=True)
