@@ -14,7 +14,7 @@ import logging
 import os
 import threading
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import pluggy
 
@@ -124,12 +124,15 @@ def build_registry() -> Registry:
                 log.warning("agentstores plugin %r failed to load: %s", ep.name, exc)
     for impl in manager.hook.agentstores_backends.get_hookimpls():
         try:
-            for info in impl.function():
+            infos = cast(list[BackendInfo], impl.function())
+            for info in infos:
                 if not isinstance(info, BackendInfo):
                     raise TypeError(f"expected BackendInfo, got {type(info).__name__}")
                 registry.backends[info.name] = info
         except Exception as exc:
-            registry.failures.append(PluginFailure(impl.plugin_name, f"{type(exc).__name__}: {exc}"))
+            registry.failures.append(
+                PluginFailure(impl.plugin_name, f"{type(exc).__name__}: {exc}")
+            )
             log.warning("agentstores plugin %r failed: %s", impl.plugin_name, exc)
     return registry
 

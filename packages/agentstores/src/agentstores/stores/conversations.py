@@ -21,7 +21,15 @@ from ..models import (
     StoredMessage,
     TranscriptMessage,
 )
-from ._base import UNSET, StoreBase, check_datetime, check_epoch, check_key, check_limit, encode_json
+from ._base import (
+    UNSET,
+    StoreBase,
+    check_datetime,
+    check_epoch,
+    check_key,
+    check_limit,
+    encode_json,
+)
 
 MAX_MESSAGE_BYTES = 8 * 1024 * 1024
 """Largest encoded ``content`` + ``metadata`` of one message."""
@@ -457,5 +465,3 @@ def _check_title(title: object) -> None:
         return
     if not isinstance(title, str) or "\x00" in title or len(title) > MAX_TITLE_CHARS:
         raise UsageError(f"title must be a str without NUL, at most {MAX_TITLE_CHARS} chars")
-
-

@@ -1,0 +1,168 @@
+"""The in-memory backend's data: one ``MemoryData`` per ``memory://<name>`` in a process."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+
+from ..errors import ErasedError, FencedError, NotOwnedError
+from ..keys import ConversationKey
+from ..models import (
+    ClientInfo,
+    LastTurnStatus,
+    RecordedEvent,
+    Role,
+    SupervisionRow,
+    UserIntegration,
+)
+
+
+@dataclass
+class Header:
+    """The key header of docs/semantics.md: owner, fence, shares, tombstone."""
+
+    owner: str
+    fence: int = 0
+    shared_with: set[str] = field(default_factory=set)
+    erased_until: datetime | None = None
+
+
+@dataclass
+class StoredRecord:
+    event: RecordedEvent
+    message_json: bytes
+
+
+@dataclass
+class MessageRow:
+    id: str
+    role: Role
+    content_json: bytes
+    metadata_json: bytes
+    compaction: bool
+    created_at: datetime
+
+
+@dataclass
+class Conversation:
+    owner: str
+    created_at: datetime
+    updated_at: datetime
+    title: str | None = None
+    expires_at: datetime | None = None
+    last_turn_status: LastTurnStatus | None = None
+    messages: list[MessageRow] = field(default_factory=list)
+    ids: set[str] = field(default_factory=set)
+
+    @property
+    def tail(self) -> str | None:
+        return self.messages[-1].id if self.messages else None
+
+
+@dataclass
+class Token:
+    owner: str
+    payload_json: bytes
+    expires_at: datetime
+    status: str = "pending"
+
+
+class MemoryData:
+    """Every record of one in-memory backend. Stores mutate it without awaiting in
+    between, so each call is atomic with respect to other asyncio tasks."""
+
+    def __init__(
+        self, clock: Callable[[], datetime] | None = None, tombstone_ttl: timedelta | None = None
+    ) -> None:
+        self.clock = clock or (lambda: datetime.now(UTC))
+        self.tombstone_ttl = tombstone_ttl or timedelta(days=30)
+        self.headers: dict[ConversationKey, Header] = {}
+        self.supervision: dict[ConversationKey, SupervisionRow] = {}
+        self.recording: dict[ConversationKey, StoredRecord] = {}
+        self.state: dict[ConversationKey, bytes] = {}
+        self.conversations: dict[ConversationKey, Conversation] = {}
+        self.tokens: dict[tuple[ConversationKey, str], Token] = {}
+        self.integrations: dict[tuple[str, str, str], UserIntegration] = {}
+        self.client_info: dict[tuple[str, str], ClientInfo] = {}
+
+    def now(self) -> datetime:
+        return self.clock()
+
+    # --- the key header ---------------------------------------------------------
+
+    def header(self, key: ConversationKey) -> Header | None:
+        """The live header, dropping a tombstone whose retention has passed."""
+        h = self.headers.get(key)
+        if h is not None and h.erased_until is not None and h.erased_until <= self.now():
+            del self.headers[key]
+            return None
+        return h
+
+    def is_erased(self, key: ConversationKey) -> bool:
+        h = self.header(key)
+        return h is not None and h.erased_until is not None
+
+    def visible(self, key: ConversationKey, principal: str) -> bool:
+        h = self.header(key)
+        if h is None or h.erased_until is not None:
+            return False
+        return h.owner == principal or principal in h.shared_with
+
+    def check_write(self, key: ConversationKey, principal: str, epoch: int | None) -> Header | None:
+        """Raise for an erased key, another owner or a stale epoch; return the header."""
+        h = self.header(key)
+        if h is None:
+            return None
+        if h.erased_until is not None:
+            raise ErasedError("the conversation was erased", key=key)
+        if h.owner != principal:
+            raise NotOwnedError("another principal owns this conversation", key=key)
+        if epoch is not None and epoch < h.fence:
+            raise FencedError(
+                f"epoch {epoch} is below the fence {h.fence}", key=key, epoch=epoch, fence=h.fence
+            )
+        return h
+
+    def commit_write(self, key: ConversationKey, principal: str, epoch: int | None) -> Header:
+        """Claim the key if unowned and raise its fence to ``epoch``."""
+        h = self.header(key)
+        if h is None:
+            h = Header(owner=principal)
+            self.headers[key] = h
+        if epoch is not None and epoch > h.fence:
+            h.fence = epoch
+        return h
+
+    def erase(self, key: ConversationKey) -> None:
+        """Remove every store's data for ``key`` and leave a tombstone."""
+        self.supervision.pop(key, None)
+        self.recording.pop(key, None)
+        self.state.pop(key, None)
+        self.conversations.pop(key, None)
+        for token_key in [t for t in self.tokens if t[0] == key]:
+            del self.tokens[token_key]
+        h = self.headers.get(key)
+        if h is not None:
+            h.shared_with.clear()
+            h.erased_until = self.now() + self.tombstone_ttl
+
+
+_registry: dict[str, MemoryData] = {}
+_registry_lock = threading.Lock()
+
+
+def shared_data(name: str, **options: object) -> MemoryData:
+    """The one ``MemoryData`` for ``memory://<name>`` in this process."""
+    with _registry_lock:
+        data = _registry.get(name)
+        if data is None:
+            data = MemoryData(**options)  # type: ignore[arg-type]
+            _registry[name] = data
+        return data
+
+
+def forget(name: str) -> None:
+    with _registry_lock:
+        _registry.pop(name, None)
