@@ -1,0 +1,1 @@
+"""Test-server harnesses: each starts a real server from a package on a free loopback port."""
