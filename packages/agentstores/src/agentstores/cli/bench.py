@@ -1,0 +1,116 @@
+"""``agentstores bench``: throughput and latency of a backend beside its raw floor."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from typing import Any
+
+from ..bench.harness import DEFAULT_LENGTHS, DEFAULT_OPS, OPERATIONS, BenchConfig, run_bench
+from ..bench.report import render
+from ..errors import AgentStoresError
+
+
+def _csv(value: str) -> tuple[str, ...]:
+    if value.strip().lower() in {"", "none"}:
+        return ()
+    return tuple(part.strip() for part in value.split(",") if part.strip())
+
+
+def _lengths(value: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(part.replace("_", "")) for part in _csv(value))
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"lengths are integers: {value!r}") from exc
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "bench",
+        help="measure a backend (ops/s, p50/p99) beside its raw-driver floor",
+        description=(
+            "A benchmark, not a test. Operations: "
+            + "; ".join(f"{k}: {v}" for k, v in OPERATIONS.items())
+            + ". Without --url it measures the file backend in a fresh temporary directory."
+        ),
+    )
+    p.add_argument("--url", help="backend URL (default: file backend in a fresh temp dir)")
+    p.add_argument("--clients", type=int, default=32, help="concurrent clients (default 32)")
+    p.add_argument("--seconds", type=float, default=5.0, help="measured seconds per operation")
+    p.add_argument("--warmup", type=float, default=1.0, help="warm-up seconds per operation")
+    p.add_argument("--rounds", type=int, default=4, help="adapter/floor alternating CAS rounds")
+    p.add_argument(
+        "--ops",
+        type=_csv,
+        default=DEFAULT_OPS,
+        help=f"comma-separated, or none (default {','.join(DEFAULT_OPS)})",
+    )
+    p.add_argument(
+        "--lengths",
+        type=_lengths,
+        default=DEFAULT_LENGTHS,
+        help="transcript lengths for append/read cost, or none (default 10,1000,100000)",
+    )
+    p.add_argument("--no-floor", action="store_true", help="skip the raw-driver floor")
+    p.add_argument("--capacity", action="store_true", help="also run the heartbeat capacity search")
+    p.add_argument("--p99-ms", type=float, default=100.0, help="capacity p99 CAS threshold")
+    p.add_argument(
+        "--capacity-budget", type=float, default=120.0, help="capacity search time bound (s)"
+    )
+    p.add_argument("--capacity-window", type=float, default=5.0, help="measured seconds per K")
+    p.add_argument("--capacity-start", type=int, default=16, help="first K tried")
+    p.add_argument("--capacity-max", type=int, default=100_000, help="largest K tried")
+    p.add_argument("--keep", action="store_true", help="leave the benchmark data in the store")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--json", action="store_true", help="print the results as JSON")
+    p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    def progress(msg: str) -> None:
+        print(f"bench: {msg}", file=sys.stderr, flush=True)
+
+    cfg = BenchConfig(
+        url=args.url,
+        clients=args.clients,
+        seconds=args.seconds,
+        warmup=args.warmup,
+        rounds=args.rounds,
+        ops=args.ops,
+        lengths=args.lengths,
+        floor=not args.no_floor,
+        capacity=args.capacity,
+        p99_ms=args.p99_ms,
+        capacity_budget=args.capacity_budget,
+        capacity_window=args.capacity_window,
+        capacity_start=args.capacity_start,
+        capacity_max=args.capacity_max,
+        keep=args.keep,
+        seed=args.seed,
+        progress=None if args.quiet else progress,
+    )
+    try:
+        result = asyncio.run(run_bench(cfg))
+    except AgentStoresError as exc:
+        print(f"agentstores bench: {exc}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(result, indent=2))
+    else:
+        print(render(result), end="")
+    return 1 if _failed(result) else 0
+
+
+def _failed(result: dict[str, Any]) -> bool:
+    """Exit 1 when any measured operation reported an error (the figures are suspect)."""
+    sections: list[dict[str, Any]] = list(result["operations"].values())
+    if result["floor"] is not None:
+        sections.append(result["floor"]["cas"])
+    for entry in result["lengths"]:
+        sections += [entry["append"], entry["read"]]
+    if result["capacity"] is not None:
+        sections += result["capacity"]["steps"]
+    return any(s.get("errors") for s in sections)
