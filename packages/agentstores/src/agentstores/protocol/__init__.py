@@ -1,0 +1,41 @@
+"""The protocol layer: backend-agnostic rules built only on the store ABCs.
+
+- :func:`claim` / :class:`Lease`: the turn lease (mutex, liveness on the store clock,
+  fencing token for every producer write, heartbeat that stops a fenced producer).
+- :func:`start_turn`: claim first, then the transcript-tail check (stale guard).
+- :class:`Sweeper`: retention (expired, idle, over-cap) with atomic re-checks.
+- :func:`rehydrate`: the last N user/assistant turns for a restarted process.
+"""
+
+from .lease import (
+    DEFAULT_CONFIG,
+    ClaimReason,
+    Lease,
+    LeaseConfig,
+    LeaseLostError,
+    LeaseStatus,
+    Liveness,
+    claim,
+    heartbeat_age,
+    liveness,
+)
+from .rehydrate import rehydrate
+from .sweeper import Sweeper, SweepReport
+from .turn import start_turn
+
+__all__ = [
+    "DEFAULT_CONFIG",
+    "ClaimReason",
+    "Lease",
+    "LeaseConfig",
+    "LeaseLostError",
+    "LeaseStatus",
+    "Liveness",
+    "SweepReport",
+    "Sweeper",
+    "claim",
+    "heartbeat_age",
+    "liveness",
+    "rehydrate",
+    "start_turn",
+]

@@ -1,0 +1,475 @@
+"""The turn lease: who produces a conversation's answer, decided on the store's clock.
+
+A lease is one supervision row (``running``, ``message_id``, ``epoch``). Claiming takes
+an epoch above everything the key has seen, which fences every store at once: a
+producer that was only paused, not dead, has each later write refused and stops.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import uuid
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from types import TracebackType
+from typing import Any, Literal, TypeVar
+
+from ..errors import BusyError, ConflictError, ErasedError, FencedError, UsageError
+from ..keys import ConversationKey, validate_id
+from ..models import (
+    JSON,
+    LastTurnStatus,
+    Message,
+    RecordedEvent,
+    StoredMessage,
+    SupervisionRow,
+    SupervisionView,
+)
+from ..stores import UNSET, Stores
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+Liveness = Literal["absent", "sealed", "live", "dead"]
+ClaimReason = Literal["new", "sealed", "dead", "resume"]
+LeaseStatus = Literal["held", "lost", "sealed", "released"]
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseConfig:
+    """Timings of a lease (seconds). The defaults are the seed's: beat 1 s, dead after 3 s.
+
+    ``heartbeat_timeout`` bounds one heartbeat write (default: ``dead_after``): a beat
+    slower than that may already have let another producer take over.
+    ``claim_attempts`` bounds how often a lost compare-and-swap race is re-decided.
+    """
+
+    dead_after: float = 3.0
+    heartbeat_interval: float = 1.0
+    heartbeat_timeout: float | None = None
+    claim_attempts: int = 5
+
+    def __post_init__(self) -> None:
+        if not self.heartbeat_interval > 0:
+            raise UsageError("heartbeat_interval must be positive")
+        if not self.dead_after > self.heartbeat_interval:
+            raise UsageError("dead_after must be longer than heartbeat_interval")
+        if self.heartbeat_timeout is not None and not self.heartbeat_timeout > 0:
+            raise UsageError("heartbeat_timeout must be positive")
+        if self.claim_attempts < 1:
+            raise UsageError("claim_attempts must be at least 1")
+
+    @property
+    def beat_timeout(self) -> float:
+        return self.heartbeat_timeout if self.heartbeat_timeout is not None else self.dead_after
+
+
+DEFAULT_CONFIG = LeaseConfig()
+
+
+class LeaseLostError(FencedError):
+    """The lease is no longer held (fenced by a newer epoch, or its heartbeat failed).
+
+    The producer must stop; ``__cause__`` is what ended the lease.
+    """
+
+
+def heartbeat_age(row: SupervisionRow, now: datetime) -> float | None:
+    """Seconds between the row's heartbeat and ``now`` (both store clock)."""
+    if row.heartbeat_at is None:
+        return None
+    return (now - row.heartbeat_at).total_seconds()
+
+
+def liveness(view: SupervisionView, dead_after: float = DEFAULT_CONFIG.dead_after) -> Liveness:
+    """Judge a supervision read: only the store's clock is compared with itself."""
+    row = view.row
+    if row is None:
+        return "absent"
+    if row.status != "running":
+        return "sealed"
+    age = heartbeat_age(row, view.now)
+    if age is None or age > dead_after:
+        return "dead"
+    return "live"
+
+
+class Lease:
+    """A held turn. Producer writes go through it so each carries the lease's epoch.
+
+    Start the heartbeat with ``async with lease:``, :meth:`run` or
+    :meth:`start_heartbeat`. When a heartbeat is refused or raises, or a store refuses
+    a write as fenced, the lease becomes lost: :attr:`lost` is set, bound tasks are
+    cancelled, ``on_lost`` callbacks run, and every later helper call raises
+    :class:`LeaseLostError` without touching the store.
+    """
+
+    def __init__(
+        self,
+        stores: Stores,
+        key: ConversationKey,
+        principal: str,
+        message_id: str,
+        epoch: int,
+        *,
+        config: LeaseConfig = DEFAULT_CONFIG,
+        reason: ClaimReason = "new",
+        previous: SupervisionRow | None = None,
+        previous_age: float | None = None,
+    ) -> None:
+        self.stores = stores
+        self.key = key
+        self.principal = principal
+        self.message_id = message_id
+        self.epoch = epoch
+        self.config = config
+        self.reason: ClaimReason = reason
+        """Why the claim succeeded: a new row, over a sealed or dead row, or a resume."""
+        self.previous = previous
+        """The row this lease replaced, if any."""
+        self.previous_age = previous_age
+        """Store-clock age of the replaced row's heartbeat when it was judged."""
+        self.status: LeaseStatus = "held"
+        self.lost = asyncio.Event()
+        self.lost_reason: BaseException | None = None
+        self.heartbeats = 0
+        self._heartbeat: asyncio.Task[None] | None = None
+        self._bound: list[asyncio.Future[Any]] = []
+        self._callbacks: list[Callable[[BaseException], object]] = []
+
+    def __repr__(self) -> str:
+        return (
+            f"Lease({self.key!r}, message_id={self.message_id!r}, epoch={self.epoch}, "
+            f"status={self.status!r})"
+        )
+
+    # --- losing the lease -----------------------------------------------------------
+
+    def bind(self, task: asyncio.Future[Any]) -> None:
+        """Cancel ``task`` when the lease is lost (immediately if it already is)."""
+        if self.lost.is_set():
+            task.cancel()
+        else:
+            self._bound.append(task)
+
+    def on_lost(self, callback: Callable[[BaseException], object]) -> None:
+        """Call ``callback(reason)`` once when the lease is lost."""
+        if self.lost.is_set() and self.lost_reason is not None:
+            callback(self.lost_reason)
+        else:
+            self._callbacks.append(callback)
+
+    def mark_lost(self, reason: BaseException) -> None:
+        """End the lease: set :attr:`lost`, cancel bound tasks (not the caller), notify."""
+        if self.lost.is_set():
+            return
+        self.status = "lost"
+        self.lost_reason = reason
+        self.lost.set()
+        log.warning(
+            "lease on %r (message %r, epoch %d) lost: %r",
+            self.key,
+            self.message_id,
+            self.epoch,
+            reason,
+        )
+        current = asyncio.current_task()
+        for task in self._bound:
+            if task is not current and not task.done():
+                task.cancel()
+        if self._heartbeat is not None and self._heartbeat is not current:
+            self._heartbeat.cancel()
+        for callback in self._callbacks:
+            try:
+                callback(reason)
+            except Exception:
+                log.exception("on_lost callback failed")
+
+    def check(self) -> None:
+        """Raise :class:`LeaseLostError` if the lease is lost, sealed or released."""
+        if self.lost.is_set():
+            raise LeaseLostError(
+                "the lease was lost; the producer must stop",
+                key=self.key,
+                epoch=self.epoch,
+                message_id=self.message_id,
+            ) from self.lost_reason
+        if self.status != "held":
+            raise LeaseLostError(f"the lease is {self.status}", key=self.key, epoch=self.epoch)
+
+    async def _write(self, call: Awaitable[T]) -> T:
+        """Await one fenced store call; a refusal (fenced or erased) ends the lease."""
+        try:
+            self.check()
+        except LeaseLostError:
+            if isinstance(call, Coroutine):
+                call.close()
+            raise
+        try:
+            return await call
+        except (FencedError, ErasedError) as exc:
+            self.mark_lost(exc)
+            raise
+
+    # --- heartbeat ------------------------------------------------------------------
+
+    async def heartbeat_once(self) -> None:
+        """Stamp a fresh ``running`` row; a refusal or an error ends the lease (and raises)."""
+        self.check()
+        row = SupervisionRow("running", self.message_id, self.epoch)
+        try:
+            async with asyncio.timeout(self.config.beat_timeout):
+                ok = await self.stores.supervision.compare_and_swap(
+                    self.key, self.principal, self.epoch, row
+                )
+        except Exception as exc:
+            if isinstance(exc, TimeoutError):
+                exc = TimeoutError(f"heartbeat took longer than {self.config.beat_timeout}s")
+            self.mark_lost(exc)
+            raise LeaseLostError("heartbeat failed", key=self.key, epoch=self.epoch) from exc
+        if not ok:
+            refused = FencedError(
+                "heartbeat refused: the supervision row moved on",
+                key=self.key,
+                epoch=self.epoch,
+            )
+            self.mark_lost(refused)
+            raise LeaseLostError("heartbeat refused", key=self.key, epoch=self.epoch) from refused
+        self.heartbeats += 1
+
+    async def _beat_forever(self) -> None:
+        while True:
+            await asyncio.sleep(self.config.heartbeat_interval)
+            try:
+                await self.heartbeat_once()
+            except LeaseLostError:
+                return
+
+    def start_heartbeat(self) -> asyncio.Task[None]:
+        """Start beating every ``heartbeat_interval`` (idempotent)."""
+        self.check()
+        if self._heartbeat is None or self._heartbeat.done():
+            self._heartbeat = asyncio.create_task(
+                self._beat_forever(), name=f"agentstores-heartbeat-{self.message_id}"
+            )
+        return self._heartbeat
+
+    async def stop_heartbeat(self) -> None:
+        task, self._heartbeat = self._heartbeat, None
+        if task is None or task is asyncio.current_task():
+            return
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+    # --- the producer's writes, each carrying the epoch ------------------------------
+
+    async def save_state(self, state: Mapping[str, JSON]) -> None:
+        """Checkpoint the agent's state (what a takeover resumes from)."""
+        await self._write(self.stores.state.save(self.key, self.principal, state, epoch=self.epoch))
+
+    async def record(self, index: int, message: JSON) -> bool:
+        """Publish the cumulative answer so far; False if a newer index is already stored."""
+        event = RecordedEvent(index, message, self.message_id, self.epoch)
+        return await self._write(self.stores.recording.put(self.key, self.principal, event))
+
+    async def append(
+        self,
+        messages: Sequence[Message],
+        *,
+        create_if_absent: bool = False,
+        last_turn_status: LastTurnStatus | None = None,
+        expected_last_message_id: str | None = UNSET,
+        title: str | None = None,
+        expires_at: datetime | None = None,
+    ) -> list[StoredMessage]:
+        """Append to the transcript under the lease's epoch (see ``append_messages``)."""
+        return await self._write(
+            self.stores.conversations.append_messages(
+                self.key,
+                self.principal,
+                messages,
+                create_if_absent=create_if_absent,
+                last_turn_status=last_turn_status,
+                expected_last_message_id=expected_last_message_id,
+                epoch=self.epoch,
+                title=title,
+                expires_at=expires_at,
+            )
+        )
+
+    async def set_last_turn_status(self, status: LastTurnStatus) -> None:
+        await self._write(
+            self.stores.conversations.set_last_turn_status(
+                self.key, self.principal, status, epoch=self.epoch
+            )
+        )
+
+    # --- ending the turn ---------------------------------------------------------
+
+    async def seal(self, status: Literal["done", "errored"] = "done") -> None:
+        """Mark the turn finished: followers then read the transcript, not the recording."""
+        if status not in ("done", "errored"):
+            raise UsageError(f"seal status must be done or errored, got {status!r}")
+        await self.stop_heartbeat()
+        self.check()
+        row = SupervisionRow(status, self.message_id, self.epoch)
+        ok = await self._write(
+            self.stores.supervision.compare_and_swap(self.key, self.principal, self.epoch, row)
+        )
+        if not ok:
+            refused = FencedError(
+                "seal refused: the supervision row moved on", key=self.key, epoch=self.epoch
+            )
+            self.mark_lost(refused)
+            raise LeaseLostError("seal refused", key=self.key, epoch=self.epoch) from refused
+        self.status = "sealed"
+
+    async def drop_recording(self) -> bool:
+        """Delete this turn's recording unless a newer lease now owns it (guarded, fenced)."""
+        try:
+            return await self.stores.recording.delete(
+                self.key, self.principal, self.message_id, epoch=self.epoch
+            )
+        except FencedError:
+            return False
+
+    async def release(self) -> bool:
+        """Give the turn up: delete the row iff it still holds this message and epoch.
+
+        The key's fence stays, so the next lease still starts above this one.
+        """
+        await self.stop_heartbeat()
+        deleted = False
+        if self.status in ("held", "sealed"):
+            deleted = await self.stores.supervision.delete(
+                self.key, self.principal, self.message_id, self.epoch
+            )
+        if self.status == "held":
+            self.status = "released"
+        return deleted
+
+    async def run(self, producer: Coroutine[Any, Any, T]) -> T:
+        """Run ``producer`` under the heartbeat; raise :class:`LeaseLostError` if the lease
+        is lost meanwhile (the producer is cancelled)."""
+        task: asyncio.Task[T] = asyncio.ensure_future(producer)
+        self.bind(task)
+        self.start_heartbeat()
+        try:
+            return await task
+        except asyncio.CancelledError:
+            me = asyncio.current_task()
+            if self.lost.is_set() and (me is None or me.cancelling() == 0):
+                raise LeaseLostError(
+                    "the producer was stopped: lease lost", key=self.key, epoch=self.epoch
+                ) from self.lost_reason
+            raise
+        finally:
+            if task in self._bound:
+                self._bound.remove(task)
+
+    async def __aenter__(self) -> Lease:
+        self.start_heartbeat()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        """Stop beating; a turn that raised while the lease was held is sealed ``errored``."""
+        await self.stop_heartbeat()
+        if exc is not None and self.status == "held" and not self.lost.is_set():
+            try:
+                await self.seal("errored")
+            except Exception:
+                log.exception("could not seal %r as errored", self)
+
+
+async def claim(
+    stores: Stores,
+    key: ConversationKey,
+    principal: str,
+    message_id: str,
+    *,
+    config: LeaseConfig = DEFAULT_CONFIG,
+    resume_live: bool = True,
+) -> Lease:
+    """Take the turn for ``message_id``, or raise :class:`BusyError` naming the occupant.
+
+    No row, a sealed row or a dead row (store clock) -> a new epoch; a live row for the
+    same message -> resume it with a new epoch (fencing the old producer) unless
+    ``resume_live`` is False; a live row for another message -> ``BusyError``. The new
+    epoch is ``max(row.epoch, fence) + 1``. A lost compare-and-swap re-reads and
+    re-decides, at most ``config.claim_attempts`` times (then ``ConflictError``).
+    """
+    validate_id(message_id, "message_id")
+    for _ in range(config.claim_attempts):
+        view = await stores.supervision.read(key, principal)
+        row = view.row
+        verdict = liveness(view, config.dead_after)
+        reason: ClaimReason
+        if verdict == "absent":
+            reason = "new"
+        elif verdict == "sealed":
+            reason = "sealed"
+        elif verdict == "dead":
+            reason = "dead"
+        elif row is not None and row.message_id == message_id and resume_live:
+            reason = "resume"
+        else:
+            assert row is not None
+            raise BusyError(
+                f"turn {row.message_id!r} is running on this conversation",
+                key=key,
+                message_id=row.message_id,
+                epoch=row.epoch,
+            )
+        expected = row.epoch if row is not None else None
+        epoch = max(expected or 0, view.fence) + 1
+        new_row = SupervisionRow("running", message_id, epoch)
+        if await stores.supervision.compare_and_swap(key, principal, expected, new_row):
+            return Lease(
+                stores,
+                key,
+                principal,
+                message_id,
+                epoch,
+                config=config,
+                reason=reason,
+                previous=row,
+                previous_age=heartbeat_age(row, view.now) if row is not None else None,
+            )
+        if row is None:
+            await _raise_if_erased(stores, key, principal)
+    raise ConflictError(
+        f"lost the claim race {config.claim_attempts} times", key=key, message_id=message_id
+    )
+
+
+async def _raise_if_erased(stores: Stores, key: ConversationKey, principal: str) -> None:
+    """A CAS on an absent row fails on a tombstone; every write there raises ErasedError.
+
+    The probe is a guarded recording delete for a message id that cannot exist, so it
+    changes nothing on a live key.
+    """
+    await stores.recording.delete(key, principal, f"probe-{uuid.uuid4().hex}")
+
+
+__all__ = [
+    "DEFAULT_CONFIG",
+    "ClaimReason",
+    "Lease",
+    "LeaseConfig",
+    "LeaseLostError",
+    "LeaseStatus",
+    "Liveness",
+    "claim",
+    "heartbeat_age",
+    "liveness",
+]
