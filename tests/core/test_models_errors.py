@@ -1,0 +1,123 @@
+"""Value types refuse bad input with typed errors; the error hierarchy keeps its promises."""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import UTC, datetime
+
+import pytest
+
+import agentstores
+from agentstores import errors
+from agentstores.errors import (
+    AgentStoresError,
+    BusyError,
+    FencedError,
+    InvalidKeyError,
+    UsageError,
+)
+from agentstores.models import (
+    Message,
+    RecordedEvent,
+    SupervisionRow,
+    SupervisionView,
+)
+
+NOW = datetime(2030, 1, 1, tzinfo=UTC)
+
+
+@pytest.mark.parametrize("status", ["running", "done", "errored"])
+def test_supervision_row_accepts_known_statuses(status: str) -> None:
+    row = SupervisionRow(status, "m1", 0)  # type: ignore[arg-type]
+    assert row.status == status and row.heartbeat_at is None and row.owner == ""
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error"),
+    [
+        ({"status": "dead", "message_id": "m", "epoch": 1}, UsageError),
+        ({"status": "running", "message_id": "m", "epoch": -1}, UsageError),
+        ({"status": "running", "message_id": "m", "epoch": True}, UsageError),
+        ({"status": "running", "message_id": "m", "epoch": "1"}, UsageError),
+        ({"status": "running", "message_id": "m", "epoch": 1.0}, UsageError),
+        ({"status": "running", "message_id": "", "epoch": 1}, InvalidKeyError),
+        ({"status": "running", "message_id": "a\x00", "epoch": 1}, InvalidKeyError),
+    ],
+)
+def test_supervision_row_refuses(kwargs: dict[str, object], error: type[Exception]) -> None:
+    with pytest.raises(error):
+        SupervisionRow(**kwargs)  # type: ignore[arg-type]
+
+
+def test_supervision_view_unpacks_as_row_and_now() -> None:
+    row = SupervisionRow("running", "m", 3)
+    got_row, got_now = SupervisionView(row, NOW, fence=3)
+    assert (got_row, got_now) == (row, NOW)
+    assert SupervisionView(None, NOW).fence == 0
+
+
+@pytest.mark.parametrize(
+    ("index", "epoch", "message_id"),
+    [(-1, 0, "m"), (0, -1, "m"), (0, False, "m"), ("0", 0, "m"), (0, 0, "")],
+)
+def test_recorded_event_refuses(index: object, epoch: object, message_id: str) -> None:
+    with pytest.raises(UsageError):
+        RecordedEvent(index, {"text": "x"}, message_id, epoch)  # type: ignore[arg-type]
+
+
+def test_message_validates_id_and_role() -> None:
+    assert Message("m1", "tool", {"any": ["json"]}).metadata == {}
+    with pytest.raises(UsageError, match="unknown role"):
+        Message("m1", "robot", "x")  # type: ignore[arg-type]
+    with pytest.raises(InvalidKeyError):
+        Message("", "user", "x")
+
+
+def test_models_are_frozen() -> None:
+    row = SupervisionRow("running", "m", 1)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        row.epoch = 2  # type: ignore[misc]
+
+
+# --- errors ---------------------------------------------------------------------------
+
+STDLIB_BASES = {
+    "UsageError": ValueError,
+    "InvalidKeyError": ValueError,
+    "NotOwnedError": PermissionError,
+    "NotFoundError": LookupError,
+    "ErasedError": LookupError,
+    "BackendUnavailableError": ConnectionError,
+    "UnknownOutcomeError": ConnectionError,
+    "UnsupportedError": NotImplementedError,
+}
+
+
+@pytest.mark.parametrize("name", errors.__all__)
+def test_every_error_is_an_agentstores_error_exported_at_top_level(name: str) -> None:
+    cls = getattr(errors, name)
+    assert issubclass(cls, AgentStoresError)
+    assert getattr(agentstores, name) is cls
+    if name in STDLIB_BASES:
+        assert issubclass(cls, STDLIB_BASES[name])
+
+
+def test_specific_relations() -> None:
+    assert issubclass(errors.InvalidKeyError, errors.UsageError)
+    assert issubclass(errors.ErasedError, errors.NotFoundError)
+    assert issubclass(errors.UnknownOutcomeError, errors.BackendUnavailableError)
+    # Outcomes a caller must tell apart are not subclasses of one another.
+    apart = [errors.BusyError, errors.StaleWriteError, errors.FencedError, errors.ConflictError]
+    for a in apart:
+        for b in apart:
+            assert issubclass(a, b) == (a is b)
+
+
+def test_errors_carry_context() -> None:
+    fenced = FencedError("late write", epoch=3, fence=5, key="k")
+    assert (fenced.epoch, fenced.fence, fenced.context["key"]) == (3, 5, "k")
+    assert str(fenced) == "late write"
+    busy = BusyError(message_id="turn-7")
+    assert busy.message_id == "turn-7"
+    assert str(busy) == "BusyError"  # a default message, never empty
+    assert FencedError().epoch is None
