@@ -311,3 +311,22 @@ def test_config_rejects_a_heartbeat_slower_than_death():
 
     with pytest.raises(UsageError):
         LeaseConfig(dead_after=1.0, heartbeat_interval=1.0)
+
+
+async def test_cancelling_the_producer_stops_the_heartbeat(
+    stores: MemoryStores, key: ConversationKey
+):
+    lease = await claim(stores, key, USER, "m1", config=FAST)
+    runner = asyncio.create_task(lease.run(asyncio.Event().wait()))
+    for _ in range(1000):
+        if lease.heartbeats >= 2:
+            break
+        await asyncio.sleep(0.01)
+    assert lease.heartbeats >= 2
+    runner.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await runner
+    beats = lease.heartbeats
+    await asyncio.sleep(FAST.heartbeat_interval * 5)
+    assert lease.heartbeats == beats
+    assert not lease.lost.is_set()

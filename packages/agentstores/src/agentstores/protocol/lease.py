@@ -355,7 +355,11 @@ class Lease:
 
     async def run(self, producer: Coroutine[Any, Any, T]) -> T:
         """Run ``producer`` under the heartbeat; raise :class:`LeaseLostError` if the lease
-        is lost meanwhile (the producer is cancelled)."""
+        is lost meanwhile (the producer is cancelled).
+
+        The heartbeat stops when the producer ends, however it ends, so a cancelled
+        producer cannot leave a lease beating forever; seal within ``dead_after``.
+        """
         task: asyncio.Task[T] = asyncio.ensure_future(producer)
         self.bind(task)
         self.start_heartbeat()
@@ -371,6 +375,9 @@ class Lease:
         finally:
             if task in self._bound:
                 self._bound.remove(task)
+            if not task.done():
+                task.cancel()
+            await self.stop_heartbeat()
 
     async def __aenter__(self) -> Lease:
         self.start_heartbeat()
