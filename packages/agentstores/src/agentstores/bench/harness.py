@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from ..errors import UsageError
+from ..errors import AgentStoresError, UsageError
 from ..keys import ConversationKey
 from ..models import Message, RecordedEvent, SupervisionRow
 from ..plugins import create_stores, get_registry, scheme_of
@@ -124,7 +124,7 @@ class _Client:
         return key
 
 
-class BenchFailure(Exception):
+class BenchFailure(AgentStoresError):
     """An operation returned something a correct store never returns here."""
 
 

@@ -36,7 +36,12 @@ def register(subparsers: Any) -> None:
             + ". Without --url it measures the file backend in a fresh temporary directory."
         ),
     )
-    p.add_argument("--url", help="backend URL (default: file backend in a fresh temp dir)")
+    p.add_argument(
+        "--url",
+        action="append",
+        help="backend URL; repeat to measure several backends one after another "
+        "(default: the file backend in a fresh temp dir)",
+    )
     p.add_argument("--clients", type=int, default=32, help="concurrent clients (default 32)")
     p.add_argument("--seconds", type=float, default=5.0, help="measured seconds per operation")
     p.add_argument("--warmup", type=float, default=1.0, help="warm-up seconds per operation")
@@ -73,8 +78,24 @@ def run(args: argparse.Namespace) -> int:
     def progress(msg: str) -> None:
         print(f"bench: {msg}", file=sys.stderr, flush=True)
 
-    cfg = BenchConfig(
-        url=args.url,
+    configs = [_config(args, url, progress) for url in (args.url or [None])]
+    runs: list[dict[str, Any]] = []
+    try:
+        for cfg in configs:
+            runs.append(asyncio.run(run_bench(cfg)))
+    except AgentStoresError as exc:
+        print(f"agentstores bench: {exc}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps({"runs": runs}, indent=2))
+    else:
+        print("\n".join(render(r) for r in runs), end="")
+    return 1 if any(_failed(r) for r in runs) else 0
+
+
+def _config(args: argparse.Namespace, url: str | None, progress: Any) -> BenchConfig:
+    return BenchConfig(
+        url=url,
         clients=args.clients,
         seconds=args.seconds,
         warmup=args.warmup,
@@ -92,16 +113,6 @@ def run(args: argparse.Namespace) -> int:
         seed=args.seed,
         progress=None if args.quiet else progress,
     )
-    try:
-        result = asyncio.run(run_bench(cfg))
-    except AgentStoresError as exc:
-        print(f"agentstores bench: {exc}", file=sys.stderr)
-        return 2
-    if args.json:
-        print(json.dumps(result, indent=2))
-    else:
-        print(render(result), end="")
-    return 1 if _failed(result) else 0
 
 
 def _failed(result: dict[str, Any]) -> bool:
