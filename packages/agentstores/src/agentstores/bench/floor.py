@@ -48,7 +48,10 @@ class RawFloor(ABC):
       backend ``url`` names (the same URL the adapter gets) and prepares ``clients``
       keys, one per client ``0 .. clients-1``, each holding the value ``0``. Use
       scratch names that cannot collide with adapter data or another concurrent run
-      (a random prefix, a temporary table or directory). Open connections the way
+      (a random prefix, a temporary table or directory); the URL may carry a
+      least-privilege runtime role that cannot create tables in the adapter's schema,
+      so prefer what that role can always do (e.g. a ``TEMP`` table per connection, or
+      rows in the adapter's own table under a scratch key). Open connections the way
       ``clients`` separate adapter clients would (one connection each, or a pool with
       at least ``clients`` connections), so the comparison with the adapter is fair.
     - ``cas(client, op)`` does ONE atomic compare-and-swap on client ``client``'s key:
