@@ -26,7 +26,7 @@ from agentstores.errors import UsageError
 from agentstores.memory.stores import EphemeralStoreWarning
 from agentstores.plugins import get_registry
 
-TINY = {
+TINY: dict[str, Any] = {
     "clients": 2,
     "seconds": 0.2,
     "warmup": 0.05,
@@ -81,7 +81,7 @@ def check_result(r: dict[str, Any], backend: str, *, expect_floor: bool) -> None
 
 
 async def test_memory_run_has_every_section() -> None:
-    cfg = BenchConfig(url=f"memory://bench-{uuid.uuid4().hex}", **TINY)  # type: ignore[arg-type]
+    cfg = BenchConfig(url=f"memory://bench-{uuid.uuid4().hex}", **TINY)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", EphemeralStoreWarning)
         result = await run_bench(cfg)

@@ -57,7 +57,7 @@ def _fits(s: str) -> bool:
 ids = st.one_of(
     st.lists(st.sampled_from(NASTY), min_size=1, max_size=40).map("".join),
     st.text(
-        st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"),
+        st.characters(exclude_categories=["Cs"], exclude_characters="\x00"),
         min_size=1,
         max_size=80,
     ),
