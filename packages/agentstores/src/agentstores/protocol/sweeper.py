@@ -12,10 +12,12 @@ import asyncio
 import contextlib
 import logging
 import random
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
 
 from ..errors import UsageError
+from ..keys import ConversationKey
 from ..stores import Expired, IdleFor, OverCap, Stores, SweepRule
 
 log = logging.getLogger(__name__)
@@ -44,6 +46,8 @@ class Sweeper:
     not updated for that long; ``keep_per_principal``: keep each owner's N most
     recently updated conversations per tenant. ``max_batches`` bounds one rule's work
     per sweep, so one sweep cannot run unboundedly under a steady inflow.
+    ``on_batch(rule_name, keys)``, if given, is awaited with each batch of candidates
+    before they are erased (for metrics, logging or audit).
     """
 
     def __init__(
@@ -55,6 +59,7 @@ class Sweeper:
         keep_per_principal: int | None = None,
         batch_size: int = 100,
         max_batches: int = 100,
+        on_batch: Callable[[str, list[ConversationKey]], Awaitable[None]] | None = None,
     ) -> None:
         if batch_size < 1 or max_batches < 1:
             raise UsageError("batch_size and max_batches must be at least 1")
@@ -68,6 +73,7 @@ class Sweeper:
             self.rules.append(("over_cap", OverCap(keep_per_principal)))
         self.batch_size = batch_size
         self.max_batches = max_batches
+        self.on_batch = on_batch
         self.last_report: SweepReport | None = None
 
     async def sweep_once(self) -> SweepReport:
@@ -80,6 +86,8 @@ class Sweeper:
                 if not keys:
                     break
                 report.batches += 1
+                if self.on_batch is not None:
+                    await self.on_batch(name, keys)
                 progress = 0
                 for key in keys:
                     if await self.stores.conversations.erase_if(key, rule):
