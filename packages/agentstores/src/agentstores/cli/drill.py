@@ -47,6 +47,12 @@ def register(subparsers: Any) -> None:
         default="kill,pause",
         help="comma-separated rounds to run, each kill or pause (default kill,pause)",
     )
+    p.add_argument(
+        "--factory",
+        metavar="MODULE:CALLABLE",
+        help="make the stores with this callable (given the URL) instead of the plugin "
+        "registry; it must be importable by the worker processes",
+    )
     p.add_argument("--json", metavar="PATH", help="also write the result as JSON to PATH")
     p.add_argument("--keep", action="store_true", help="keep the default temporary directory")
     p.set_defaults(run=run)
@@ -74,7 +80,11 @@ def run(args: argparse.Namespace) -> int:
     try:
         timings = timings_from(args)
         rounds = tuple(r.strip() for r in args.rounds.split(",") if r.strip())
-        result = asyncio.run(run_drill(args.url, timings=timings, rounds=rounds, keep=args.keep))
+        result = asyncio.run(
+            run_drill(
+                args.url, timings=timings, rounds=rounds, keep=args.keep, factory=args.factory
+            )
+        )
     except AgentStoresError as exc:
         print(f"agentstores drill: {exc}", file=sys.stderr)
         return 2

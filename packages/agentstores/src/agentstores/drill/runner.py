@@ -27,7 +27,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..api import open_stores
 from ..errors import UsageError
 from ..plugins import scheme_of
 from ..stores import Capability
@@ -39,6 +38,7 @@ from .script import (
     expected_text,
     user_message_id,
 )
+from .worker import open_bundle
 
 Event = dict[str, Any]
 Say = Callable[[str], None]
@@ -217,8 +217,9 @@ class DrillResult:
 
 
 class Drill:
-    def __init__(self, url: str, timings: Timings, say: Say) -> None:
+    def __init__(self, url: str, timings: Timings, say: Say, factory: str | None = None) -> None:
         self.url = url
+        self.factory = factory
         self.timings = timings
         self.say = say
         self.tenant = f"drill-{uuid.uuid4().hex[:12]}"
@@ -244,6 +245,7 @@ class Drill:
             self.timings.to_json(),
             "--max-wait",
             str(self.max_wait),
+            *(("--factory", self.factory) if self.factory else ()),
             *extra,
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
@@ -275,9 +277,10 @@ class Drill:
         self.say(f"  {who[0]} claimed the turn at epoch {claimed['epoch']} ({claimed['reason']})")
         at, checkpoint = await producer.wait_for("checkpoint", wait)
         result.checkpoint_chars = checkpoint["position"]
-        _, flushed = await producer.wait_for(
+        at, _ = await producer.wait_for(
             "flush", wait, since=at, where=lambda e: e["index"] > checkpoint["position"]
         )
+        _, flushed = await producer.wait_for("flush", wait, since=at + 1)
         if mode == "kill":
             producer.signal(signal.SIGKILL)
         else:
@@ -374,7 +377,7 @@ class Drill:
         winners = {r + 1: rnd.takeover_epoch for r, rnd in enumerate(result.rounds)}
         turns = sorted(winners)
         check = result.checks.append
-        async with open_stores(self.url) as stores:
+        async with open_bundle(self.url, self.factory) as stores:
             messages = await stores.conversations.read_messages(self.key, PRINCIPAL)
             ids = [m.id for m in messages]
             want = [i for n in turns for i in (user_message_id(n), answer_message_id(n))]
@@ -433,8 +436,14 @@ async def run_drill(
     rounds: tuple[str, ...] = ("kill", "pause"),
     say: Say = print,
     keep: bool = False,
+    factory: str | None = None,
 ) -> DrillResult:
-    """Run the drill against ``url`` (default: a fresh file store in a temporary dir)."""
+    """Run the drill against ``url`` (default: a fresh file store in a temporary dir).
+
+    ``factory`` (``"module:callable"``, importable by the worker processes) makes the
+    stores from the URL instead of the plugin registry, to drill a backend that has no
+    entry point (or a deliberately broken one).
+    """
     timings = timings or Timings()
     for mode in rounds:
         if mode not in ("kill", "pause"):
@@ -447,9 +456,9 @@ async def run_drill(
             "the drill runs separate OS processes and memory:// shares nothing across "
             "processes; give a file://, postgresql:// or redis:// URL"
         )
-    drill = Drill(url, timings, say)
+    drill = Drill(url, timings, say, factory)
     try:
-        async with open_stores(url) as stores:
+        async with open_bundle(url, factory) as stores:
             backend, caps = stores.backend, stores.capabilities
         result = DrillResult(url=url, backend=backend, timings=timings)
         say(f"drill against {url} (backend {backend}; tenant {drill.tenant})")

@@ -19,10 +19,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib
 import json
 import sys
 import time
 from collections.abc import Awaitable, Sequence
+from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 from ..api import open_stores
@@ -345,12 +347,29 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--expected-tail", default=None, help="transcript tail before the turn")
     parser.add_argument("--probe-on-loss", action="store_true")
     parser.add_argument("--max-wait", type=float, default=120.0)
+    parser.add_argument(
+        "--factory",
+        default=None,
+        help="module:callable taking the URL and returning an unopened Stores (instead of "
+        "the plugin registry)",
+    )
     return parser
+
+
+def open_bundle(url: str, factory: str | None) -> AbstractAsyncContextManager[Stores]:
+    """The stores for ``url``: through the registry, or ``factory(url)`` when given."""
+    if factory is None:
+        return open_stores(url)
+    module, _, attr = factory.partition(":")
+    made = getattr(importlib.import_module(module), attr)(url)
+    if not isinstance(made, Stores):
+        raise TypeError(f"{factory} returned {type(made).__name__}, not Stores")
+    return made
 
 
 async def main_async(args: argparse.Namespace) -> int:
     key = conversation_key(args.tenant)
-    async with open_stores(args.url) as stores:
+    async with open_bundle(args.url, args.factory) as stores:
         emit("ready", role=args.role, backend=stores.backend)
         return await ROLES[args.role](stores, key, args)
 
