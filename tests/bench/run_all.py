@@ -13,7 +13,7 @@ A backend whose adapter or server is not installed is skipped with a note on std
 Every other argument goes to ``agentstores bench``; everything started here is thrown
 away afterwards, so ``--keep`` is passed to skip the (slow, pointless) erase pass::
 
-    python -m tests.bench.run_all --only file,redis -- --clients 32 --seconds 5 --json
+    python -m tests.bench.run_all --only file,redis --clients 32 --seconds 5 --json
 """
 
 from __future__ import annotations
@@ -63,13 +63,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.bench.run_all")
     parser.add_argument("--only", default=",".join(BACKENDS), help="comma-separated backends")
     parser.add_argument("--redis-fsync", default="everysec", choices=["always", "everysec", "no"])
-    parser.add_argument("bench_args", nargs=argparse.REMAINDER, help="-- then bench options")
-    args = parser.parse_args(argv)
+    args, rest = parser.parse_known_args(argv)
     wanted = [b.strip() for b in args.only.split(",") if b.strip()]
     unknown = set(wanted) - set(BACKENDS)
     if unknown:
         parser.error(f"unknown backends {sorted(unknown)}; choose from {BACKENDS}")
-    rest = [a for a in args.bench_args if a != "--"]
+    rest = [a for a in rest if a != "--"]
     starters: dict[str, Callable[[], contextlib.AbstractContextManager[str]]] = {
         "file": _file,
         "postgres": _postgres,

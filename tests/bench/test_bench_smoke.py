@@ -175,3 +175,17 @@ async def test_memory_floor_keeps_the_protocol() -> None:
     assert not await floor.cas(0, 1)  # the stored value is 2 now
     assert await floor.cas(1, 0)
     await floor.close()
+
+
+def test_run_all_driver_benches_the_file_backend(capsys: pytest.CaptureFixture[str]) -> None:
+    if get_registry().by_scheme("file") is None:
+        pytest.skip("the file backend (agentstores-file) is not installed or failed to load")
+    from tests.bench.run_all import main as run_all
+
+    args = ["--only", "file", "--json", "--quiet", "--clients", "2", "--seconds", "0.1"]
+    args += ["--warmup", "0.02", "--lengths", "none", "--ops", "cas,read"]
+    assert run_all(args) == 0
+    data = json.loads(capsys.readouterr().out)
+    (run,) = data["runs"]
+    assert run["backend"] == "file" and set(run["operations"]) == {"cas", "read"}
+    assert run["lengths"] == [] and run["capacity"] is None
