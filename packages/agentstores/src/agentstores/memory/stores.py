@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import bisect
 import json
 import logging
 import uuid
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -97,6 +98,19 @@ def _stored(row: MessageRow, seq: int) -> StoredMessage:
         seq=seq,
         created_at=row.created_at,
     )
+
+
+class _Stamps(Sequence[datetime]):
+    """``created_at`` of a speaker view, as a sequence ``bisect`` can search."""
+
+    def __init__(self, conv: Conversation, view: Sequence[int]) -> None:
+        self.conv, self.view = conv, view
+
+    def __len__(self) -> int:
+        return len(self.view)
+
+    def __getitem__(self, i: int) -> datetime:  # type: ignore[override]
+        return self.conv.messages[self.view[i]].created_at
 
 
 class _MemoryStore:
@@ -318,9 +332,7 @@ class MemoryConversationStore(_MemoryStore, ConversationStore):
                 m.message.compaction,
                 stamp,
             )
-            conv.messages.append(row)
-            conv.ids.add(row.id)
-            stored.append(_stored(row, len(conv.messages) - 1))
+            stored.append(_stored(row, conv.add(row)))
         if last_turn_status is not None:
             conv.last_turn_status = last_turn_status
         if title is not None:
@@ -374,10 +386,7 @@ class MemoryConversationStore(_MemoryStore, ConversationStore):
                 break
         else:
             raise NotFoundError(f"no message {message_id!r} in this conversation", key=key)
-        removed = conv.messages[cut:]
-        del conv.messages[cut:]
-        for row in removed:
-            conv.ids.discard(row.id)
+        removed = conv.cut(cut)
         self._touch(key, principal, conv, epoch)
         return len(removed)
 
@@ -400,16 +409,16 @@ class MemoryConversationStore(_MemoryStore, ConversationStore):
         now = d.now()
         copy = Conversation(owner=principal, created_at=now, updated_at=now, title=source.title)
         for row in prefix:
-            new_row = MessageRow(
-                uuid.uuid4().hex,
-                row.role,
-                row.content_json,
-                row.metadata_json,
-                row.compaction,
-                now,
+            copy.add(
+                MessageRow(
+                    uuid.uuid4().hex,
+                    row.role,
+                    row.content_json,
+                    row.metadata_json,
+                    row.compaction,
+                    now,
+                )
             )
-            copy.messages.append(new_row)
-            copy.ids.add(new_row.id)
         d.commit_write(new_key, principal, None)
         d.conversations[new_key] = copy
 
@@ -454,19 +463,27 @@ class MemoryConversationStore(_MemoryStore, ConversationStore):
         conv = self._readable(key, principal)
         if conv is None:
             return []
-        view = [row for row in conv.messages if query.speaker == "all" or row.role == query.speaker]
-        indexed = list(enumerate(view))
+        if query.speaker == "all":
+            view: Sequence[int] = range(len(conv.messages))
+        else:
+            view = conv.positions[query.speaker]
         if query.index is not None:
             i = query.index + len(view) if query.index < 0 else query.index
-            indexed = [indexed[i]] if 0 <= i < len(view) else []
+            chosen = [i] if 0 <= i < len(view) else []
         elif query.time_range is not None:
             start, end = query.time_range
-            indexed = [(i, row) for i, row in indexed if start <= row.created_at <= end]
+            stamps = _Stamps(conv, view)
+            chosen = list(
+                range(bisect.bisect_left(stamps, start), bisect.bisect_right(stamps, end))
+            )
+        else:
+            chosen = list(range(len(view)))
         if query.limit is not None:
-            indexed = indexed[: query.limit]
+            chosen = chosen[: query.limit]
+        rows = [(i, conv.messages[view[i]]) for i in chosen]
         return [
             TranscriptMessage(i, row.role, json.loads(row.content_json), row.id, row.created_at)
-            for i, row in indexed
+            for i, row in rows
         ]
 
     async def _recent(
@@ -476,10 +493,7 @@ class MemoryConversationStore(_MemoryStore, ConversationStore):
         conv = self._readable(key, principal)
         if conv is None:
             return []
-        turns = [
-            (seq, row) for seq, row in enumerate(conv.messages) if row.role in ("user", "assistant")
-        ]
-        return [_stored(row, seq) for seq, row in turns[-limit:]]
+        return [_stored(conv.messages[seq], seq) for seq in conv.positions["turns"][-limit:]]
 
     async def _history(self, key: ConversationKey, principal: str) -> list[StoredMessage]:
         await _yield()
