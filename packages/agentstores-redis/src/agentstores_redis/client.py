@@ -1,0 +1,527 @@
+"""The connection layer: one redis-py asyncio client (standalone or cluster), scripts
+registered once and run with EVALSHA, and an exact account of what a failure means.
+
+redis-py retries a command after a connection error by default. For a script that
+writes, a retry after the first attempt landed would apply it twice, so every client
+here is built with retries off and this module decides instead:
+
+- a failure while *getting* a ready connection (connect refused, pool exhausted) means
+  the command was never sent: :class:`NotSent`;
+- a failure after the command was handed to the socket means it may or may not have
+  run: :class:`Uncertain`. Stores reconcile it through the nonce each write leaves in
+  the key's header, or raise :class:`~agentstores.errors.UnknownOutcomeError`;
+- ``NOSCRIPT`` (a restarted or failed-over server) means the script did not run: it is
+  loaded on that connection and sent again;
+- read-only scripts and idempotent index commands are simply sent once more.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from redis.asyncio import BlockingConnectionPool, Redis
+from redis.asyncio.cluster import ClusterNode, RedisCluster
+from redis.asyncio.connection import Connection
+from redis.backoff import NoBackoff
+from redis.exceptions import (
+    AskError,
+    ClusterDownError,
+    MovedError,
+    NoScriptError,
+    ResponseError,
+    TryAgainError,
+)
+from redis.retry import Retry
+
+log = logging.getLogger(__name__)
+
+EncodableT = bytes | str | int | float
+
+
+class NotSent(Exception):
+    """No command reached the server (connect failed, pool exhausted, topology gone)."""
+
+    def __init__(self, message: str, *, exhausted: bool = False) -> None:
+        super().__init__(message)
+        self.exhausted = exhausted
+
+
+class Uncertain(Exception):
+    """The connection failed after the command was sent: it may or may not have run."""
+
+
+class NotDurable(Exception):
+    """The write ran on the primary but WAIT / WAITAOF did not confirm it in time."""
+
+    def __init__(self, reply: Any, detail: str) -> None:
+        super().__init__(detail)
+        self.reply = reply
+
+
+@dataclass(frozen=True)
+class Script:
+    """One Lua script, identified by the SHA1 of its source (what EVALSHA takes)."""
+
+    name: str
+    source: str
+    write: bool
+
+    @property
+    def sha(self) -> str:
+        return hashlib.sha1(self.source.encode("utf-8")).hexdigest()
+
+
+Call = tuple[Script | None, Sequence[str], Sequence[EncodableT]]
+"""A script with its KEYS and ARGV, or ``(None, [routing key], command args)``."""
+
+
+@dataclass(frozen=True)
+class ClientOptions:
+    pool_size: int = 32
+    pool_timeout: float = 5.0
+    socket_timeout: float | None = 10.0
+    connect_timeout: float = 5.0
+    wait_replicas: int = 0
+    wait_aof_local: int = 0
+    wait_aof_replicas: int = 0
+    wait_timeout_ms: int = 1000
+    client_name: str = "agentstores"
+
+
+_NOT_RUN = (
+    "NOSCRIPT",
+    "OOM",
+    "READONLY",
+    "BUSY ",
+    "LOADING",
+    "MASTERDOWN",
+    "NOREPLICAS",
+    "CLUSTERDOWN",
+    "MOVED",
+    "ASK",
+    "TRYAGAIN",
+    "CROSSSLOT",
+    "NOPERM",
+    "NOAUTH",
+    "WRONGPASS",
+)
+"""Error replies that mean the server refused the command before running it."""
+
+
+def refused_before_run(exc: ResponseError) -> bool:
+    return str(exc).startswith(_NOT_RUN)
+
+
+class RedisClient:
+    """One logical connection to a Redis/Valkey deployment."""
+
+    def __init__(
+        self, url: str, *, cluster: bool, options: ClientOptions, scripts: Sequence[Script]
+    ) -> None:
+        self.url = url
+        self.cluster = cluster
+        self.options = options
+        self.scripts = {s.name: s for s in scripts}
+        self._standalone: Redis | None = None
+        self._pool: BlockingConnectionPool | None = None
+        self._cluster: RedisCluster | None = None
+        self._slots: asyncio.Semaphore | None = None
+        self._refresh = False
+        self._refresh_lock = asyncio.Lock()
+
+    # --- lifecycle ------------------------------------------------------------------
+
+    async def open(self) -> None:
+        o = self.options
+        common: dict[str, Any] = {
+            "socket_timeout": o.socket_timeout,
+            "socket_connect_timeout": o.connect_timeout,
+            "retry": Retry(NoBackoff(), 0),
+            "client_name": o.client_name,
+            "health_check_interval": 0,
+            "protocol": 2,
+        }
+        if self.cluster:
+            self._cluster = RedisCluster.from_url(
+                self.url,
+                max_connections=o.pool_size,
+                require_full_coverage=True,
+                **common,
+            )
+            self._slots = asyncio.Semaphore(o.pool_size)
+            try:
+                await self._cluster.initialize()
+            except Exception as exc:
+                raise NotSent(f"cannot reach the cluster at {self.url}: {exc}") from exc
+        else:
+            self._pool = BlockingConnectionPool.from_url(
+                self.url, max_connections=o.pool_size, timeout=o.pool_timeout, **common
+            )
+            self._standalone = Redis(connection_pool=self._pool)
+        await self.load_scripts()
+
+    async def close(self) -> None:
+        if self._cluster is not None:
+            cluster, self._cluster = self._cluster, None
+            await cluster.aclose()
+        if self._standalone is not None:
+            client, self._standalone = self._standalone, None
+            await client.aclose()
+            if self._pool is not None:
+                await self._pool.disconnect()
+                self._pool = None
+
+    @property
+    def redis(self) -> Redis | RedisCluster:
+        """The underlying redis-py client (for administration and tests)."""
+        client = self._cluster if self.cluster else self._standalone
+        if client is None:
+            raise NotSent("the client is closed")
+        return client
+
+    async def load_scripts(self) -> None:
+        """SCRIPT LOAD every script on every primary, once."""
+        for node in await self._primaries():
+            calls: list[Call] = [
+                (None, [], ("SCRIPT", "LOAD", s.source)) for s in self.scripts.values()
+            ]
+            replies = await self._on_node(node, calls)
+            for reply in replies:
+                if isinstance(reply, Exception):
+                    raise reply
+
+    async def _primaries(self) -> list[Any]:
+        if self.cluster:
+            assert self._cluster is not None
+            return list(self._cluster.get_primaries())
+        return [None]
+
+    # --- connections ----------------------------------------------------------------
+
+    async def _maybe_refresh(self) -> None:
+        if not self._refresh or self._cluster is None:
+            return
+        async with self._refresh_lock:
+            if self._refresh:
+                try:
+                    await self._cluster.nodes_manager.initialize()
+                except Exception as exc:
+                    raise NotSent(f"cluster topology unavailable: {exc}") from exc
+                self._refresh = False
+
+    def _node_for(self, key: str) -> ClusterNode:
+        assert self._cluster is not None
+        node = self._cluster.get_node_from_key(key)
+        if node is None:
+            raise NotSent(f"no primary serves the slot of {key!r}")
+        return node
+
+    async def _acquire(
+        self, node: ClusterNode | None
+    ) -> tuple[Connection, Callable[[Connection], Awaitable[None]]]:
+        """A connected connection and its release; every failure here is :class:`NotSent`."""
+        o = self.options
+        if not self.cluster:
+            assert self._pool is not None
+            try:
+                conn = await self._pool.get_connection()  # type: ignore[no-untyped-call]
+            except Exception as exc:
+                if isinstance(exc.__cause__, TimeoutError):
+                    raise NotSent(
+                        f"connection pool exhausted: all {o.pool_size} connections stayed "
+                        f"busy for {o.pool_timeout} s (options pool_size, pool_timeout)",
+                        exhausted=True,
+                    ) from exc
+                raise NotSent(f"cannot connect: {exc}") from exc
+            pool = self._pool
+
+            async def release_standalone(c: Connection) -> None:
+                await pool.release(c)
+
+            return conn, release_standalone
+        assert node is not None and self._slots is not None
+        slots = self._slots
+        try:
+            await asyncio.wait_for(slots.acquire(), o.pool_timeout)
+        except TimeoutError as exc:
+            raise NotSent(
+                f"connection pool exhausted: all {o.pool_size} connections stayed busy "
+                f"for {o.pool_timeout} s (options pool_size, pool_timeout)",
+                exhausted=True,
+            ) from exc
+        try:
+            conn = node.acquire_connection()
+        except Exception as exc:
+            slots.release()
+            raise NotSent(f"no connection to {node.name}: {exc}") from exc
+        try:
+            await _ensure_ready(conn)
+        except BaseException as exc:
+            node.release(conn)
+            slots.release()
+            self._refresh = True
+            if isinstance(exc, Exception):
+                raise NotSent(f"cannot connect to {node.name}: {exc}") from exc
+            raise
+
+        async def release_cluster(c: Connection) -> None:
+            node.release(c)
+            slots.release()
+
+        return conn, release_cluster
+
+    # --- running --------------------------------------------------------------------
+
+    def _wait_commands(self) -> list[tuple[EncodableT, ...]]:
+        o = self.options
+        cmds: list[tuple[EncodableT, ...]] = []
+        if o.wait_replicas:
+            cmds.append(("WAIT", o.wait_replicas, o.wait_timeout_ms))
+        if o.wait_aof_local or o.wait_aof_replicas:
+            cmds.append(("WAITAOF", o.wait_aof_local, o.wait_aof_replicas, o.wait_timeout_ms))
+        return cmds
+
+    async def write(self, script: Script, keys: Sequence[str], args: Sequence[EncodableT]) -> Any:
+        """Run a writing script once. Raises :class:`NotSent`, :class:`Uncertain`,
+        :class:`NotDurable` (WAIT/WAITAOF short) or the server's error reply."""
+        evalsha = ("EVALSHA", script.sha, len(keys), *keys, *args)
+        waits = self._wait_commands()
+        for attempt in range(3):
+            await self._maybe_refresh()
+            node = self._node_for(keys[0]) if self.cluster else None
+            conn, release = await self._acquire(node)
+            try:
+                try:
+                    replies = await _pipeline(conn, [evalsha, *waits])
+                except BaseException as exc:
+                    await _drop(conn)
+                    self._refresh = self.cluster
+                    if isinstance(exc, Exception):
+                        raise Uncertain(f"connection lost during {script.name}: {exc}") from exc
+                    raise
+                first = replies[0]
+                if isinstance(first, NoScriptError):
+                    try:
+                        await _pipeline(conn, [("SCRIPT", "LOAD", script.source)])
+                    except BaseException:
+                        await _drop(conn)
+                        raise
+                    continue
+            finally:
+                await release(conn)
+            if isinstance(first, (MovedError, AskError, TryAgainError, ClusterDownError)):
+                self._refresh = True
+                if attempt < 2:
+                    await asyncio.sleep(0.05 * (attempt + 1))
+                    continue
+                raise NotSent(f"cluster redirection did not settle: {first}")
+            if isinstance(first, Exception):
+                raise first
+            self._check_waits(first, replies[1:])
+            return first
+        raise NotSent(f"{script.name}: the server kept answering NOSCRIPT")
+
+    def _check_waits(self, reply: Any, wait_replies: Sequence[Any]) -> None:
+        o = self.options
+        i = 0
+        if o.wait_replicas:
+            got = wait_replies[i]
+            i += 1
+            if isinstance(got, Exception) or int(got) < o.wait_replicas:
+                raise NotDurable(
+                    reply, f"WAIT: {got} of {o.wait_replicas} replicas confirmed in time"
+                )
+        if o.wait_aof_local or o.wait_aof_replicas:
+            got = wait_replies[i]
+            if isinstance(got, Exception):
+                raise NotDurable(reply, f"WAITAOF failed: {got}")
+            local, replicas = int(got[0]), int(got[1])
+            if local < o.wait_aof_local or replicas < o.wait_aof_replicas:
+                raise NotDurable(
+                    reply,
+                    f"WAITAOF: fsynced locally {local}/{o.wait_aof_local}, on replicas "
+                    f"{replicas}/{o.wait_aof_replicas} in time",
+                )
+
+    async def read(self, script: Script, keys: Sequence[str], args: Sequence[EncodableT]) -> Any:
+        """Run a read-only script (sent again once after a connection failure)."""
+        reply = (await self.many([(script, keys, args)]))[0]
+        if isinstance(reply, Exception):
+            raise reply
+        return reply
+
+    async def command(self, routing_key: str, *args: EncodableT) -> Any:
+        """One idempotent command routed by ``routing_key``."""
+        reply = (await self.many([(None, [routing_key], args)]))[0]
+        if isinstance(reply, Exception):
+            raise reply
+        return reply
+
+    async def many(self, calls: Sequence[Call]) -> list[Any]:
+        """Run read-only scripts and idempotent commands, pipelined per node; each result
+        is a reply or the exception for that call. A lost connection is retried once."""
+        results: list[Any] = [None] * len(calls)
+        pending = list(range(len(calls)))
+        for attempt in range(2):
+            await self._maybe_refresh()
+            groups: dict[Any, list[int]] = {}
+            for i in pending:
+                key = calls[i][1][0] if calls[i][1] else None
+                node = self._node_for(key) if (self.cluster and key is not None) else None
+                if self.cluster and node is None:
+                    assert self._cluster is not None
+                    node = self._cluster.get_default_node()
+                groups.setdefault(node, []).append(i)
+            outcome = await asyncio.gather(
+                *(self._on_node(node, [calls[i] for i in idx]) for node, idx in groups.items()),
+                return_exceptions=True,
+            )
+            retry: list[int] = []
+            for (_node, idx), replies in zip(groups.items(), outcome, strict=True):
+                if isinstance(replies, BaseException):
+                    if isinstance(replies, (Uncertain, NotSent)) and attempt == 0:
+                        retry.extend(idx)
+                        continue
+                    if not isinstance(replies, Exception):
+                        raise replies
+                    for i in idx:
+                        results[i] = replies
+                    continue
+                for i, reply in zip(idx, replies, strict=True):
+                    if isinstance(reply, (MovedError, AskError, TryAgainError, ClusterDownError)):
+                        self._refresh = True
+                        if attempt == 0:
+                            retry.append(i)
+                            continue
+                    results[i] = reply
+            if not retry:
+                break
+            pending = retry
+        return results
+
+    async def _on_node(self, node: ClusterNode | None, calls: Sequence[Call]) -> list[Any]:
+        conn, release = await self._acquire(node)
+        try:
+            cmds = [_command(c) for c in calls]
+            try:
+                replies = await _pipeline(conn, cmds)
+                missing = [
+                    i for i, r in enumerate(replies) if isinstance(r, NoScriptError) and calls[i][0]
+                ]
+                if missing:
+                    loads: list[tuple[EncodableT, ...]] = []
+                    for i in missing:
+                        script = calls[i][0]
+                        assert script is not None
+                        loads.append(("SCRIPT", "LOAD", script.source))
+                    again = await _pipeline(conn, [*loads, *(cmds[i] for i in missing)])
+                    for i, reply in zip(missing, again[len(loads) :], strict=True):
+                        replies[i] = reply
+            except BaseException as exc:
+                await _drop(conn)
+                self._refresh = self.cluster
+                if isinstance(exc, Exception):
+                    raise Uncertain(f"connection lost: {exc}") from exc
+                raise
+            return replies
+        finally:
+            await release(conn)
+
+    async def time_us(self) -> int:
+        """The server's clock in microseconds (``TIME`` on the default node)."""
+        node = None
+        if self.cluster:
+            assert self._cluster is not None
+            node = self._cluster.get_default_node()
+        reply = (await self._on_node_retry(node, [(None, [], ("TIME",))]))[0]
+        if isinstance(reply, Exception):
+            raise reply
+        return int(reply[0]) * 1_000_000 + int(reply[1])
+
+    async def _on_node_retry(self, node: ClusterNode | None, calls: Sequence[Call]) -> list[Any]:
+        try:
+            return await self._on_node(node, calls)
+        except (Uncertain, NotSent):
+            await self._maybe_refresh()
+            return await self._on_node(node, calls)
+
+    async def scan(self, pattern: str, count: int = 1000) -> list[bytes]:
+        """Every key matching ``pattern`` on every primary (administration only)."""
+        found: list[bytes] = []
+        for node in await self._primaries():
+            cursor: Any = 0
+            while True:
+                replies = await self._on_node_retry(
+                    node, [(None, [], ("SCAN", cursor, "MATCH", pattern, "COUNT", count))]
+                )
+                reply = replies[0]
+                if isinstance(reply, Exception):
+                    raise reply
+                cursor, keys = reply
+                found.extend(keys)
+                if int(cursor) == 0:
+                    break
+        return found
+
+    async def on_primaries(self, *args: EncodableT) -> list[Any]:
+        """One command on every primary (administration and tests)."""
+        out = []
+        for node in await self._primaries():
+            out.append((await self._on_node_retry(node, [(None, [], args)]))[0])
+        return out
+
+
+def _command(call: Call) -> tuple[EncodableT, ...]:
+    script, keys, args = call
+    if script is None:
+        return tuple(args)
+    return ("EVALSHA", script.sha, len(keys), *keys, *args)
+
+
+async def _ensure_ready(conn: Connection) -> None:
+    """Connect, or reconnect a connection whose socket the server closed meanwhile."""
+    if not conn.is_connected:
+        await conn.connect()  # type: ignore[no-untyped-call]
+        return
+    try:
+        stale = await conn.can_read()
+    except Exception:
+        stale = True
+    if stale:
+        await conn.disconnect()
+        await conn.connect()  # type: ignore[no-untyped-call]
+
+
+async def _pipeline(conn: Connection, cmds: Sequence[Sequence[EncodableT]]) -> list[Any]:
+    """Send every command in one write, read every reply; error replies are returned."""
+    await conn.send_packed_command(conn.pack_commands(cmds), check_health=False)
+    replies: list[Any] = []
+    for _ in cmds:
+        try:
+            replies.append(await conn.read_response())
+        except ResponseError as exc:
+            replies.append(exc)
+    return replies
+
+
+async def _drop(conn: Connection) -> None:
+    with contextlib.suppress(Exception):
+        await conn.disconnect(nowait=True)
+
+
+__all__ = [
+    "Call",
+    "ClientOptions",
+    "NotDurable",
+    "NotSent",
+    "RedisClient",
+    "Script",
+    "Uncertain",
+    "refused_before_run",
+]

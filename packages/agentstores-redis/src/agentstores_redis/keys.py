@@ -1,0 +1,140 @@
+"""Redis key names. Every key of one conversation shares one hash tag, so one script can
+touch all of them on a cluster; indexes that span conversations live in slots of their own.
+
+Layout (``P`` is the key prefix, ``D`` the conversation's ``ConversationKey.digest``)::
+
+    P:{D}:h      header hash: owner, fence, tombstone, expiry, shares, last-write nonce
+    P:{D}:sv     supervision row              P:{D}:rec   recording
+    P:{D}:st     agent state blob             P:{D}:pt    pause tokens (token id -> record)
+    P:{D}:m      conversation metadata        P:{D}:ids   message id -> seq
+    P:{D}:msg    seq -> message record        P:{D}:t     time index (created_at, seq)
+    P:{D}:u      user messages by seq         P:{D}:a     assistant messages by seq
+    P:{D}:cp     compaction messages by seq
+
+    P:ix:{sha(tenant, owner)}       an owner's conversations in a tenant, by updated_at
+    P:sw:{sN}:idle / :exp / :own    sweeper indexes, sharded N = 0..15
+
+Names are built only from hex digests and a validated prefix: raw ids never appear in
+a key name (they appear only as members and field names, which are binary-safe).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+
+from agentstores.errors import UsageError
+from agentstores.keys import ConversationKey, encode_component
+
+SHARDS = 16
+"""Sweeper index shards; spreads index writes over a cluster. Fixed for a deployment."""
+
+_PREFIX = re.compile(r"^[A-Za-z0-9_.:-]{1,64}$")
+
+CONV_PARTS = ("h", "sv", "rec", "st", "pt", "m", "ids", "msg", "t", "u", "a", "cp")
+"""Every key of one conversation, in the order scripts receive them when they need all."""
+
+
+def check_prefix(prefix: str) -> str:
+    """A key prefix: 1-64 chars of ``[A-Za-z0-9_.:-]`` (no braces, so no hash tag)."""
+    if not isinstance(prefix, str) or not _PREFIX.match(prefix):
+        raise UsageError(f"key_prefix must match [A-Za-z0-9_.:-]{{1,64}}, got {prefix!r}")
+    return prefix
+
+
+def _sha(text: str) -> str:
+    return hashlib.sha256(text.encode("ascii")).hexdigest()
+
+
+@dataclass(frozen=True, slots=True)
+class ConvKeys:
+    """The key names of one conversation."""
+
+    digest: str
+    h: str
+    sv: str
+    rec: str
+    st: str
+    pt: str
+    m: str
+    ids: str
+    msg: str
+    t: str
+    u: str
+    a: str
+    cp: str
+
+    def pick(self, *parts: str) -> list[str]:
+        return [getattr(self, p) for p in parts]
+
+    @property
+    def all(self) -> list[str]:
+        return self.pick(*CONV_PARTS)
+
+
+class KeySpace:
+    """Key names under one prefix."""
+
+    def __init__(self, prefix: str = "as") -> None:
+        self.prefix = check_prefix(prefix)
+
+    def conv(self, key: ConversationKey) -> ConvKeys:
+        d = key.digest
+        base = f"{self.prefix}:{{{d}}}:"
+        return ConvKeys(d, *(base + part for part in CONV_PARTS))
+
+    def member(self, key: ConversationKey) -> str:
+        """How sweeper indexes name a conversation: its storage name (decodable)."""
+        return key.storage_name
+
+    def shard_of(self, key: ConversationKey) -> int:
+        return int(key.digest[:8], 16) % SHARDS
+
+    def owner_index(self, tenant: str, owner: str) -> str:
+        """An owner's conversations in one tenant: members are raw session ids."""
+        return f"{self.prefix}:ix:{{{_sha(self.owner_name(tenant, owner))}}}"
+
+    @staticmethod
+    def owner_name(tenant: str, owner: str) -> str:
+        return f"{encode_component(tenant)}:{encode_component(owner)}"
+
+    def owner_registry(self, shard: int) -> str:
+        return f"{self.prefix}:sw:{{s{shard}}}:own"
+
+    def owner_shard(self, tenant: str, owner: str) -> int:
+        return int(_sha(self.owner_name(tenant, owner))[:8], 16) % SHARDS
+
+    def idle(self, shard: int) -> str:
+        return f"{self.prefix}:sw:{{s{shard}}}:idle"
+
+    def expiring(self, shard: int) -> str:
+        return f"{self.prefix}:sw:{{s{shard}}}:exp"
+
+    def oauth_user(self, tenant: str, user: str) -> str:
+        return f"{self.prefix}:oa:{{{_sha('u:' + self.owner_name(tenant, user))}}}:i"
+
+    def oauth_state(self, state: str) -> str:
+        return f"{self.prefix}:oa:{{{_sha('s:' + encode_component(state))}}}:p"
+
+    def oauth_clients(self, tenant: str) -> str:
+        return f"{self.prefix}:oa:{{{_sha('c:' + encode_component(tenant))}}}:c"
+
+    @property
+    def pattern(self) -> str:
+        """``SCAN MATCH`` pattern for every key under this prefix."""
+        escaped = re.sub(r"([*?\[\]\\])", r"\\\1", self.prefix)
+        return f"{escaped}:*"
+
+    def meta_pattern(self) -> str:
+        return self.pattern[:-1] + "{*}:m"
+
+
+def decode_owner_name(name: str) -> tuple[str, str]:
+    from agentstores.keys import decode_component
+
+    tenant, _, owner = name.partition(":")
+    return decode_component(tenant), decode_component(owner)
+
+
+__all__ = ["CONV_PARTS", "SHARDS", "ConvKeys", "KeySpace", "check_prefix", "decode_owner_name"]

@@ -1,0 +1,44 @@
+"""Registers the Redis / Valkey backend. Imports nothing but core: no driver at discovery."""
+
+from __future__ import annotations
+
+from agentstores.plugins import BackendInfo, hookimpl
+
+DURABILITY = (
+    "what the server's persistence gives, no more: with appendonly yes and appendfsync "
+    "always an acknowledged write survives a server crash; with the default everysec up "
+    "to ~1 s of acknowledged writes can be lost on a crash (RDB only: everything since the "
+    "last snapshot). Replication is asynchronous: a failover can undo acknowledged writes, "
+    "including fence raises, so a fenced-out producer can write again after a failover. "
+    "Options wait_aof_local=1 (WAITAOF, Redis/Valkey 7.2+) and wait_replicas=N (WAIT) "
+    "make each write wait for fsync / replicas before it is acknowledged (off by default); "
+    "an unconfirmed write is reported as UnknownOutcomeError, never as success."
+)
+
+
+@hookimpl
+def agentstores_backends() -> list[BackendInfo]:
+    return [
+        BackendInfo(
+            name="redis",
+            schemes=(
+                "redis",
+                "rediss",
+                "valkey",
+                "valkeys",
+                "redis+cluster",
+                "rediss+cluster",
+                "valkey+cluster",
+                "valkeys+cluster",
+            ),
+            factory="agentstores_redis.stores:RedisStores",
+            capabilities=frozenset({"multi_process", "native_ttl", "cluster"}),
+            distribution="agentstores-redis",
+            description=(
+                "Redis / Valkey (standalone or cluster) via redis-py asyncio; one Lua "
+                "script per write, server TIME, native expiry"
+            ),
+            durability=DURABILITY,
+            bench_floor="agentstores_redis.floor:RedisFloor",
+        )
+    ]

@@ -1,0 +1,201 @@
+"""``RedisStores``: every store on one Redis / Valkey deployment, standalone or cluster.
+
+URLs (the scheme picks the topology, the rest is redis-py's URL syntax)::
+
+    redis://[user:password@]host:port[/db]      standalone (valkey:// is the same)
+    rediss://...                                standalone over TLS (valkeys:// too)
+    redis+cluster://host:port                   a cluster, from any seed node
+    rediss+cluster://host:port                  a cluster over TLS (valkey[s]+cluster://)
+
+Options, as keyword arguments or URL query parameters (``?key_prefix=app1&pool_size=64``):
+``key_prefix`` (default ``as``), ``pool_size`` (32 connections), ``pool_timeout`` (5 s to
+wait for a free connection before ``BackendUnavailableError``), ``socket_timeout``
+(10 s), ``connect_timeout`` (5 s), ``tombstone_ttl`` (seconds or a timedelta; 30 days),
+and, off by default, ``wait_replicas`` / ``wait_aof_local`` / ``wait_aof_replicas`` /
+``wait_timeout_ms``: after every write, ``WAIT`` / ``WAITAOF`` on the same connection
+before the call returns (see README.md, Durability).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+from agentstores.errors import BackendUnavailableError, UnsupportedError, UsageError
+from agentstores.stores import Capability, Stores
+
+from ._base import Context, from_us
+from .client import ClientOptions, NotSent, RedisClient
+from .conversations import RedisConversationStore
+from .errors import translate
+from .keys import KeySpace
+from .lua import ALL_SCRIPTS
+from .oauth import RedisOAuthRepository
+from .pause_tokens import RedisPauseTokenStore
+from .recording import RedisRecordingStore
+from .state import RedisAgentStateStore
+from .supervision import RedisSupervisionStore
+
+STANDALONE_SCHEMES = {"redis": "redis", "rediss": "rediss", "valkey": "redis", "valkeys": "rediss"}
+CLUSTER_SCHEMES = {f"{s}+cluster": t for s, t in STANDALONE_SCHEMES.items()}
+SCHEMES = tuple(STANDALONE_SCHEMES) + tuple(CLUSTER_SCHEMES)
+
+_INT_OPTIONS = (
+    "pool_size",
+    "wait_replicas",
+    "wait_aof_local",
+    "wait_aof_replicas",
+    "wait_timeout_ms",
+)
+_FLOAT_OPTIONS = ("pool_timeout", "socket_timeout", "connect_timeout", "tombstone_ttl")
+_STR_OPTIONS = ("key_prefix", "client_name")
+OPTIONS = _INT_OPTIONS + _FLOAT_OPTIONS + _STR_OPTIONS
+DEFAULT_TOMBSTONE_TTL = timedelta(days=30)
+
+
+def parse_url(url: str, options: dict[str, Any]) -> tuple[str, bool, dict[str, Any]]:
+    """``(redis-py URL, cluster?, options)``: our query parameters are taken out of the
+    URL and merged under the keyword options."""
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    if scheme in STANDALONE_SCHEMES:
+        cluster, driver_scheme = False, STANDALONE_SCHEMES[scheme]
+    elif scheme in CLUSTER_SCHEMES:
+        cluster, driver_scheme = True, CLUSTER_SCHEMES[scheme]
+    else:
+        raise UsageError(f"not a Redis URL: {url!r} (schemes: {', '.join(SCHEMES)})")
+    merged: dict[str, Any] = {}
+    rest = []
+    for name, value in parse_qsl(parts.query, keep_blank_values=True):
+        if name in OPTIONS:
+            merged[name] = value
+        else:
+            rest.append((name, value))
+    for name, value in options.items():
+        if name not in OPTIONS:
+            raise UsageError(f"unknown redis option {name!r}; known: {', '.join(sorted(OPTIONS))}")
+        merged.setdefault(name, value)
+    try:
+        for name in _INT_OPTIONS:
+            if name in merged:
+                merged[name] = int(merged[name])
+        for name in _FLOAT_OPTIONS:
+            if name in merged and not isinstance(merged[name], timedelta):
+                merged[name] = float(merged[name])
+    except (TypeError, ValueError) as exc:
+        raise UsageError(f"bad redis option value: {exc}") from exc
+    driver = urlunsplit((driver_scheme, parts.netloc, parts.path, urlencode(rest), ""))
+    return driver, cluster, merged
+
+
+class RedisStores(Stores):
+    """Every store on Redis or Valkey; see the module docstring for URLs and options."""
+
+    backend = "redis"
+    capabilities: frozenset[str] = frozenset(
+        {Capability.MULTI_PROCESS, Capability.NATIVE_TTL, Capability.CLUSTER}
+    )
+
+    def __init__(self, url: str, **options: Any) -> None:
+        driver_url, cluster, opts = parse_url(url, options)
+        self.url = url
+        self.cluster = cluster
+        ttl = opts.get("tombstone_ttl", DEFAULT_TOMBSTONE_TTL)
+        if not isinstance(ttl, timedelta):
+            ttl = timedelta(seconds=float(ttl))
+        if ttl <= timedelta(0):
+            raise UsageError("tombstone_ttl must be positive")
+        self.options = ClientOptions(
+            pool_size=opts.get("pool_size", 32),
+            pool_timeout=opts.get("pool_timeout", 5.0),
+            socket_timeout=opts.get("socket_timeout", 10.0) or None,
+            connect_timeout=opts.get("connect_timeout", 5.0),
+            wait_replicas=opts.get("wait_replicas", 0),
+            wait_aof_local=opts.get("wait_aof_local", 0),
+            wait_aof_replicas=opts.get("wait_aof_replicas", 0),
+            wait_timeout_ms=opts.get("wait_timeout_ms", 1000),
+            client_name=opts.get("client_name", "agentstores"),
+        )
+        if self.options.pool_size < 1:
+            raise UsageError("pool_size must be at least 1")
+        if self.options.wait_aof_local >= 1:
+            self.capabilities = self.capabilities | {Capability.DURABLE}
+        self.client = RedisClient(
+            driver_url, cluster=cluster, options=self.options, scripts=ALL_SCRIPTS
+        )
+        waits = bool(
+            self.options.wait_replicas
+            or self.options.wait_aof_local
+            or self.options.wait_aof_replicas
+        )
+        self.ctx = Context(
+            client=self.client,
+            keys=KeySpace(opts.get("key_prefix", "as")),
+            tombstone_ttl_ms=int(ttl / timedelta(milliseconds=1)),
+            waits=waits,
+        )
+        self.supervision = RedisSupervisionStore(self.ctx)
+        self.recording = RedisRecordingStore(self.ctx)
+        self.state = RedisAgentStateStore(self.ctx)
+        self.conversations = RedisConversationStore(self.ctx)
+        self.pause_tokens = RedisPauseTokenStore(self.ctx)
+        self.oauth = RedisOAuthRepository(self.ctx)
+
+    @property
+    def keys(self) -> KeySpace:
+        return self.ctx.keys
+
+    async def now(self) -> datetime:
+        try:
+            return from_us(await self.client.time_us())
+        except Exception as exc:
+            translated = translate(exc)
+            if translated is None:
+                raise
+            raise translated from exc
+
+    async def _open(self) -> None:
+        try:
+            await self.client.open()
+            await self._check_server()
+        except NotSent as exc:
+            await self.client.close()
+            raise BackendUnavailableError(f"cannot open {self.url}: {exc}") from exc
+        except BaseException:
+            await self.client.close()
+            raise
+
+    async def _check_server(self) -> None:
+        (info,) = (await self.client.on_primaries("INFO", "cluster"))[:1]
+        text = info.decode() if isinstance(info, bytes) else str(info)
+        if "cluster_enabled:1" in text and not self.cluster:
+            raise UsageError(
+                f"{self.url} is a cluster node; use the redis+cluster:// scheme for clusters"
+            )
+        if self.options.wait_aof_local or self.options.wait_aof_replicas:
+            (found,) = (await self.client.on_primaries("COMMAND", "INFO", "WAITAOF"))[:1]
+            if not found or found[0] is None:
+                raise UnsupportedError(
+                    "this server has no WAITAOF (Redis 7.2+ / Valkey 7.2+); unset wait_aof_*"
+                )
+
+    async def _close(self) -> None:
+        await self.client.close()
+
+    async def repair_indexes(self) -> int:
+        """Rebuild listing/sweeper index entries from every conversation's metadata."""
+        return await self.conversations.repair_indexes()
+
+    async def purge(self) -> int:
+        """Delete every key under this bundle's prefix (tests and teardown; never FLUSHALL).
+        Returns the number of keys deleted."""
+        deleted = 0
+        for name in await self.client.scan(self.keys.pattern):
+            deleted += int(await self.client.command(name.decode(), "UNLINK", name))
+        return deleted
+
+    conversations: RedisConversationStore
+
+
+__all__ = ["SCHEMES", "RedisStores", "parse_url"]
