@@ -1,0 +1,64 @@
+"""One racing client in its own OS process (used by the multi-process contract).
+
+``python -m agentstores_contract._worker MODE URL TENANT SESSION WORKER ROUNDS``: opens the
+backend, prints ``ready``, waits for a line on stdin, races, prints one JSON line.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from typing import Any
+
+from agentstores.errors import StaleWriteError
+from agentstores.keys import ConversationKey
+from agentstores.models import Message, SupervisionRow
+from agentstores.plugins import create_stores
+
+
+async def race_cas(stores: Any, key: ConversationKey, worker: str, rounds: int) -> list[int]:
+    """Round r expects epoch r (no row for r = 0) and writes epoch r + 1."""
+    won = []
+    for r in range(rounds):
+        row = SupervisionRow("running", worker, r + 1)
+        if await stores.supervision.compare_and_swap(key, "p", r or None, row):
+            won.append(r)
+    return won
+
+
+async def race_append(stores: Any, key: ConversationKey, worker: str, total: int) -> list[Any]:
+    """Append on the tail last seen until the transcript holds ``total`` messages."""
+    appended: list[list[Any]] = []
+    n = 0
+    while True:
+        info = await stores.conversations.get_conversation(key, "p")
+        if info is not None and info.message_count >= total:
+            return appended
+        tail = None if info is None else info.tail_message_id
+        mid = f"{worker}-{n}"
+        n += 1
+        try:
+            await stores.conversations.append_messages(
+                key, "p", [Message(mid, "user", worker)], expected_last_message_id=tail
+            )
+        except StaleWriteError:
+            continue
+        appended.append([tail, mid])
+
+
+async def main(argv: list[str]) -> None:
+    mode, url, tenant, session, worker, rounds = argv
+    key = ConversationKey(tenant, session)
+    async with create_stores(url) as stores:
+        print("ready", flush=True)
+        await asyncio.to_thread(sys.stdin.readline)
+        if mode == "cas":
+            result: Any = await race_cas(stores, key, worker, int(rounds))
+        else:
+            result = await race_append(stores, key, worker, int(rounds))
+    print(json.dumps(result), flush=True)
+
+
+if __name__ == "__main__":
+    asyncio.run(main(sys.argv[1:]))

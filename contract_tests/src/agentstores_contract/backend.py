@@ -1,0 +1,87 @@
+"""What the suite runs against: a way to get fresh bundles of one backend."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from agentstores.errors import UsageError
+from agentstores.plugins import create_stores
+from agentstores.stores import Stores
+
+
+@dataclass
+class BackendUnderTest:
+    """One backend as the suite sees it.
+
+    ``open`` returns a fresh, unopened :class:`Stores` bundle; the suite opens and closes
+    each one. ``url``, when set, lets other OS processes reach the same data through
+    :func:`agentstores.plugins.create_stores`. ``capabilities`` defaults to the bundle's.
+    """
+
+    open: Callable[[], Stores]
+    url: str | None = None
+    capabilities: frozenset[str] = None  # type: ignore[assignment]
+    name: str = ""
+
+    def __post_init__(self) -> None:
+        if self.capabilities is None or not self.name:
+            probe = self.open()
+            if not isinstance(probe, Stores):
+                raise UsageError(f"open() must return a Stores bundle, got {type(probe).__name__}")
+            if self.capabilities is None:
+                self.capabilities = frozenset(probe.capabilities)
+            if not self.name:
+                self.name = probe.backend or type(probe).__name__
+        self.capabilities = frozenset(self.capabilities)
+
+    @classmethod
+    def from_url(cls, url: str, **options: Any) -> BackendUnderTest:
+        """The backend a URL names, through the plugin registry."""
+        return cls(open=lambda: create_stores(url, **options), url=url if not options else None)
+
+    def has(self, capability: str) -> bool:
+        return capability in self.capabilities
+
+    @property
+    def label(self) -> str:
+        return self.url or self.name
+
+
+def load_object(spec: str) -> Any:
+    """Import ``"module:attribute"``."""
+    module_name, sep, attr = spec.partition(":")
+    if not sep or not module_name or not attr:
+        raise UsageError(f"expected 'module:callable', got {spec!r}")
+    obj: Any = importlib.import_module(module_name)
+    for part in attr.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def as_backend(target: object) -> BackendUnderTest:
+    """Accept a BackendUnderTest, a URL, a ``"module:callable"`` spec or a callable.
+
+    A callable (or the object a spec names) is called with no arguments and may return a
+    BackendUnderTest or an unopened Stores bundle; in the latter case it is called again
+    for every bundle the suite needs.
+    """
+    if isinstance(target, BackendUnderTest):
+        return target
+    if isinstance(target, str):
+        if "://" in target:
+            return BackendUnderTest.from_url(target)
+        target = load_object(target)
+    if isinstance(target, type) and issubclass(target, Stores):
+        raise UsageError("pass a callable returning a bundle, not a Stores class")
+    if not callable(target):
+        raise UsageError(f"cannot make a backend from {target!r}")
+    made = target()
+    if isinstance(made, BackendUnderTest):
+        return made
+    if isinstance(made, Stores):
+        factory: Callable[[], Stores] = target
+        return BackendUnderTest(open=factory, capabilities=frozenset(made.capabilities))
+    raise UsageError(f"{target!r} returned {type(made).__name__}, not a backend or Stores")

@@ -1,0 +1,58 @@
+"""What every contract mixin shares: the ``backend`` fixture to override, and helpers."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+import pytest
+
+from agentstores.keys import ConversationKey
+from agentstores.stores import Stores
+
+from . import profiles, runtime
+from .backend import BackendUnderTest
+from .strategies import fresh_tenant
+
+T = TypeVar("T")
+
+
+class ContractBase:
+    """Base of every contract mixin. Subclasses of :class:`ContractSuite` override the
+    ``backend`` fixture (class- or session-scoped) to return a BackendUnderTest.
+
+    Tests are synchronous: each runs its coroutine on a loop of its own
+    (:meth:`run`), so the suite does not depend on any pytest-asyncio mode.
+    """
+
+    @pytest.fixture(scope="class")
+    @classmethod
+    def backend(cls) -> BackendUnderTest:
+        pytest.fail(
+            "override the `backend` fixture to return a BackendUnderTest "
+            "(or run pytest with --agentstores-url / --agentstores-factory)"
+        )
+
+    @property
+    def profile(self) -> profiles.Profile:
+        return profiles.active()
+
+    @staticmethod
+    def run(backend: BackendUnderTest, body: Callable[[Stores], Awaitable[T]]) -> T:
+        return runtime.run(backend, body)
+
+    @staticmethod
+    def require(backend: BackendUnderTest, capability: str, why: str = "") -> None:
+        """Skip, saying so, unless the backend declares ``capability``."""
+        if not backend.has(capability):
+            reason = f"backend {backend.label!r} does not declare capability {capability!r}"
+            pytest.skip(f"{reason}: {why}" if why else reason)
+
+    @staticmethod
+    def tenant(label: str = "") -> str:
+        return fresh_tenant(label)
+
+    @staticmethod
+    def key(session_id: str = "s", tenant: str | None = None) -> ConversationKey:
+        """A key in a fresh tenant (or the given one)."""
+        return ConversationKey(tenant or fresh_tenant(), session_id)

@@ -1,0 +1,336 @@
+"""Atomicity under real concurrency, and linearizability of recorded histories (§0-§5).
+
+Many clients (asyncio tasks, each with a bundle of its own where the backend has
+connections) race one key from behind a barrier.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from collections.abc import Awaitable, Callable
+from datetime import timedelta
+from functools import partial
+from typing import Any
+
+from agentstores.errors import AlreadyClaimedError, FencedError, StaleWriteError
+from agentstores.keys import ConversationKey
+from agentstores.models import Message, SupervisionRow
+from agentstores.stores import Stores
+
+from .backend import BackendUnderTest
+from .base import ContractBase
+from .linearizability import Operation, check, format_history
+from .promises import promise
+from .runtime import Outcome, capture, clients, race
+
+Planned = tuple[Any, Callable[[], Awaitable[Any]]]
+"""A history operation: its hashable description and the thunk that performs it."""
+
+
+def describe(outcomes: list[Outcome]) -> str:
+    return ", ".join(f"c{i}: {o.describe()}" for i, o in enumerate(outcomes))
+
+
+class ConcurrencyContract(ContractBase):
+    @promise("supervision.cas.race")
+    def test_cas_has_one_winner(self, backend: BackendUnderTest) -> None:
+        n, rounds = self.profile.clients, self.profile.rounds
+        key = self.key()
+
+        async def body(stores: Stores) -> None:
+            async with clients(backend, stores, n) as bundles:
+                expected: int | None = None
+                for r in range(rounds):
+                    epoch = r + 1
+                    calls = [
+                        partial(
+                            s.supervision.compare_and_swap,
+                            key,
+                            "p",
+                            expected,
+                            SupervisionRow("running", f"c{i}", epoch),
+                        )
+                        for i, s in enumerate(bundles)
+                    ]
+                    outcomes = await race(calls)
+                    winners = [i for i, o in enumerate(outcomes) if o.ok and o.value is True]
+                    assert len(winners) == 1, (
+                        f"round {r}: {len(winners)} of {n} CAS calls expecting {expected} "
+                        f"won: {describe(outcomes)}"
+                    )
+                    row = (await stores.supervision.read(key, "p")).row
+                    assert row is not None and (row.message_id, row.epoch) == (
+                        f"c{winners[0]}",
+                        epoch,
+                    ), f"round {r}: the stored row {row} is not the winner's (c{winners[0]})"
+                    expected = epoch
+
+        self.run(backend, body)
+
+    @promise("conversations.append.race")
+    def test_conditional_append_has_one_winner(self, backend: BackendUnderTest) -> None:
+        n, rounds = self.profile.clients, self.profile.rounds
+        key = self.key()
+
+        async def body(stores: Stores) -> None:
+            async with clients(backend, stores, n) as bundles:
+                tail: str | None = None
+                length = 0
+                for r in range(rounds):
+                    calls = [
+                        partial(
+                            s.conversations.append_messages,
+                            key,
+                            "p",
+                            [
+                                Message(f"r{r}c{i}", "user", i),
+                                Message(f"r{r}c{i}b", "assistant", i),
+                            ],
+                            expected_last_message_id=tail,
+                        )
+                        for i, s in enumerate(bundles)
+                    ]
+                    outcomes = await race(calls)
+                    winners = [i for i, o in enumerate(outcomes) if o.ok]
+                    losers = [o for o in outcomes if not o.ok]
+                    assert len(winners) == 1, (
+                        f"round {r}: {len(winners)} of {n} appends expecting tail {tail!r} "
+                        f"succeeded: {describe(outcomes)}"
+                    )
+                    assert all(isinstance(o.error, StaleWriteError) for o in losers), (
+                        f"round {r}: losers must get StaleWriteError: {describe(outcomes)}"
+                    )
+                    tail = f"r{r}c{winners[0]}b"
+                    length += 2
+                    stored = await stores.conversations.read_messages(key, "p")
+                    assert [m.id for m in stored][-2:] == [f"r{r}c{winners[0]}", tail], (
+                        f"round {r}: transcript tail is {[m.id for m in stored][-2:]}"
+                    )
+                    assert len(stored) == length, f"round {r}: {len(stored)} messages, not {length}"
+
+        self.run(backend, body)
+
+    @promise("conversations.append.no_lost_updates")
+    def test_unconditional_appends_all_land(self, backend: BackendUnderTest) -> None:
+        n, per = self.profile.clients, max(3, self.profile.rounds)
+        key = self.key()
+
+        async def body(stores: Stores) -> None:
+            async with clients(backend, stores, n) as bundles:
+
+                async def writer(i: int, s: Stores) -> None:
+                    for j in range(per):
+                        await s.conversations.append_messages(
+                            key, "p", [Message(f"c{i}-{j}", "user", j)]
+                        )
+
+                await race([partial(writer, i, s) for i, s in enumerate(bundles)])
+            stored = await stores.conversations.read_messages(key, "p")
+            ids = [m.id for m in stored]
+            assert len(ids) == n * per == len(set(ids)), (
+                f"{n} clients appended {per} messages each; the transcript holds {len(ids)} "
+                f"({len(set(ids))} distinct)"
+            )
+            assert [m.seq for m in stored] == list(range(n * per))
+            for i in range(n):
+                mine = [x for x in ids if x.startswith(f"c{i}-")]
+                assert mine == [f"c{i}-{j}" for j in range(per)], f"client {i}'s order: {mine}"
+
+        self.run(backend, body)
+
+    @promise("conversations.append.idempotent_race")
+    def test_same_id_lands_once(self, backend: BackendUnderTest) -> None:
+        n, rounds = self.profile.clients, self.profile.rounds
+        key = self.key()
+
+        async def body(stores: Stores) -> None:
+            async with clients(backend, stores, n) as bundles:
+                for r in range(rounds):
+                    batch = [Message(f"same-{r}", "user", r), Message(f"same-{r}b", "assistant", r)]
+                    outcomes = await race(
+                        [partial(s.conversations.append_messages, key, "p", batch) for s in bundles]
+                    )
+                    assert all(o.ok for o in outcomes), describe(outcomes)
+                    landed = sum(len(o.value) for o in outcomes)
+                    assert landed == 2, f"round {r}: {landed} messages reported appended, not 2"
+                    ids = [m.id for m in await stores.conversations.read_messages(key, "p")]
+                    assert len(ids) == 2 * (r + 1) == len(set(ids)), f"round {r}: {ids}"
+
+        self.run(backend, body)
+
+    @promise("pause_tokens.claim_once")
+    def test_token_claimed_once(self, backend: BackendUnderTest) -> None:
+        n, rounds = self.profile.clients, self.profile.rounds
+        key = self.key()
+
+        async def body(stores: Stores) -> None:
+            later = await stores.now() + timedelta(hours=1)
+            async with clients(backend, stores, n) as bundles:
+                for r in range(rounds):
+                    await stores.pause_tokens.put(f"tok{r}", key, "p", {"round": r}, later)
+                    outcomes = await race(
+                        [partial(s.pause_tokens.claim, f"tok{r}", key, "p") for s in bundles]
+                    )
+                    got = [o.value for o in outcomes if o.ok]
+                    assert got == [{"round": r}], (
+                        f"round {r}: {len(got)} of {n} claims got the payload: {describe(outcomes)}"
+                    )
+                    assert all(
+                        isinstance(o.error, AlreadyClaimedError) for o in outcomes if not o.ok
+                    ), describe(outcomes)
+
+        self.run(backend, body)
+
+    @promise("supervision.linearizable")
+    def test_supervision_history_is_linearizable(self, backend: BackendUnderTest) -> None:
+        def step(state: Any, call: Any) -> tuple[Any, Any]:
+            row, fence = state
+            if call[0] == "read":
+                return (row, fence), state
+            if call[0] == "delete":
+                if row == call[1:]:
+                    return True, (None, fence)
+                return False, state
+            _, expected, mid, epoch = call
+            current = None if row is None else row[1]
+            if current != expected or epoch < fence:
+                return False, state
+            return True, ((mid, epoch), max(fence, epoch))
+
+        async def op(s: Stores, key: ConversationKey, rng: random.Random) -> Planned:
+            kind = rng.choice(("cas", "cas", "cas", "read", "delete"))
+            if kind == "read":
+
+                async def read() -> Any:
+                    view = await s.supervision.read(key, "p")
+                    return view.row and (view.row.message_id, view.row.epoch), view.fence
+
+                return ("read",), read
+            if kind == "delete":
+                mid, epoch = rng.choice("ab"), rng.randint(1, 4)
+                return ("delete", mid, epoch), lambda: s.supervision.delete(key, "p", mid, epoch)
+            expected = rng.choice((None, 1, 2, 3))
+            mid, epoch = rng.choice("ab"), (expected or 0) + rng.choice((0, 1, 1))
+            row = SupervisionRow("running", mid, epoch)
+            return ("cas", expected, mid, epoch), lambda: s.supervision.compare_and_swap(
+                key, "p", expected, row
+            )
+
+        self._check_histories(backend, step, (None, 0), op)
+
+    @promise("state.linearizable")
+    def test_state_history_is_linearizable(self, backend: BackendUnderTest) -> None:
+        def step(state: Any, call: Any) -> tuple[Any, Any]:
+            value, fence = state
+            if call[0] == "load":
+                return value, state
+            _, tag, epoch = call
+            if epoch < fence:
+                return "fenced", state
+            return "ok", (tag, epoch)
+
+        async def op(s: Stores, key: ConversationKey, rng: random.Random) -> Planned:
+            if rng.random() < 0.4:
+
+                async def load() -> Any:
+                    return (await s.state.load(key, "p")).get("tag")
+
+                return ("load",), load
+            tag, epoch = f"v{rng.randrange(10**6)}", rng.randint(0, 4)
+
+            async def save() -> str:
+                try:
+                    await s.state.save(key, "p", {"tag": tag}, epoch=epoch)
+                except FencedError:
+                    return "fenced"
+                return "ok"
+
+            return ("save", tag, epoch), save
+
+        self._check_histories(backend, step, (None, 0), op)
+
+    @promise("conversations.linearizable")
+    def test_transcript_history_is_linearizable(self, backend: BackendUnderTest) -> None:
+        def step(tail: Any, call: Any) -> tuple[Any, Any]:
+            if call[0] == "tail":
+                return tail, tail
+            _, expected, mid = call
+            if expected != tail:
+                return "stale", tail
+            return "ok", mid
+
+        async def tail_of(s: Stores, key: ConversationKey) -> str | None:
+            info = await s.conversations.get_conversation(key, "p")
+            return None if info is None else info.tail_message_id
+
+        async def op(s: Stores, key: ConversationKey, rng: random.Random) -> Planned:
+            if rng.random() < 0.3:
+                return ("tail",), lambda: tail_of(s, key)
+            seen = await tail_of(s, key)
+            mid = f"m{rng.randrange(10**9)}"
+
+            async def append() -> str:
+                try:
+                    await s.conversations.append_messages(
+                        key, "p", [Message(mid, "user", 0)], expected_last_message_id=seen
+                    )
+                except StaleWriteError:
+                    return "stale"
+                return "ok"
+
+            return ("append", seen, mid), append
+
+        self._check_histories(backend, step, None, op)
+
+    def _check_histories(
+        self,
+        backend: BackendUnderTest,
+        step: Callable[[Any, Any], tuple[Any, Any]],
+        initial: Any,
+        op: Callable[[Stores, ConversationKey, random.Random], Awaitable[Planned]],
+    ) -> None:
+        """Record concurrent histories on fresh keys and check each for linearizability.
+
+        ``op`` does any preparation (such as reading the tail it will expect) and returns
+        the call's description and a thunk; only the thunk is timed.
+        """
+        n = min(8, self.profile.clients)
+        histories = max(2, self.profile.rounds // 2)
+
+        async def body(stores: Stores) -> None:
+            async with clients(backend, stores, n) as bundles:
+                for h in range(histories):
+                    seed = int.from_bytes(os.urandom(4), "big")
+                    key = self.key(f"history-{h}")
+                    history: list[Operation] = []
+
+                    async def client(
+                        i: int,
+                        s: Stores,
+                        key: ConversationKey,
+                        rng: random.Random,
+                        history: list[Operation],
+                    ) -> None:
+                        for _ in range(self.profile.history_ops):
+                            call, thunk = await op(s, key, rng)
+                            out = await capture(thunk())
+                            if out.error is not None:
+                                raise out.error
+                            history.append(
+                                Operation(i, call, out.value, out.invoked, out.completed)
+                            )
+
+                    await race(
+                        [
+                            partial(client, i, s, key, random.Random(seed * 1000 + i), history)
+                            for i, s in enumerate(bundles)
+                        ]
+                    )
+                    verdict = check(history, initial, step)
+                    assert verdict.linearizable, (
+                        f"history {h} (seed {seed}, {len(history)} operations by {n} clients) is "
+                        f"not linearizable:\n{format_history(history)}"
+                    )
+
+        self.run(backend, body)

@@ -1,0 +1,143 @@
+"""The promises the suite checks, by name. Every test carries ``@promise(name)``.
+
+Names read ``area.subject[.detail]``; a failing test names its promise, so a report
+says which sentence of the contract a backend breaks.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+_FENCED_WRITES = {
+    "supervision.cas": "supervision CAS carrying a stale epoch returns False",
+    "recording.put": "recording.put",
+    "recording.delete": "recording.delete",
+    "state.save": "state.save",
+    "state.delete": "state.delete",
+    "conversations.append": "conversations.append_messages",
+    "conversations.set_last_turn_status": "conversations.set_last_turn_status",
+    "conversations.set_title": "conversations.set_title",
+    "conversations.truncate": "conversations.truncate",
+    "pause_tokens.put": "pause_tokens.put",
+}
+
+_OWNED_WRITES = (
+    "supervision.cas",
+    "supervision.delete",
+    "recording.put",
+    "recording.delete",
+    "state.save",
+    "state.delete",
+    "conversations.append",
+    "conversations.set_last_turn_status",
+    "conversations.set_title",
+    "conversations.share",
+    "conversations.unshare",
+    "conversations.truncate",
+    "conversations.delete",
+    "pause_tokens.put",
+    "pause_tokens.claim",
+    "pause_tokens.abandon",
+)
+
+_STORES = ("supervision", "recording", "state", "conversations", "pause_tokens")
+
+PROMISES: dict[str, str] = {
+    # keys
+    "keys.validation": "empty, NUL-bearing and over-long ids raise InvalidKeyError in every store",
+    "keys.max_length": "ids of exactly MAX_ID_BYTES bytes work in every store",
+    "keys.isolation": "distinct keys (near-collisions included) never see each other's writes",
+    "keys.tenant_scope": "a tenant's listing never includes another tenant's conversations",
+    # supervision
+    "supervision.model": "supervision store behaves as the sequential model",
+    "supervision.cas.create": "CAS expecting None creates once; expecting an epoch never creates",
+    "supervision.delete.guarded": "delete removes the row only for its exact message_id and epoch",
+    "supervision.cas.race": "of many concurrent CAS with one expectation exactly one wins",
+    "supervision.linearizable": "concurrent CAS/read/delete histories are linearizable",
+    # recording
+    "recording.model": "recording store behaves as the sequential model",
+    "recording.monotonic": "late flushes never roll the snapshot back",
+    "recording.delete.guarded": "recording.delete removes the record only for its message_id",
+    # state
+    "state.model": "agent state store behaves as the sequential model",
+    "state.large_blob": "8 MiB state blobs round-trip",
+    "state.linearizable": "concurrent fenced saves and loads are linearizable",
+    # conversations
+    "conversations.model": "conversation store behaves as the sequential model",
+    "conversations.content": "any JSON content and metadata round-trip, every role",
+    "conversations.order": "seq counts from 0; created_at never goes backwards",
+    "conversations.append.idempotent": "re-appending present ids is a no-op, before the tail check",
+    "conversations.append.conditional": "a conditional append on a wrong tail is StaleWriteError",
+    "conversations.append.batch": "a batch lands whole or not at all",
+    "conversations.append.create_if_absent": (
+        "create_if_absent=False on a missing key creates nothing"
+    ),
+    "conversations.append.race": "of concurrent appends on one expected tail exactly one wins",
+    "conversations.append.no_lost_updates": "concurrent unconditional appends all land, in order",
+    "conversations.append.idempotent_race": "one message id appended concurrently lands once",
+    "conversations.linearizable": "concurrent conditional appends and tail reads are linearizable",
+    "conversations.metadata": "conversation metadata follows the writes",
+    "conversations.truncate": "truncate at a user message removes it; at others keeps it",
+    "conversations.branch": "branch copies the prefix with fresh ids into a caller-owned key",
+    "conversations.history": "history starts at the latest compaction message",
+    "conversations.recent": "recent gives the last user/assistant messages, oldest first",
+    "conversations.list": "keyset listing: newest-updated first, no duplicates or misses",
+    "conversations.sweep": "sweep rules match on the store clock and re-check at erase",
+    "transcript.query": "get_transcript index/speaker/time range/limit semantics",
+    "transcript.usage_errors": "index with time_range, or an unknown speaker, is a UsageError",
+    # pause tokens
+    "pause_tokens.model": "pause token store behaves as the sequential model",
+    "pause_tokens.scoping": "tokens are scoped to key and owner; single use; abandon is final",
+    "pause_tokens.claim_once": "of concurrent claims of one token exactly one gets the payload",
+    # oauth
+    "oauth.model": "OAuth repository behaves as last-write-wins CRUD",
+    "oauth.pending_state": "find_by_pending_state finds across tenants and users",
+    "oauth.isolation": "OAuth records of near-colliding tenants, users and servers stay apart",
+    # fencing
+    **{f"fencing.{name}": f"{what} refuses a stale epoch" for name, what in _FENCED_WRITES.items()},
+    "fencing.cross_store": "an epoch written through any store fences every store of the key",
+    "fencing.unfenced": "a write without epoch is neither checked nor raises the fence",
+    "fencing.read_fence": "supervision.read reports the fence, kept after the row is deleted",
+    # ownership and visibility
+    **{f"ownership.{name}": f"{name} by a non-owner is refused" for name in _OWNED_WRITES},
+    "ownership.claimed_elsewhere": "a key owned through one store refuses others in every store",
+    **{
+        f"visibility.{name}": f"{name} reads leak nothing to unshared principals"
+        for name in _STORES
+    },
+    "visibility.listing": "listings show only the principal's own conversations",
+    "sharing.read_only": "sharing grants reads only, and unsharing takes them back",
+    # erasure
+    "erasure.cascade": "delete removes every store's data for the key",
+    "erasure.tombstone": "after erasure every late write is refused and reads stay absent",
+    "erasure.absent": "deleting an absent key returns False and leaves no tombstone",
+    "erasure.model": "all stores together, with erasure, behave as the sequential model",
+    # multi-process
+    "multiprocess.supervision.cas": "CAS across OS processes: exactly one winner per round",
+    "multiprocess.conversations.append": "conditional appends across OS processes: one per tail",
+    # clock
+    "clock.stamps": "stored times come from the store clock",
+    "clock.expiry": "expiry is decided on the store clock",
+}
+
+
+def promise(name: str) -> pytest.MarkDecorator:
+    """Mark a test (or a ``pytest.param``) with the promise it checks."""
+    if name not in PROMISES:
+        raise KeyError(f"unknown promise {name!r}")
+    return pytest.mark.promise(name)
+
+
+def promises_of(item: Any) -> list[str]:
+    """The promise names on a collected test item."""
+    return [m.args[0] for m in item.iter_markers("promise") if m.args]
+
+
+def register_promise(name: str, description: str) -> str:
+    """Add a promise (for mixins outside this package, such as the protocol contract)."""
+    existing = PROMISES.setdefault(name, description)
+    if existing != description:
+        raise ValueError(f"promise {name!r} is already registered as {existing!r}")
+    return name

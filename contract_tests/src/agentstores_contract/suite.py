@@ -1,0 +1,53 @@
+"""ContractSuite: every area's contract in one test class to subclass."""
+
+from __future__ import annotations
+
+from .base import ContractBase
+from .clock import ClockContract
+from .concurrency import ConcurrencyContract
+from .conversations import ConversationContract
+from .erasure import ErasureContract
+from .fencing import FencingContract
+from .isolation import KeyContract
+from .multiprocess import MultiProcessContract
+from .oauth import OAuthContract
+from .ownership import OwnershipContract
+from .pause_tokens import PauseTokenContract
+from .recording import RecordingContract
+from .state import StateContract
+from .supervision import SupervisionContract
+
+try:
+    from .protocol import ProtocolContract
+except ModuleNotFoundError as exc:
+    if exc.name != f"{__package__}.protocol":
+        raise
+
+    class ProtocolContract(ContractBase):  # type: ignore[no-redef]
+        """Placeholder while the protocol contract module is not installed."""
+
+
+class ContractSuite(
+    KeyContract,
+    SupervisionContract,
+    RecordingContract,
+    StateContract,
+    ConversationContract,
+    PauseTokenContract,
+    OAuthContract,
+    FencingContract,
+    OwnershipContract,
+    ErasureContract,
+    ConcurrencyContract,
+    MultiProcessContract,
+    ClockContract,
+    ProtocolContract,
+):
+    """The whole contract. Subclass it with a name starting with ``Test`` and override
+    the ``backend`` fixture::
+
+        class TestMyBackend(ContractSuite):
+            @pytest.fixture(scope="class")
+            def backend(self) -> BackendUnderTest:
+                return BackendUnderTest.from_url("mine://...")
+    """

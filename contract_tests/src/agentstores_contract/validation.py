@@ -1,0 +1,283 @@
+"""``validate(backend) -> Report``: run the suite in-process and report per promise."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import tempfile
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from . import profiles
+from .backend import BackendUnderTest, as_backend
+from .promises import PROMISES, promises_of
+
+PASSED, FAILED, SKIPPED = "passed", "failed", "skipped"
+
+
+@dataclass
+class TestResult:
+    nodeid: str
+    promises: list[str]
+    outcome: str = PASSED
+    reason: str = ""
+    duration: float = 0.0
+
+
+@dataclass
+class PromiseResult:
+    """One promise's verdict: failed if any of its tests failed, skipped if all skipped."""
+
+    name: str
+    outcome: str
+    reason: str
+    tests: list[str] = field(default_factory=list)
+    duration: float = 0.0
+
+    @property
+    def description(self) -> str:
+        return PROMISES.get(self.name, "")
+
+
+@dataclass
+class Report:
+    backend: str
+    profile: str
+    promises: list[PromiseResult]
+    tests: list[TestResult]
+    duration: float
+    error: str | None = None
+    """Set when the run itself broke (collection error, usage error, no tests)."""
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and not self.failed
+
+    @property
+    def failed(self) -> list[PromiseResult]:
+        return [p for p in self.promises if p.outcome == FAILED]
+
+    @property
+    def passed(self) -> list[PromiseResult]:
+        return [p for p in self.promises if p.outcome == PASSED]
+
+    @property
+    def skipped(self) -> list[PromiseResult]:
+        return [p for p in self.promises if p.outcome == SKIPPED]
+
+    def by_name(self) -> dict[str, PromiseResult]:
+        return {p.name: p for p in self.promises}
+
+    def summary(self) -> str:
+        return (
+            f"{len(self.passed)} passed, {len(self.failed)} failed, {len(self.skipped)} skipped "
+            f"of {len(self.promises)} promises ({len(self.tests)} tests) in {self.duration:.1f}s"
+        )
+
+    def table(self, *, width: int = 100) -> str:
+        """A plain-text table, one row per promise."""
+        name_w = max([len(p.name) for p in self.promises] + [7])
+        lines = [f"{'promise':<{name_w}}  result   tests  detail", "-" * min(width, name_w + 40)]
+        for p in self.promises:
+            detail = p.reason if p.outcome != PASSED else p.description
+            room = max(20, width - name_w - 18)
+            lines.append(
+                f"{p.name:<{name_w}}  {p.outcome.upper():<7}  {len(p.tests):>5}  "
+                f"{_one_line(detail)[:room]}"
+            )
+        if self.error:
+            lines.append(f"run error: {self.error}")
+        lines.append(self.summary())
+        return "\n".join(lines)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "backend": self.backend,
+            "profile": self.profile,
+            "ok": self.ok,
+            "duration": round(self.duration, 3),
+            "error": self.error,
+            "promises": [
+                {**asdict(p), "description": p.description, "duration": round(p.duration, 3)}
+                for p in self.promises
+            ],
+            "tests": [asdict(t) for t in self.tests],
+        }
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Report:
+        promises = [
+            PromiseResult(p["name"], p["outcome"], p["reason"], list(p["tests"]), p["duration"])
+            for p in data["promises"]
+        ]
+        tests = [TestResult(**t) for t in data["tests"]]
+        return cls(
+            data["backend"], data["profile"], promises, tests, data["duration"], data.get("error")
+        )
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _reason(report: pytest.TestReport) -> str:
+    longrepr = report.longrepr
+    if report.skipped and isinstance(longrepr, tuple):
+        return str(longrepr[2]).removeprefix("Skipped: ")
+    crash = getattr(longrepr, "reprcrash", None)
+    if crash is not None:
+        return str(crash.message)
+    return str(longrepr)[-500:] if longrepr else ""
+
+
+class Collector:
+    """A pytest plugin object: per-test outcomes, folded into promises as they finish."""
+
+    def __init__(self, on_result: Callable[[PromiseResult], None] | None = None) -> None:
+        self.on_result = on_result
+        self.tests: dict[str, TestResult] = {}
+        self.pending: dict[str, int] = {}
+        self.results: dict[str, PromiseResult] = {}
+        self.errors: list[str] = []
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        for item in session.items:
+            names = promises_of(item) or ["(untagged)"]
+            self.tests[item.nodeid] = TestResult(item.nodeid, names)
+            for name in names:
+                self.pending[name] = self.pending.get(name, 0) + 1
+
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        if report.failed:
+            self.errors.append(
+                f"collecting {report.nodeid or 'tests'}: {_one_line(str(report.longrepr))[-800:]}"
+            )
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        test = self.tests.get(report.nodeid)
+        if test is None:
+            return
+        test.duration += report.duration
+        if report.failed and test.outcome != FAILED:
+            test.outcome, test.reason = FAILED, _reason(report)
+            if report.when != "call":
+                test.reason = f"in {report.when}: {test.reason}"
+        elif report.skipped and test.outcome == PASSED:
+            test.outcome, test.reason = SKIPPED, _reason(report)
+        if report.when == "teardown":
+            for name in test.promises:
+                self.pending[name] -= 1
+                if self.pending[name] == 0:
+                    self._finish(name)
+
+    def _finish(self, name: str) -> None:
+        tests = [t for t in self.tests.values() if name in t.promises]
+        failed = [t for t in tests if t.outcome == FAILED]
+        skipped = [t for t in tests if t.outcome == SKIPPED]
+        if failed:
+            outcome = FAILED
+            reason = "; ".join(f"{t.nodeid.split('::')[-1]}: {_one_line(t.reason)}" for t in failed)
+        elif len(skipped) == len(tests):
+            outcome, reason = SKIPPED, _one_line(skipped[0].reason)
+        else:
+            outcome = PASSED
+            reason = f"{len(skipped)} of {len(tests)} tests skipped" if skipped else ""
+        result = PromiseResult(
+            name, outcome, reason, [t.nodeid for t in tests], sum(t.duration for t in tests)
+        )
+        self.results[name] = result
+        if self.on_result is not None:
+            self.on_result(result)
+
+
+_in_process: list[BackendUnderTest] = []
+
+
+def in_process_backend() -> BackendUnderTest:
+    """The backend :func:`validate` was given as an object (see ``--agentstores-factory``)."""
+    return _in_process[-1]
+
+
+def validate(
+    target: object,
+    *,
+    profile: str | None = None,
+    promises: Iterable[str] | None = None,
+    on_result: Callable[[PromiseResult], None] | None = None,
+    pytest_args: Iterable[str] = (),
+) -> Report:
+    """Run the contract suite against ``target`` in this process and report per promise.
+
+    ``target`` is a URL, a ``"module:callable"`` spec, a callable returning a
+    BackendUnderTest or an unopened Stores bundle, or a BackendUnderTest. ``promises``
+    narrows the run to names matching these globs; ``on_result`` is called as each
+    promise's tests finish. pytest's own output is silenced.
+    """
+    chosen = profile or profiles.active().name
+    args: list[str]
+    if isinstance(target, str) and "://" in target:
+        args, label = ["--agentstores-url", target], target
+    elif isinstance(target, str):
+        args, label = ["--agentstores-factory", target], target
+    else:
+        backend = as_backend(target)
+        _in_process.append(backend)
+        args, label = ["--agentstores-factory", f"{__name__}:in_process_backend"], backend.label
+    for pattern in promises or ():
+        args += ["--agentstores-promise", pattern]
+    spec = importlib.util.find_spec("agentstores_contract._run")
+    assert spec is not None and spec.origin is not None
+    package_dir = str(Path(spec.origin).parent)
+    collector = Collector(on_result)
+    started = time.perf_counter()
+    try:
+        with tempfile.TemporaryDirectory(prefix="agentstores-contract-") as tmp:
+            ini = Path(tmp) / "pytest.ini"
+            ini.write_text(
+                "[pytest]\nasyncio_mode = auto\nasyncio_default_fixture_loop_scope = function\n"
+            )
+            code = pytest.main(
+                [
+                    spec.origin,
+                    "-c",
+                    str(ini),
+                    "--rootdir",
+                    tmp,
+                    "--confcutdir",
+                    package_dir,
+                    "-p",
+                    "agentstores_contract",
+                    "-p",
+                    "no:cacheprovider",
+                    "-p",
+                    "no:terminal",
+                    "-q",
+                    "--agentstores-profile",
+                    chosen,
+                    *args,
+                    *pytest_args,
+                ],
+                plugins=[collector],
+            )
+    finally:
+        if not isinstance(target, str):
+            _in_process.pop()
+    error = None
+    if collector.errors:
+        error = " | ".join(collector.errors)
+    elif int(code) not in (0, 1):
+        error = f"pytest exited with {code!r}"
+    if not collector.tests and error is None:
+        error = "no contract tests were collected"
+    ordered = [collector.results[n] for n in collector.pending if n in collector.results]
+    return Report(
+        label, chosen, ordered, list(collector.tests.values()), time.perf_counter() - started, error
+    )
