@@ -1,0 +1,42 @@
+"""What every PostgreSQL store shares: the database, the schema and the error edge."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import timedelta
+
+from agentstores.errors import AgentStoresError
+
+from .database import Database
+from .errors import translate
+from .schema import quote_ident
+
+
+class PostgresStore:
+    """Mixin for the store classes: ``self.db``, ``self.s`` (quoted schema), ``self.ttl``."""
+
+    def __init__(self, db: Database, tombstone_ttl: timedelta) -> None:
+        self.db = db
+        self.s = quote_ident(db.schema)
+        self.ttl = tombstone_ttl
+
+    def translate_error(self, exc: Exception) -> AgentStoresError | None:
+        return translate(exc)
+
+    def sql(self, text: str) -> str:
+        """``text`` with ``__S__`` replaced by the quoted schema name (cached: asyncpg's
+        statement cache is keyed by the exact text)."""
+        cache: dict[str, str] = self.__dict__.setdefault("_sql", {})
+        rendered = cache.get(text)
+        if rendered is None:
+            rendered = cache[text] = text.replace("__S__", self.s)
+        return rendered
+
+
+def nonce() -> uuid.UUID:
+    """A fresh writer nonce: recorded in the rows a write produces, read back to reconcile."""
+    return uuid.uuid4()
+
+
+VISIBLE = "k.erased_at IS NULL AND (k.owner = $3 OR $3 = ANY (k.shared_with))"
+"""The visibility rule for reads; expects the header aliased ``k`` and principal at ``$3``."""

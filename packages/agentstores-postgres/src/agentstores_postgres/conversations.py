@@ -1,0 +1,476 @@
+"""ConversationStore on PostgreSQL: one row per message, metadata and counts per conversation.
+
+Every read is one statement: the header (visibility), the conversation row (counts) and
+the messages are joined, so a read by index is an index lookup on ``seq``,
+``user_pos`` or ``assistant_pos`` (negative indexes resolved from the counts), a time
+range is a range scan on ``(created_at, seq)``, ``recent`` a backward scan of the
+user/assistant partial index, and ``history`` starts from the compaction partial index.
+Every write is one call of a server-side function (see ``schema.py``).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from datetime import datetime, timedelta
+from typing import Any
+
+from agentstores.errors import UsageError
+from agentstores.keys import ConversationKey
+from agentstores.models import (
+    ConversationInfo,
+    LastTurnStatus,
+    Page,
+    StoredMessage,
+    TranscriptMessage,
+)
+from agentstores.stores import (
+    UNSET,
+    ConversationStore,
+    EncodedMessage,
+    Expired,
+    IdleFor,
+    OverCap,
+    SweepRule,
+    TranscriptQuery,
+)
+
+from .base import VISIBLE, PostgresStore, nonce
+from .database import Conn, Verdict
+
+_APPEND = (
+    "SELECT first_seq, stamp, present FROM __S__.conv_append("
+    "$1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)"
+)
+_APPEND_EVIDENCE = """
+SELECT message_id, seq, created_at FROM __S__.messages
+ WHERE tenant = $1 AND session_id = $2 AND message_id = ANY ($3::text[]) AND nonce = $4
+ ORDER BY seq
+"""
+_CONV_NONCE = "SELECT nonce FROM __S__.conversations WHERE tenant = $1 AND session_id = $2"
+_KEY_NONCE = "SELECT nonce, erased_at FROM __S__.keys WHERE tenant = $1 AND session_id = $2"
+_SET_STATUS = "SELECT __S__.conv_set_status($1, $2, $3, $4, $5, $6, $7)"
+_SET_TITLE = "SELECT __S__.conv_set_title($1, $2, $3, $4, $5, $6, $7)"
+_SHARE = "SELECT __S__.conv_share($1, $2, $3, $4, $5, $6, $7)"
+_TRUNCATE = "SELECT __S__.conv_truncate($1, $2, $3, $4, $5, $6, $7)"
+_BRANCH = "SELECT __S__.conv_branch($1, $2, $3, $4, $5, $6, $7)"
+_ERASE = "SELECT __S__.conv_erase($1, $2, $3, $4, $5, $6, $7, $8)"
+
+_FROM_VISIBLE = f"""
+  FROM __S__.keys k
+  JOIN __S__.conversations c ON c.tenant = k.tenant AND c.session_id = k.session_id
+  JOIN __S__.messages m ON m.tenant = c.tenant AND m.session_id = c.session_id
+ WHERE k.tenant = $1 AND k.session_id = $2 AND {VISIBLE}
+"""
+_POSITION = {"all": "m.seq", "user": "m.user_pos", "assistant": "m.assistant_pos"}
+_COUNT = {"all": "c.message_count", "user": "c.user_count", "assistant": "c.assistant_count"}
+_SPEAKER = {
+    "all": "",
+    "user": "AND m.user_pos IS NOT NULL",
+    "assistant": "AND m.assistant_pos IS NOT NULL",
+}
+
+
+def _transcript_sql(speaker: str, mode: str) -> str:
+    pos, count, only = _POSITION[speaker], _COUNT[speaker], _SPEAKER[speaker]
+    select = f"SELECT {pos} AS pos, m.role, m.content, m.message_id, m.created_at {_FROM_VISIBLE}"
+    if mode == "index":
+        return f"{select} AND {pos} = CASE WHEN $4::bigint < 0 THEN {count} + $4 ELSE $4 END"
+    if mode == "range":
+        role = "" if speaker == "all" else f"AND m.role = '{speaker}'"
+        return (
+            f"{select} AND m.created_at >= $4 AND m.created_at <= $5 {role} "
+            "ORDER BY m.created_at, m.seq LIMIT $6"
+        )
+    return f"{select} {only} ORDER BY {pos} LIMIT $4"
+
+
+_STORED = "SELECT m.message_id, m.role, m.content, m.metadata, m.compaction, m.seq, m.created_at"
+_RECENT = f"""{_STORED} {_FROM_VISIBLE}
+   AND m.role IN ('user', 'assistant') ORDER BY m.seq DESC LIMIT $4"""
+_HISTORY = f"""{_STORED} {_FROM_VISIBLE}
+   AND m.seq >= coalesce((SELECT max(x.seq) FROM __S__.messages x
+                           WHERE x.tenant = $1 AND x.session_id = $2 AND x.compaction), 0)
+ ORDER BY m.seq"""
+_READ_MESSAGES = f"""{_STORED} {_FROM_VISIBLE} AND m.seq >= $4 ORDER BY m.seq LIMIT $5"""
+
+_INFO = """c.tenant, c.session_id, c.owner, c.title, c.created_at, c.updated_at, c.expires_at,
+       c.last_turn_status, c.tail_message_id, c.message_count, k.shared_with"""
+_GET = f"""
+SELECT {_INFO}
+  FROM __S__.keys k
+  JOIN __S__.conversations c ON c.tenant = k.tenant AND c.session_id = k.session_id
+ WHERE k.tenant = $1 AND k.session_id = $2 AND {VISIBLE}
+"""
+_LIST_FIRST = f"""
+SELECT {_INFO}
+  FROM __S__.conversations c
+  JOIN __S__.keys k ON k.tenant = c.tenant AND k.session_id = c.session_id
+ WHERE c.tenant = $1 AND c.owner = $2
+ ORDER BY c.updated_at DESC, c.session_id DESC LIMIT $3
+"""
+_LIST_AFTER = f"""
+SELECT {_INFO}
+  FROM __S__.conversations c
+  JOIN __S__.keys k ON k.tenant = c.tenant AND k.session_id = c.session_id
+ WHERE c.tenant = $1 AND c.owner = $2 AND (c.updated_at, c.session_id) < ($4, $5)
+ ORDER BY c.updated_at DESC, c.session_id DESC LIMIT $3
+"""
+_SWEEP_EXPIRED = """
+SELECT tenant, session_id FROM __S__.conversations
+ WHERE expires_at <= statement_timestamp() ORDER BY expires_at LIMIT $1
+"""
+_SWEEP_IDLE = """
+SELECT tenant, session_id FROM __S__.conversations
+ WHERE updated_at < statement_timestamp() - $1::interval ORDER BY updated_at LIMIT $2
+"""
+_SWEEP_OVERCAP = """
+SELECT x.tenant, x.session_id
+  FROM (SELECT o.tenant, o.owner FROM __S__.owner_counts o
+         WHERE o.conversations > $1 ORDER BY o.conversations DESC LIMIT $2) AS big
+ CROSS JOIN LATERAL (
+        SELECT c.tenant, c.session_id FROM __S__.conversations c
+         WHERE c.tenant = big.tenant AND c.owner = big.owner
+         ORDER BY c.updated_at DESC, c.session_id DESC OFFSET $1 LIMIT $2) AS x
+ LIMIT $2
+"""
+_PURGE_TOMBSTONES = """
+DELETE FROM __S__.keys
+ WHERE (tenant, session_id) IN (
+        SELECT tenant, session_id FROM __S__.keys
+         WHERE erased_at <= clock_timestamp() - $1::interval LIMIT $2)
+   AND erased_at <= clock_timestamp() - $1::interval
+"""
+PURGE_BATCH = 1000
+
+
+def _encode_cursor(updated_at: datetime, session_id: str) -> str:
+    raw = json.dumps([updated_at.isoformat(), session_id]).encode()
+    return base64.urlsafe_b64encode(raw).decode()
+
+
+def _decode_cursor(cursor: str) -> tuple[datetime, str]:
+    try:
+        stamp, session_id = json.loads(base64.urlsafe_b64decode(cursor.encode()))
+        moment = datetime.fromisoformat(stamp)
+        if moment.tzinfo is None:
+            raise ValueError("naive")
+        return moment, str(session_id)
+    except Exception as exc:
+        raise UsageError("cursor is not one this store produced") from exc
+
+
+def _stored(r: Any) -> StoredMessage:
+    return StoredMessage(
+        id=r["message_id"],
+        role=r["role"],
+        content=json.loads(r["content"]),
+        metadata=json.loads(r["metadata"]),
+        compaction=r["compaction"],
+        seq=r["seq"],
+        created_at=r["created_at"],
+    )
+
+
+def _info(r: Any) -> ConversationInfo:
+    return ConversationInfo(
+        key=ConversationKey(r["tenant"], r["session_id"]),
+        owner=r["owner"],
+        title=r["title"],
+        created_at=r["created_at"],
+        updated_at=r["updated_at"],
+        expires_at=r["expires_at"],
+        last_turn_status=r["last_turn_status"],
+        tail_message_id=r["tail_message_id"],
+        message_count=r["message_count"],
+        shared_with=frozenset(r["shared_with"]),
+    )
+
+
+def _appended(
+    messages: list[EncodedMessage], first_seq: int, stamp: datetime, skip: set[str]
+) -> list[StoredMessage]:
+    fresh = [m for m in messages if m.message.id not in skip]
+    return [
+        StoredMessage(
+            id=m.message.id,
+            role=m.message.role,
+            content=json.loads(m.content_json),
+            metadata=json.loads(m.metadata_json),
+            compaction=m.message.compaction,
+            seq=first_seq + i,
+            created_at=stamp,
+        )
+        for i, m in enumerate(fresh)
+    ]
+
+
+class PostgresConversationStore(PostgresStore, ConversationStore):
+    # --- writes ---------------------------------------------------------------------
+
+    async def _append_messages(
+        self,
+        key: ConversationKey,
+        principal: str,
+        messages: list[EncodedMessage],
+        *,
+        create_if_absent: bool,
+        last_turn_status: LastTurnStatus | None,
+        expected_last_message_id: Any,
+        epoch: int | None,
+        title: str | None,
+        expires_at: datetime | None,
+    ) -> list[StoredMessage]:
+        n = nonce()
+        ids = [m.message.id for m in messages]
+        check_tail = expected_last_message_id is not UNSET
+        args = (
+            key.tenant,
+            key.session_id,
+            principal,
+            ids,
+            [m.message.role for m in messages],
+            [m.content_json for m in messages],
+            [m.metadata_json for m in messages],
+            [m.message.compaction for m in messages],
+            create_if_absent,
+            last_turn_status,
+            check_tail,
+            expected_last_message_id if check_tail else None,
+            epoch,
+            title,
+            expires_at,
+            n,
+            self.ttl,
+        )
+
+        async def run(conn: Conn) -> list[StoredMessage]:
+            r = await conn.fetchrow(self.sql(_APPEND), *args)
+            if r["first_seq"] is None:
+                return []
+            return _appended(messages, r["first_seq"], r["stamp"], set(r["present"]))
+
+        async def reconcile(conn: Conn) -> Verdict[list[StoredMessage]]:
+            if not ids:
+                found = await conn.fetchval(self.sql(_CONV_NONCE), key.tenant, key.session_id)
+                return Verdict.landed([]) if found == n else Verdict.unknown()
+            rows = await conn.fetch(self.sql(_APPEND_EVIDENCE), key.tenant, key.session_id, ids, n)
+            if not rows:
+                return Verdict.unknown()
+            ours = {r["message_id"] for r in rows}
+            skip = {i for i in ids if i not in ours}
+            return Verdict.landed(_appended(messages, rows[0]["seq"], rows[0]["created_at"], skip))
+
+        return await self.db.write(run, reconcile, what="conversations.append_messages")
+
+    def _conversation_written(self, key: ConversationKey, n: Any) -> Any:
+        async def reconcile(conn: Conn) -> Verdict[None]:
+            found = await conn.fetchval(self.sql(_CONV_NONCE), key.tenant, key.session_id)
+            return Verdict.landed(None) if found == n else Verdict.unknown()
+
+        return reconcile
+
+    async def _set_last_turn_status(
+        self, key: ConversationKey, principal: str, status: LastTurnStatus, epoch: int | None
+    ) -> None:
+        n = nonce()
+        args = (key.tenant, key.session_id, principal, status, epoch, n, self.ttl)
+
+        async def run(conn: Conn) -> None:
+            await conn.execute(self.sql(_SET_STATUS), *args)
+
+        await self.db.write(
+            run, self._conversation_written(key, n), what="conversations.set_last_turn_status"
+        )
+
+    async def _set_title(
+        self, key: ConversationKey, principal: str, title: str | None, epoch: int | None
+    ) -> None:
+        n = nonce()
+        args = (key.tenant, key.session_id, principal, title, epoch, n, self.ttl)
+
+        async def run(conn: Conn) -> None:
+            await conn.execute(self.sql(_SET_TITLE), *args)
+
+        await self.db.write(run, self._conversation_written(key, n), what="conversations.set_title")
+
+    async def _set_shared(
+        self, key: ConversationKey, principal: str, with_principal: str, shared: bool
+    ) -> None:
+        n = nonce()
+        args = (key.tenant, key.session_id, principal, with_principal, shared, n, self.ttl)
+
+        async def run(conn: Conn) -> None:
+            await conn.execute(self.sql(_SHARE), *args)
+
+        async def reconcile(conn: Conn) -> Verdict[None]:
+            r = await conn.fetchrow(self.sql(_KEY_NONCE), key.tenant, key.session_id)
+            return Verdict.landed(None) if r is not None and r["nonce"] == n else Verdict.unknown()
+
+        await self.db.write(run, reconcile, what="conversations.share")
+
+    async def _truncate(
+        self, key: ConversationKey, principal: str, message_id: str, epoch: int | None
+    ) -> int:
+        n = nonce()
+        args = (key.tenant, key.session_id, principal, message_id, epoch, n, self.ttl)
+
+        async def run(conn: Conn) -> int:
+            return int(await conn.fetchval(self.sql(_TRUNCATE), *args))
+
+        # The count removed is not recorded, so a lost truncate cannot be reconciled.
+        return await self.db.write(run, None, what="conversations.truncate")
+
+    async def _branch(
+        self, key: ConversationKey, principal: str, message_id: str, new_key: ConversationKey
+    ) -> None:
+        n = nonce()
+        args = (key.tenant, key.session_id, principal, message_id, new_key.session_id, n, self.ttl)
+
+        async def run(conn: Conn) -> None:
+            await conn.execute(self.sql(_BRANCH), *args)
+
+        async def reconcile(conn: Conn) -> Verdict[None]:
+            r = await conn.fetchrow(self.sql(_KEY_NONCE), new_key.tenant, new_key.session_id)
+            return Verdict.landed(None) if r is not None and r["nonce"] == n else Verdict.unknown()
+
+        await self.db.write(run, reconcile, what="conversations.branch")
+
+    async def _erase(
+        self, key: ConversationKey, principal: str | None, rule: SweepRule | None
+    ) -> bool:
+        n = nonce()
+        kind: str | None = None
+        idle: timedelta | None = None
+        keep: int | None = None
+        if isinstance(rule, Expired):
+            kind = "expired"
+        elif isinstance(rule, IdleFor):
+            kind, idle = "idle", rule.duration
+        elif isinstance(rule, OverCap):
+            kind, keep = "overcap", rule.keep
+        args = (key.tenant, key.session_id, principal, kind, idle, keep, n, self.ttl)
+
+        async def run(conn: Conn) -> bool:
+            return bool(await conn.fetchval(self.sql(_ERASE), *args))
+
+        async def reconcile(conn: Conn) -> Verdict[bool]:
+            r = await conn.fetchrow(self.sql(_KEY_NONCE), key.tenant, key.session_id)
+            if r is not None and r["nonce"] == n and r["erased_at"] is not None:
+                return Verdict.landed(True)
+            return Verdict.unknown()
+
+        what = "conversations.delete" if rule is None else "conversations.erase_if"
+        return await self.db.write(run, reconcile, what=what)
+
+    # --- reads ----------------------------------------------------------------------
+
+    async def _get_transcript(
+        self, key: ConversationKey, principal: str, query: TranscriptQuery
+    ) -> list[TranscriptMessage]:
+        base: tuple[Any, ...] = (key.tenant, key.session_id, principal)
+        if query.index is not None:
+            sql, args = _transcript_sql(query.speaker, "index"), (*base, query.index)
+        elif query.time_range is not None:
+            start, end = query.time_range
+            sql = _transcript_sql(query.speaker, "range")
+            args = (*base, start, end, query.limit)
+        else:
+            sql, args = _transcript_sql(query.speaker, "all"), (*base, query.limit)
+
+        async def run(conn: Conn) -> list[TranscriptMessage]:
+            rows = await conn.fetch(self.sql(sql), *args)
+            return [
+                TranscriptMessage(
+                    r["pos"], r["role"], json.loads(r["content"]), r["message_id"], r["created_at"]
+                )
+                for r in rows
+            ]
+
+        return await self.db.read(run)
+
+    async def _recent(
+        self, key: ConversationKey, principal: str, limit: int
+    ) -> list[StoredMessage]:
+        async def run(conn: Conn) -> list[StoredMessage]:
+            rows = await conn.fetch(self.sql(_RECENT), key.tenant, key.session_id, principal, limit)
+            return [_stored(r) for r in reversed(rows)]
+
+        return await self.db.read(run)
+
+    async def _history(self, key: ConversationKey, principal: str) -> list[StoredMessage]:
+        async def run(conn: Conn) -> list[StoredMessage]:
+            rows = await conn.fetch(self.sql(_HISTORY), key.tenant, key.session_id, principal)
+            return [_stored(r) for r in rows]
+
+        return await self.db.read(run)
+
+    async def _read_messages(
+        self, key: ConversationKey, principal: str, start: int, limit: int | None
+    ) -> list[StoredMessage]:
+        async def run(conn: Conn) -> list[StoredMessage]:
+            rows = await conn.fetch(
+                self.sql(_READ_MESSAGES), key.tenant, key.session_id, principal, start, limit
+            )
+            return [_stored(r) for r in rows]
+
+        return await self.db.read(run)
+
+    async def _get_conversation(
+        self, key: ConversationKey, principal: str
+    ) -> ConversationInfo | None:
+        async def run(conn: Conn) -> ConversationInfo | None:
+            r = await conn.fetchrow(self.sql(_GET), key.tenant, key.session_id, principal)
+            return None if r is None else _info(r)
+
+        return await self.db.read(run)
+
+    async def _list_conversations(
+        self, tenant: str, principal: str, limit: int, cursor: str | None
+    ) -> Page:
+        after = _decode_cursor(cursor) if cursor is not None else None
+
+        async def run(conn: Conn) -> Page:
+            if after is None:
+                rows = await conn.fetch(self.sql(_LIST_FIRST), tenant, principal, limit + 1)
+            else:
+                rows = await conn.fetch(
+                    self.sql(_LIST_AFTER), tenant, principal, limit + 1, after[0], after[1]
+                )
+            items = [_info(r) for r in rows[:limit]]
+            next_cursor = None
+            if len(rows) > limit and items:
+                last = items[-1]
+                next_cursor = _encode_cursor(last.updated_at, last.key.session_id)
+            return Page(items, next_cursor)
+
+        return await self.db.read(run)
+
+    async def _find_sweepable(self, rule: SweepRule, limit: int) -> list[ConversationKey]:
+        if limit == 0:
+            return []
+
+        async def run(conn: Conn) -> list[ConversationKey]:
+            if isinstance(rule, Expired):
+                rows = await conn.fetch(self.sql(_SWEEP_EXPIRED), limit)
+            elif isinstance(rule, IdleFor):
+                rows = await conn.fetch(self.sql(_SWEEP_IDLE), rule.duration, limit)
+            else:
+                assert isinstance(rule, OverCap)
+                rows = await conn.fetch(self.sql(_SWEEP_OVERCAP), rule.keep, limit)
+            return [ConversationKey(r["tenant"], r["session_id"]) for r in rows]
+
+        keys = await self.db.read(run)
+        await self.purge_tombstones()
+        return keys
+
+    async def purge_tombstones(self, limit: int = PURGE_BATCH) -> int:
+        """Delete up to ``limit`` tombstones past ``tombstone_ttl`` (the sweeper calls this
+        through ``find_sweepable``); a tombstone reclaimed meanwhile is left alone."""
+
+        async def run(conn: Conn) -> int:
+            status = await conn.execute(self.sql(_PURGE_TOMBSTONES), self.ttl, limit)
+            return int(status.split()[-1])
+
+        # Idempotent: re-running after a lost connection deletes what is still due.
+        return await self.db.read(run)

@@ -1,0 +1,262 @@
+"""The connection pool and the two ways a store talks to PostgreSQL: reads and writes.
+
+- Reads are retried once on a fresh connection when the connection breaks.
+- Writes carry a writer nonce that the rows they write record. When the connection
+  breaks after the request may have been sent, the outcome is unknown; the write is
+  then *reconciled*: on a fresh connection, wait until the server backend that ran the
+  request has exited (so its transaction is settled and cannot commit later; an orphan
+  still running after a grace period is terminated), then read the rows back. The nonce
+  found means the write landed and its result is returned; a state that proves it did
+  not land lets the write be sent again; anything else raises
+  :class:`~agentstores.errors.UnknownOutcomeError`. Nothing is guessed. Behind pgbouncer
+  the backend cannot be identified, so only a found nonce counts.
+- Waiting for a pooled connection is bounded by ``acquire_timeout``; running out raises
+  :class:`~agentstores.errors.BackendUnavailableError` saying so.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+from agentstores.errors import AgentStoresError, BackendUnavailableError, UnknownOutcomeError
+
+from . import schema as schema_module
+from .errors import is_connection_loss, translate
+from .urls import Config
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+Conn = Any
+"""An asyncpg connection (or pool proxy); asyncpg ships no type information."""
+
+ORPHAN_GRACE = 1.0
+"""Seconds an orphaned backend may keep running before it is terminated."""
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict(Generic[T]):
+    """What reading back a write's rows proved."""
+
+    kind: str
+    value: T | None = None
+
+    @classmethod
+    def landed(cls, value: T) -> Verdict[T]:
+        return cls("landed", value)
+
+    @classmethod
+    def not_landed(cls) -> Verdict[T]:
+        return cls("not_landed")
+
+    @classmethod
+    def unknown(cls) -> Verdict[T]:
+        return cls("unknown")
+
+
+Reconcile = Callable[[Conn], Awaitable[Verdict[T]]]
+
+
+class Database:
+    """One asyncpg pool, the schema it uses, and the read/write disciplines above."""
+
+    def __init__(self, config: Config, schema: str) -> None:
+        self.config = config
+        self.schema = schema
+        self.pool: Any = None
+
+    # --- lifecycle ---------------------------------------------------------------
+
+    async def open(self) -> None:
+        import asyncpg
+
+        options: dict[str, Any] = {
+            "min_size": self.config.pool_min_size,
+            "max_size": self.config.pool_max_size,
+            "command_timeout": self.config.command_timeout,
+        }
+        if self.config.pgbouncer:
+            options["statement_cache_size"] = 0
+        else:
+            options["server_settings"] = {"application_name": "agentstores"}
+        try:
+            self.pool = await asyncpg.create_pool(self.config.dsn, **options)
+        except Exception as exc:
+            raise self._unreachable(exc) from exc
+        try:
+            async with self.connection() as conn:
+                await schema_module.check(conn, self.schema)
+        except BaseException:
+            await self.close()
+            raise
+
+    async def close(self) -> None:
+        pool, self.pool = self.pool, None
+        if pool is None:
+            return
+        try:
+            await asyncio.wait_for(pool.close(), timeout=10)
+        except (TimeoutError, Exception):
+            pool.terminate()
+
+    # --- connections ---------------------------------------------------------------
+
+    def _unreachable(self, exc: BaseException) -> AgentStoresError:
+        if isinstance(exc, AgentStoresError):
+            return exc
+        translated = translate(exc)
+        if isinstance(translated, BackendUnavailableError):
+            return translated
+        return BackendUnavailableError(f"cannot connect to PostgreSQL: {exc}")
+
+    @contextlib.asynccontextmanager
+    async def connection(self, wait_at_most: float | None = None) -> AsyncIterator[Conn]:
+        """A pooled connection, waiting at most ``acquire_timeout`` for one to free up."""
+        pool = self.pool
+        if pool is None:
+            raise BackendUnavailableError("the PostgreSQL stores are not open (use async with)")
+        wait = self.config.acquire_timeout if wait_at_most is None else max(wait_at_most, 0.001)
+        try:
+            conn = await pool.acquire(timeout=wait)
+        except TimeoutError as exc:
+            size, idle, most = pool.get_size(), pool.get_idle_size(), pool.get_max_size()
+            if size >= most and idle == 0:
+                reason = (
+                    f"all {most} pooled connections stayed busy for {wait:g}s; raise "
+                    "pool_max_size or acquire_timeout, or lower the concurrency"
+                )
+            else:
+                reason = f"no connection to PostgreSQL could be opened within {wait:g}s"
+            raise BackendUnavailableError(
+                f"PostgreSQL pool exhausted: {reason}", pool_max_size=most, waited=wait
+            ) from exc
+        except Exception as exc:
+            raise self._unreachable(exc) from exc
+        try:
+            yield conn
+        finally:
+            with contextlib.suppress(Exception):
+                await pool.release(conn)
+
+    # --- reads and writes ------------------------------------------------------------
+
+    async def read(self, run: Callable[[Conn], Awaitable[T]]) -> T:
+        """Run a read; a connection lost midway is retried once on a fresh one."""
+        for attempt in range(2):
+            try:
+                async with self.connection() as conn:
+                    return await run(conn)
+            except Exception as exc:
+                if attempt == 0 and _retryable_read(exc):
+                    continue
+                raise
+        raise AssertionError("unreachable")
+
+    async def write(
+        self,
+        run: Callable[[Conn], Awaitable[T]],
+        reconcile: Reconcile[T] | None,
+        *,
+        what: str = "write",
+    ) -> T:
+        """Run a write; a connection lost after sending is reconciled (see module doc)."""
+        for _attempt in range(3):
+            async with self.connection() as conn:
+                pid = conn.get_server_pid()
+                try:
+                    return await run(conn)
+                except Exception as exc:
+                    if not is_connection_loss(exc):
+                        if _never_sent(exc):
+                            lost = None
+                        else:
+                            raise
+                    else:
+                        lost = exc
+            if lost is None:
+                continue
+            verdict = await self._reconcile(reconcile, pid, lost, what)
+            if verdict.kind == "landed":
+                return verdict.value  # type: ignore[return-value]
+            log.info("%s did not land before its connection broke; sending it again", what)
+        raise UnknownOutcomeError(
+            f"{what}: the connection kept breaking; the outcome of the last attempt is unknown"
+        )
+
+    async def _reconcile(
+        self, reconcile: Reconcile[T] | None, pid: int, lost: BaseException, what: str
+    ) -> Verdict[T]:
+        """``landed`` or ``not_landed`` (proven), else raise UnknownOutcomeError."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.config.reconcile_timeout
+
+        def unknown(reason: str) -> UnknownOutcomeError:
+            return UnknownOutcomeError(
+                f"{what}: the connection to PostgreSQL broke after the request was sent "
+                f"({type(lost).__name__}: {lost}); {reason}",
+                reason=reason,
+            )
+
+        if reconcile is None:
+            raise unknown("this call cannot be checked afterwards") from lost
+        while True:
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                raise unknown(
+                    f"PostgreSQL stayed unreachable for {self.config.reconcile_timeout:g}s"
+                ) from lost
+            try:
+                async with self.connection(wait_at_most=remaining) as conn:
+                    settled = False
+                    if not self.config.pgbouncer:
+                        settled = await self._await_gone(conn, pid, deadline)
+                    verdict = await reconcile(conn)
+                break
+            except UnknownOutcomeError:
+                raise
+            except Exception as exc:
+                if not (isinstance(exc, BackendUnavailableError) or is_connection_loss(exc)):
+                    raise
+                await asyncio.sleep(min(0.2, max(deadline - loop.time(), 0)))
+        if verdict.kind == "landed":
+            return verdict
+        if verdict.kind == "not_landed" and settled:
+            return verdict
+        if not settled and not self.config.pgbouncer:
+            raise unknown("the server process that ran it did not exit in time") from lost
+        raise unknown("its rows carry no trace of it and nothing proves it did not land") from lost
+
+    async def _await_gone(self, conn: Conn, pid: int, deadline: float) -> bool:
+        """Wait until backend ``pid`` has exited (its transaction settled)."""
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        terminated = False
+        while True:
+            alive = await conn.fetchval(
+                "SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE pid = $1)", pid
+            )
+            if not alive:
+                return True
+            if loop.time() >= deadline:
+                return False
+            if not terminated and loop.time() - started >= ORPHAN_GRACE:
+                terminated = True
+                with contextlib.suppress(Exception):
+                    await conn.fetchval("SELECT pg_terminate_backend($1)", pid)
+            await asyncio.sleep(0.05)
+
+
+def _never_sent(exc: BaseException) -> bool:
+    """asyncpg refused before sending (a connection already known to be closed)."""
+    import asyncpg
+
+    return isinstance(exc, asyncpg.InterfaceError) and "closed" in str(exc)
+
+
+def _retryable_read(exc: BaseException) -> bool:
+    return is_connection_loss(exc) or _never_sent(exc)

@@ -1,0 +1,63 @@
+"""``PostgresStores``: every store on one asyncpg pool, with one lifecycle."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+from agentstores.stores import Capability, Stores
+
+from .conversations import PostgresConversationStore
+from .database import Conn, Database
+from .oauth import PostgresOAuthRepository
+from .pause_tokens import PostgresPauseTokenStore
+from .recording import PostgresRecordingStore
+from .schema import check_identifier
+from .state import PostgresAgentStateStore
+from .supervision import PostgresSupervisionStore
+from .urls import Config, parse_url
+
+
+class PostgresStores(Stores):
+    """``postgresql://user@host:port/db?schema=S`` (also ``postgres://``).
+
+    Options (URL query or keywords; keywords win): ``schema`` (default ``agentstores``),
+    ``pool_min_size`` (1), ``pool_max_size`` (10), ``acquire_timeout`` (10 s: waiting for
+    a free pooled connection), ``reconcile_timeout`` (15 s: learning the outcome of a
+    write whose connection broke), ``pgbouncer`` (transaction pooling: no statement
+    cache, no session state), ``tombstone_ttl`` (seconds or timedelta; 30 days),
+    ``command_timeout`` (seconds, client-side; default none).
+
+    Opening checks the schema version and the role's privileges and runs no DDL; install
+    the schema first with ``agentstores schema install``.
+    """
+
+    backend = "postgres"
+    capabilities: frozenset[str] = frozenset({Capability.MULTI_PROCESS, Capability.DURABLE})
+
+    def __init__(self, url: str, **options: Any) -> None:
+        self.config: Config = parse_url(url, **options)
+        self.schema = check_identifier(self.config.schema, "schema")
+        self.db = Database(self.config, self.schema)
+        ttl: timedelta = self.config.tombstone_ttl
+        self.supervision = PostgresSupervisionStore(self.db, ttl)
+        self.recording = PostgresRecordingStore(self.db, ttl)
+        self.state = PostgresAgentStateStore(self.db, ttl)
+        self.conversations = PostgresConversationStore(self.db, ttl)
+        self.pause_tokens = PostgresPauseTokenStore(self.db, ttl)
+        self.oauth = PostgresOAuthRepository(self.db, ttl)
+
+    async def now(self) -> datetime:
+        """The database clock."""
+
+        async def run(conn: Conn) -> datetime:
+            moment: datetime = await conn.fetchval("SELECT clock_timestamp()")
+            return moment
+
+        return await self.db.read(run)
+
+    async def _open(self) -> None:
+        await self.db.open()
+
+    async def _close(self) -> None:
+        await self.db.close()

@@ -1,0 +1,107 @@
+"""The backend URL: a libpq-style ``postgresql://`` URL plus agentstores' own options.
+
+Our options ride in the query string and are removed before the URL reaches asyncpg
+(which would send unknown ones to the server as settings)::
+
+    postgresql://app@db:5432/chat?schema=agentstores&pool_max_size=20&pgbouncer=true
+
+Every option can also be passed as a keyword to ``PostgresStores``; keywords win.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+from agentstores.errors import UsageError
+
+DEFAULT_SCHEMA = "agentstores"
+SCHEMES = ("postgresql", "postgres")
+
+
+@dataclass(frozen=True, slots=True)
+class Config:
+    """Everything the adapter needs to connect, parsed and checked once."""
+
+    dsn: str
+    schema: str = DEFAULT_SCHEMA
+    pool_min_size: int = 1
+    pool_max_size: int = 10
+    acquire_timeout: float = 10.0
+    """Seconds a call waits for a free pooled connection before BackendUnavailableError."""
+    reconcile_timeout: float = 15.0
+    """Seconds spent learning the outcome of a write whose connection was lost."""
+    pgbouncer: bool = False
+    """Transaction pooling: no prepared-statement cache, no session state."""
+    tombstone_ttl: timedelta = timedelta(days=30)
+    command_timeout: float | None = None
+
+
+_OPTIONS = {
+    "schema": str,
+    "pool_min_size": int,
+    "pool_max_size": int,
+    "acquire_timeout": float,
+    "reconcile_timeout": float,
+    "pgbouncer": bool,
+    "tombstone_ttl": float,
+    "command_timeout": float,
+}
+
+
+def _coerce(name: str, value: Any) -> Any:
+    kind = _OPTIONS[name]
+    try:
+        if kind is bool:
+            if isinstance(value, bool):
+                return value
+            text = str(value).strip().lower()
+            if text in {"1", "true", "yes", "on"}:
+                return True
+            if text in {"0", "false", "no", "off", ""}:
+                return False
+            raise ValueError(value)
+        if name == "tombstone_ttl":
+            if isinstance(value, timedelta):
+                return value
+            return timedelta(seconds=float(value))
+        return kind(value)
+    except (TypeError, ValueError) as exc:
+        raise UsageError(f"option {name}={value!r} is not a valid {kind.__name__}") from exc
+
+
+def parse_url(url: str, **options: Any) -> Config:
+    """Split ``url`` into the asyncpg DSN and our options (keywords override the URL)."""
+    if not isinstance(url, str):
+        raise UsageError(f"expected a postgresql:// URL, got {url!r}")
+    parts = urlsplit(url)
+    if parts.scheme.lower() not in SCHEMES:
+        raise UsageError(f"not a postgresql:// or postgres:// URL: {url!r}")
+    ours: dict[str, Any] = {}
+    theirs: list[tuple[str, str]] = []
+    for name, value in parse_qsl(parts.query, keep_blank_values=True):
+        if name in _OPTIONS:
+            ours[name] = value
+        else:
+            theirs.append((name, value))
+    for name, value in options.items():
+        if name not in _OPTIONS:
+            raise UsageError(
+                f"unknown PostgreSQL backend option {name!r}; known: {sorted(_OPTIONS)}"
+            )
+        if value is not None:
+            ours[name] = value
+    values = {name: _coerce(name, value) for name, value in ours.items()}
+    dsn = urlunsplit(("postgresql", parts.netloc, parts.path, urlencode(theirs), ""))
+    config = Config(dsn=dsn, **values)
+    if config.pool_min_size < 0 or config.pool_max_size < 1:
+        raise UsageError("pool_max_size must be >= 1 and pool_min_size >= 0")
+    if config.pool_min_size > config.pool_max_size:
+        raise UsageError("pool_min_size cannot exceed pool_max_size")
+    if config.acquire_timeout <= 0 or config.reconcile_timeout <= 0:
+        raise UsageError("acquire_timeout and reconcile_timeout must be positive")
+    if config.tombstone_ttl <= timedelta(0):
+        raise UsageError("tombstone_ttl must be positive")
+    return config
