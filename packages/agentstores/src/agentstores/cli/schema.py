@@ -1,0 +1,79 @@
+"""``agentstores schema install URL``: create or migrate a backend's schema, as an admin.
+
+Generic: it looks up the backend the URL's scheme names and runs that backend's
+``BackendInfo.schema_installer`` (``async (url, *, schema, runtime_role) -> str``).
+Backends without a schema (memory, files, Redis...) say so and exit 2. Running it again
+migrates an existing schema forward; the adapter itself never runs DDL.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib
+import sys
+from typing import Any
+
+from ..errors import AgentStoresError, UsageError
+from ..plugins import get_registry, scheme_of
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "schema",
+        help="install or migrate a backend's schema (run as an administrator)",
+        description=(
+            "Create the tables a backend needs, record the schema version, and grant a "
+            "runtime role exactly what the adapter uses. Re-running migrates forward."
+        ),
+    )
+    actions = p.add_subparsers(dest="action", required=True)
+    install = actions.add_parser(
+        "install",
+        help="create or migrate the schema and grant the runtime role",
+        description="Create or migrate the schema at URL and grant the runtime role.",
+    )
+    install.add_argument("url", help="an administrator's URL, e.g. postgresql://admin@db/app")
+    install.add_argument(
+        "--schema", default=None, help="schema/namespace to install into (backend default)"
+    )
+    install.add_argument(
+        "--runtime-role",
+        default=None,
+        help="the role the application connects as; granted only what the adapter uses",
+    )
+    install.set_defaults(run=run_install)
+
+
+def _installer(url: str) -> Any:
+    scheme = scheme_of(url)
+    registry = get_registry()
+    info = registry.by_scheme(scheme)
+    if info is None:
+        known = sorted(s for b in registry.backends.values() for s in b.schemes)
+        raise UsageError(f"no installed backend handles {scheme!r}:// (known: {known})")
+    if info.schema_installer is None:
+        raise UsageError(f"the {info.name} backend has no schema to install")
+    module_name, _, attr = info.schema_installer.partition(":")
+    if not module_name or not attr:
+        raise UsageError(
+            f"{info.name}: schema_installer must look like 'module:callable', "
+            f"got {info.schema_installer!r}"
+        )
+    return getattr(importlib.import_module(module_name), attr)
+
+
+def run_install(args: argparse.Namespace) -> int:
+    try:
+        installer = _installer(args.url)
+        summary = asyncio.run(
+            installer(args.url, schema=args.schema, runtime_role=args.runtime_role)
+        )
+    except UsageError as exc:
+        print(f"agentstores schema install: {exc}", file=sys.stderr)
+        return 2
+    except AgentStoresError as exc:
+        print(f"agentstores schema install: {exc}", file=sys.stderr)
+        return 1
+    print(summary)
+    return 0
