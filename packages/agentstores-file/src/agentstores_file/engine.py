@@ -29,6 +29,7 @@ import base64
 import hashlib
 import json
 import os
+import secrets
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -280,6 +281,24 @@ class Engine:
             "conv": None,
         }
 
+    def prepare(
+        self,
+        kdir: str,
+        key: ConversationKey,
+        h: Head | None,
+        status: str,
+        principal: str,
+        epoch: int | None,
+    ) -> tuple[Head, bool]:
+        """The header after a write by ``principal`` at ``epoch`` (claimed, fence raised)
+        and whether it differs from ``h``; nothing is written yet."""
+        new = self.claim(kdir, key, h, status, principal)
+        changed = new is not h
+        if epoch is not None and epoch > new["fence"]:
+            new["fence"] = epoch
+            changed = True
+        return new, changed
+
     def commit_write(
         self,
         kdir: str,
@@ -289,15 +308,55 @@ class Engine:
         principal: str,
         epoch: int | None,
     ) -> Head:
-        """Claim and raise the fence; the header is written first when either changes."""
-        new = self.claim(kdir, key, h, status, principal)
-        changed = new is not h
-        if epoch is not None and epoch > new["fence"]:
-            new["fence"] = epoch
-            changed = True
+        """Claim and raise the fence, writing the header when either changes."""
+        new, changed = self.prepare(kdir, key, h, status, principal, epoch)
         if changed:
             self.put_head(kdir, new)
         return new
+
+    def commit_side(self, kdir: str, new: Head, changed: bool, name: str, body: bytes) -> None:
+        """Make side file ``name`` (state, recording, a token) hold ``body`` (``b""``
+        means removed), atomically with the header change ``changed`` says is due.
+
+        Without a header change the file is simply replaced. With one, the body goes to
+        a fresh file first and the header, the one commit point, names the rename that
+        completes the write (``redo``); the rename follows at once and is redone by the
+        next writer of the key (:meth:`recover`) if a crash came in between.
+        """
+        path = os.path.join(kdir, name)
+        if not changed:
+            self.io.replace_file(path, body)
+            return
+        folder, base = os.path.split(path)
+        src = os.path.join(folder, f".{base}.{secrets.token_hex(8)}.redo")
+        self.io.write_new(src, body)
+        new["redo"] = [[os.path.relpath(src, kdir), name]]
+        self.put_head(kdir, new)
+        self.recover(kdir, new)
+
+    def recover(self, kdir: str, h: Head | None) -> None:
+        """Finish the renames a committed header names (idempotent: sources are unique).
+        Every writer of side files calls this first, under the key's exclusive lock."""
+        redo = h.pop("redo", None) if h is not None else None
+        if not redo:
+            return
+        folders = set()
+        for src, dst in redo:
+            target = os.path.join(kdir, dst)
+            if self.io.rename(os.path.join(kdir, src), target):
+                folders.add(os.path.dirname(target))
+        for folder in folders:
+            self.io.sync_dir(folder)
+
+    def read_side(self, kdir: str, h: Head, name: str) -> bytes | None:
+        """A side file as committed: the pending rename's source if the header names
+        one that is still there, else the file; an empty file is a removed one."""
+        for src, dst in h.get("redo") or ():
+            if dst == name:
+                raw = self.io.read_file(os.path.join(kdir, src))
+                if raw is not None:
+                    return raw or None
+        return self.io.read_file(os.path.join(kdir, name)) or None
 
     def purge(self, kdir: str) -> None:
         """Remove every data file of a key (keeps ``lock`` and ``head``)."""
@@ -322,12 +381,13 @@ class Engine:
 
     # --- record files (state, recording, tokens) -------------------------------------
 
-    def _put_record(self, path: str, meta: dict[str, Any], body: bytes) -> None:
-        self.io.replace_file(path, _dumps(meta) + b"\n" + body)
+    @staticmethod
+    def _record(meta: dict[str, Any], body: bytes) -> bytes:
+        return _dumps(meta) + b"\n" + body
 
-    def _get_record(self, path: str) -> tuple[dict[str, Any], bytes] | None:
-        raw = self.io.read_file(path)
-        return None if raw is None else _split(raw, path)
+    def _get_record(self, kdir: str, h: Head, name: str) -> tuple[dict[str, Any], bytes] | None:
+        raw = self.read_side(kdir, h, name)
+        return None if raw is None else _split(raw, name)
 
     # --- supervision -------------------------------------------------------------
 
@@ -400,11 +460,13 @@ class Engine:
         self, key: ConversationKey, principal: str, event: RecordedEvent, message: bytes
     ) -> bool:
         kdir = self.key_dir(key)
-        path = os.path.join(kdir, "recording")
         with self.locked(kdir, exclusive=True, create=True):
             h, status = self.head(kdir, key, self.now_us())
             self.check_write(key, h, status, principal, event.epoch)
-            current = self._get_record(path) if status == LIVE else None
+            current = None
+            if status == LIVE and h is not None:
+                self.recover(kdir, h)
+                current = self._get_record(kdir, h, "recording")
             if current is not None:
                 stored = current[0]
                 if event.epoch < stored["e"]:
@@ -420,17 +482,17 @@ class Engine:
                     and event.index < stored["i"]
                 ):
                     return False
-            self.commit_write(kdir, key, h, status, principal, event.epoch)
+            new, changed = self.prepare(kdir, key, h, status, principal, event.epoch)
             meta = {"m": event.message_id, "e": event.epoch, "i": event.index}
-            self._put_record(path, meta, message)
+            self.commit_side(kdir, new, changed, "recording", self._record(meta, message))
             return True
 
     def rec_read(self, key: ConversationKey, principal: str) -> RecordedEvent | None:
         kdir = self.key_dir(key)
         h, status = self.head(kdir, key, self.now_us())
-        if not self.visible(h, status, principal):
+        if not self.visible(h, status, principal) or h is None:
             return None
-        found = self._get_record(os.path.join(kdir, "recording"))
+        found = self._get_record(kdir, h, "recording")
         if found is None:
             return None
         meta, body = found
@@ -440,20 +502,21 @@ class Engine:
         self, key: ConversationKey, principal: str, message_id: str, epoch: int | None
     ) -> bool:
         kdir = self.key_dir(key)
-        path = os.path.join(kdir, "recording")
         with self.locked(kdir, exclusive=True, create=False) as exists:
             if not exists:
                 return False
             h, status = self.head(kdir, key, self.now_us())
-            if status in (ABSENT, EXPIRED):
+            if status in (ABSENT, EXPIRED) or h is None:
                 return False
             self.check_write(key, h, status, principal, epoch)
-            self.commit_write(kdir, key, h, status, principal, epoch)
-            found = self._get_record(path)
+            self.recover(kdir, h)
+            found = self._get_record(kdir, h, "recording")
+            new, changed = self.prepare(kdir, key, h, status, principal, epoch)
             if found is None or found[0]["m"] != message_id:
+                if changed:
+                    self.put_head(kdir, new)
                 return False
-            self.io.unlink(path)
-            self.io.sync_dir(kdir)
+            self.commit_side(kdir, new, changed, "recording", b"")
             return True
 
     # --- agent state -------------------------------------------------------------
@@ -461,9 +524,9 @@ class Engine:
     def state_load(self, key: ConversationKey, principal: str) -> bytes | None:
         kdir = self.key_dir(key)
         h, status = self.head(kdir, key, self.now_us())
-        if not self.visible(h, status, principal):
+        if not self.visible(h, status, principal) or h is None:
             return None
-        return self.io.read_file(os.path.join(kdir, "state"))
+        return self.read_side(kdir, h, "state")
 
     def state_save(
         self, key: ConversationKey, principal: str, blob: bytes, epoch: int | None
@@ -472,8 +535,9 @@ class Engine:
         with self.locked(kdir, exclusive=True, create=True):
             h, status = self.head(kdir, key, self.now_us())
             self.check_write(key, h, status, principal, epoch)
-            self.commit_write(kdir, key, h, status, principal, epoch)
-            self.io.replace_file(os.path.join(kdir, "state"), blob)
+            self.recover(kdir, h)
+            new, changed = self.prepare(kdir, key, h, status, principal, epoch)
+            self.commit_side(kdir, new, changed, "state", blob)
 
     def state_delete(self, key: ConversationKey, principal: str, epoch: int | None) -> None:
         kdir = self.key_dir(key)
@@ -481,21 +545,24 @@ class Engine:
             if not exists:
                 return
             h, status = self.head(kdir, key, self.now_us())
-            if status in (ABSENT, EXPIRED):
+            if status in (ABSENT, EXPIRED) or h is None:
                 return
             self.check_write(key, h, status, principal, epoch)
-            self.commit_write(kdir, key, h, status, principal, epoch)
-            if self.io.unlink(os.path.join(kdir, "state")):
-                self.io.sync_dir(kdir)
+            self.recover(kdir, h)
+            new, changed = self.prepare(kdir, key, h, status, principal, epoch)
+            if self.read_side(kdir, h, "state") is not None:
+                self.commit_side(kdir, new, changed, "state", b"")
+            elif changed:
+                self.put_head(kdir, new)
 
     # --- pause tokens ------------------------------------------------------------
 
     @staticmethod
-    def token_path(kdir: str, token_id: str) -> str:
-        return os.path.join(kdir, "tokens", hashlib.sha256(token_id.encode()).hexdigest())
+    def token_name(token_id: str) -> str:
+        return "tokens/" + hashlib.sha256(token_id.encode()).hexdigest()
 
-    def _token(self, path: str, token_id: str) -> tuple[dict[str, Any], bytes] | None:
-        found = self._get_record(path)
+    def _token(self, kdir: str, h: Head, token_id: str) -> tuple[dict[str, Any], bytes] | None:
+        found = self._get_record(kdir, h, self.token_name(token_id))
         if found is not None and found[0]["t"] != token_id:
             raise ConflictError("two pause token ids share a storage digest")
         return found
@@ -510,39 +577,43 @@ class Engine:
         epoch: int | None,
     ) -> None:
         kdir = self.key_dir(key)
-        path = self.token_path(kdir, token_id)
+        name = self.token_name(token_id)
         with self.locked(kdir, exclusive=True, create=True):
             h, status = self.head(kdir, key, self.now_us())
             self.check_write(key, h, status, principal, epoch)
-            if status == LIVE and self._token(path, token_id) is not None:
-                raise ConflictError(f"pause token {token_id!r} already exists", key=key)
-            self.commit_write(kdir, key, h, status, principal, epoch)
-            self.io.ensure_dir(os.path.dirname(path))
+            if status == LIVE and h is not None:
+                self.recover(kdir, h)
+                if self._token(kdir, h, token_id) is not None:
+                    raise ConflictError(f"pause token {token_id!r} already exists", key=key)
+            new, changed = self.prepare(kdir, key, h, status, principal, epoch)
+            self.io.ensure_dir(os.path.join(kdir, "tokens"))
             meta = {"t": token_id, "o": principal, "x": to_us(expires_at), "s": "pending"}
-            self._put_record(path, meta, payload)
+            self.commit_side(kdir, new, changed, name, self._record(meta, payload))
 
     def _token_for(
         self, kdir: str, key: ConversationKey, token_id: str, principal: str
-    ) -> tuple[str, dict[str, Any], bytes]:
-        path = self.token_path(kdir, token_id)
+    ) -> tuple[Head, dict[str, Any], bytes]:
         h, status = self.head(kdir, key, self.now_us())
-        found = self._token(path, token_id) if status == LIVE else None
+        found = None
+        if status == LIVE and h is not None:
+            self.recover(kdir, h)
+            found = self._token(kdir, h, token_id)
         if h is None or status != LIVE or h["owner"] != principal or found is None:
             raise NotFoundError("no such pause token", key=key)
-        return path, found[0], found[1]
+        return h, found[0], found[1]
 
     def token_claim(self, token_id: str, key: ConversationKey, principal: str) -> bytes:
         kdir = self.key_dir(key)
         with self.locked(kdir, exclusive=True, create=False) as exists:
             if not exists:
                 raise NotFoundError("no such pause token", key=key)
-            path, meta, payload = self._token_for(kdir, key, token_id, principal)
+            h, meta, payload = self._token_for(kdir, key, token_id, principal)
             if meta["s"] != "pending":
                 raise AlreadyClaimedError(f"pause token {token_id!r} is {meta['s']}", key=key)
             if meta["x"] <= self.now_us():
                 raise ExpiredError(f"pause token {token_id!r} expired", key=key)
             meta["s"] = "claimed"
-            self._put_record(path, meta, payload)
+            self.commit_side(kdir, h, False, self.token_name(token_id), self._record(meta, payload))
             return payload
 
     def token_abandon(self, token_id: str, key: ConversationKey, principal: str) -> None:
@@ -550,10 +621,11 @@ class Engine:
         with self.locked(kdir, exclusive=True, create=False) as exists:
             if not exists:
                 raise NotFoundError("no such pause token", key=key)
-            path, meta, payload = self._token_for(kdir, key, token_id, principal)
+            h, meta, payload = self._token_for(kdir, key, token_id, principal)
             if meta["s"] != "abandoned":
                 meta["s"] = "abandoned"
-                self._put_record(path, meta, payload)
+                name = self.token_name(token_id)
+                self.commit_side(kdir, h, False, name, self._record(meta, payload))
 
     # --- conversations: writes -----------------------------------------------------
 

@@ -180,6 +180,27 @@ class FileIO:
         if sync_dir:
             self.sync_dir(os.path.dirname(path))
 
+    def write_new(self, path: str, data: bytes | bytearray) -> None:
+        """Write a file no reader knows of yet, durably (no rename: its name is unique)."""
+        self.step("create", path)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | _O_CLOEXEC, 0o644)
+        try:
+            self.pwrite(fd, data, 0)
+            self.sync(fd)
+        finally:
+            os.close(fd)
+
+    def rename(self, src: str, dst: str) -> bool:
+        """``os.replace(src, dst)``; False when ``src`` is gone. The caller syncs the dir."""
+        self.step("replace", dst)
+        self._committing()
+        try:
+            os.replace(src, dst)
+        except FileNotFoundError:
+            return False
+        self._count("replaces", 1)
+        return True
+
     def create_empty(self, path: str, *, sync_dir: bool = True) -> None:
         """Create ``path`` if absent (a marker file whose name is its content)."""
         self.step("create", path)

@@ -1,0 +1,274 @@
+"""A crash at every step of every kind of write leaves each record old or new.
+
+A ``FileIO`` subclass stops the call dead at its N-th mutating step (write, truncate,
+sync, rename, unlink, mkdir) by raising a ``BaseException`` nothing in the backend
+catches, which leaves the files exactly as a killed process would (the page cache
+survives a SIGKILL; fsync matters only for power loss, which no test here can cause).
+For N = 1, 2, ... until the call completes, on a fresh copy of the same starting
+directory, the test checks that what every read returns equals either the state before
+the call or the state after it, that the store passes the structural check, and that
+the next write works.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+from collections.abc import Awaitable, Callable
+from dataclasses import asdict
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agentstores.errors import AgentStoresError
+from agentstores.keys import ConversationKey
+from agentstores.models import Message, PendingAuthorization, RecordedEvent, SupervisionRow
+from agentstores.models import UserIntegration as Integration
+from agentstores_file.fsio import FileIO
+from agentstores_file.stores import FileStores
+
+from ._verify import verify_store
+from .conftest import ManualClock
+
+K = ConversationKey("tenant/1", "key:1")
+K2 = ConversationKey("tenant/1", "branch")
+OWNER = "owner"
+TTL = timedelta(seconds=10)
+
+
+class Crash(BaseException):
+    """Stops a call at a chosen step, like SIGKILL: no handler in the backend runs."""
+
+
+class CrashIO(FileIO):
+    def __init__(self, at: int) -> None:
+        super().__init__(fsync=False)
+        self.at = at
+        self.steps = 0
+
+    def step(self, what: str, path: str) -> None:
+        self.steps += 1
+        if self.steps == self.at:
+            raise Crash(f"step {self.at}: {what} {path}")
+
+
+Op = Callable[[FileStores], Awaitable[Any]]
+
+
+def _msgs(prefix: str, n: int, start: int = 0) -> list[Message]:
+    roles = ["user", "assistant", "tool", "assistant", "system"]
+    return [
+        Message(f"{prefix}{i}", roles[i % 5], {"i": i, "text": "x" * (i % 7)}, compaction=i == 3)
+        for i in range(start, start + n)
+    ]
+
+
+async def _observe(stores: FileStores) -> dict[str, Any]:
+    """Everything a reader can see of the keys and records the scenarios touch."""
+    conv = stores.conversations
+    seen: dict[str, Any] = {}
+    for key, principal in ((K, OWNER), (K, "other"), (K2, OWNER)):
+        fresh_ids = key == K2
+
+        def norm(items: list[Any], fresh_ids: bool = fresh_ids) -> list[Any]:
+            out = [asdict(i) for i in items]
+            if fresh_ids:
+                for row in out:
+                    row.pop("id", None)
+                    row.pop("message_id", None)
+            return out
+
+        info = await conv.get_conversation(key, principal)
+        info_dict = asdict(info) if info is not None else None
+        if info_dict is not None and fresh_ids:
+            info_dict.pop("tail_message_id")
+        view = await stores.supervision.read(key, principal)
+        recording = await stores.recording.read(key, principal)
+        seen[f"{key.session_id}/{principal}"] = {
+            "info": info_dict,
+            "messages": norm(await conv.read_messages(key, principal)),
+            "users": norm(await conv.get_transcript(key, principal, speaker="user")),
+            "assistants": norm(await conv.get_transcript(key, principal, speaker="assistant")),
+            "history": norm(await conv.history(key, principal)),
+            "sup": (view.row, view.fence),
+            "state": await stores.state.load(key, principal),
+            "recording": recording,
+            "listing": [
+                (i.key, i.message_count)
+                for i in (await conv.list_conversations(K.tenant, principal, limit=100)).items
+            ],
+        }
+    engine = stores.engine
+    kdir = engine.key_dir(K)
+    head, status = engine.head(kdir, K, engine.now_us())
+    seen["token"] = engine._token(kdir, head, "tok") if head and status == "live" else None
+    oauth = stores.oauth
+    seen["oauth"] = (
+        await oauth.get_user_integration("t", "user", "srv"),
+        await oauth.find_by_pending_state("state-a"),
+        await oauth.find_by_pending_state("state-b"),
+        await oauth.list_user_integrations("t", "user"),
+    )
+    return seen
+
+
+def _pending(state: str, clock: ManualClock) -> PendingAuthorization:
+    return PendingAuthorization(
+        state, "https://auth", "verifier", "https://tok", "https://cb", clock.now
+    )
+
+
+async def _base(stores: FileStores, clock: ManualClock, n: int = 6) -> None:
+    await stores.supervision.compare_and_swap(K, OWNER, None, SupervisionRow("running", "turn", 1))
+    await stores.conversations.append_messages(K, OWNER, _msgs("m", n), epoch=1, title="base")
+
+
+async def _erase_leftovers(stores: FileStores, clock: ManualClock) -> None:
+    """K erased, but its data files left behind (a crash right after the tombstone)."""
+    await _base(stores, clock)
+    await stores.state.save(K, OWNER, {"s": 1})
+    engine = stores.engine
+    kdir = engine.key_dir(K)
+    engine.put_head(kdir, {"kc": _key_check(K), "erased_until": 0, "fence": 1})
+    clock.advance(1)
+
+
+async def _base_with_token(stores: FileStores, clock: ManualClock) -> None:
+    await _base(stores, clock)
+    await stores.pause_tokens.put("tok", K, OWNER, {"r": 1}, clock.now + timedelta(hours=1))
+
+
+def _key_check(key: ConversationKey) -> str:
+    from agentstores_file.engine import _key_check as check
+
+    return check(key)
+
+
+SCENARIOS: dict[str, tuple[Callable[[FileStores, ManualClock], Awaitable[Any]], Op]] = {
+    "append": (
+        _base,
+        lambda s: s.conversations.append_messages(
+            K, OWNER, _msgs("n", 2), last_turn_status="complete", title="t2", epoch=2
+        ),
+    ),
+    "append_grows_id_table": (
+        lambda s, c: _base(s, c, 31),
+        lambda s: s.conversations.append_messages(K, OWNER, _msgs("g", 3)),
+    ),
+    "append_creates": (
+        lambda s, c: s.supervision.compare_and_swap(
+            K, OWNER, None, SupervisionRow("running", "turn", 1)
+        ),
+        lambda s: s.conversations.append_messages(K, OWNER, _msgs("m", 3)),
+    ),
+    "truncate": (_base, lambda s: s.conversations.truncate(K, OWNER, "m5", epoch=2)),
+    "truncate_user": (_base, lambda s: s.conversations.truncate(K, OWNER, "m0")),
+    "branch": (_base, lambda s: s.conversations.branch(K, OWNER, "m3", new_session_id="branch")),
+    "erase": (_base, lambda s: s.conversations.delete(K, OWNER)),
+    "reuse_after_tombstone": (
+        _erase_leftovers,
+        lambda s: s.conversations.append_messages(K, "other", _msgs("r", 2)),
+    ),
+    "cas": (
+        _base,
+        lambda s: s.supervision.compare_and_swap(K, OWNER, 1, SupervisionRow("running", "t2", 2)),
+    ),
+    "state_raises_fence": (_base, lambda s: s.state.save(K, OWNER, {"big": "y" * 5000}, epoch=4)),
+    "recording": (
+        _base,
+        lambda s: s.recording.put(K, OWNER, RecordedEvent(3, {"partial": "abc"}, "turn", 2)),
+    ),
+    "token_put": (
+        _base,
+        lambda s: s.pause_tokens.put(
+            "tok", K, OWNER, {"resume": 1}, s.engine.now() + timedelta(hours=1)
+        ),
+    ),
+    "token_claim": (_base_with_token, lambda s: s.pause_tokens.claim("tok", K, OWNER)),
+    "share": (_base, lambda s: s.conversations.share(K, OWNER, "other")),
+    "oauth_save": (
+        lambda s, c: s.oauth.save_user_integration(
+            Integration("t", "user", "srv", _pending("state-a", c))
+        ),
+        lambda s: s.oauth.save_user_integration(
+            Integration("t", "user", "srv", _pending("state-b", ManualClock()), {"token": "z"})
+        ),
+    ),
+    "oauth_delete": (
+        lambda s, c: s.oauth.save_user_integration(
+            Integration("t", "user", "srv", _pending("state-a", c))
+        ),
+        lambda s: s.oauth.delete_user_integration("t", "user", "srv"),
+    ),
+}
+
+
+async def _run_setup(setup: Any, stores: FileStores, clock: ManualClock) -> None:
+    result = setup(stores, clock)
+    if hasattr(result, "__await__"):
+        await result
+
+
+@pytest.mark.parametrize("name", sorted(SCENARIOS))
+async def test_crash_at_every_step_leaves_old_or_new(name: str, tmp_path: Path) -> None:
+    setup, op = SCENARIOS[name]
+    clock = ManualClock()
+    base = str(tmp_path / "base")
+
+    def bundle(path: str, io: FileIO | None = None) -> FileStores:
+        return FileStores(f"file://{path}", clock=clock, tombstone_ttl=TTL, fsync=False, io=io)
+
+    async with bundle(base) as stores:
+        await _run_setup(setup, stores, clock)
+    clock.advance(TTL.total_seconds() if name == "reuse_after_tombstone" else 0.5)
+
+    async def observe(path: str) -> dict[str, Any]:
+        async with bundle(path) as stores:
+            return await _observe(stores)
+
+    before = await observe(base)
+    done = str(tmp_path / "done")
+    shutil.copytree(base, done)
+    async with bundle(done) as stores:
+        await op(stores)
+    after = await observe(done)
+    assert after != before, "the scenario's call changed nothing visible"
+
+    at, outcomes = 0, set()
+    while True:
+        at += 1
+        trial = str(tmp_path / f"trial{at}")
+        shutil.copytree(base, trial)
+        io = CrashIO(at)
+        completed = False
+        async with bundle(trial, io) as stores:
+            try:
+                await op(stores)
+                completed = True
+            except Crash:
+                pass
+        state = await observe(trial)
+        assert state in (before, after), f"{name}: crash at step {at} left a mixed state"
+        outcomes.add("new" if state == after else "old")
+        verify_store(trial)
+        async with bundle(trial) as stores:
+            with contextlib.suppress(AgentStoresError):
+                await stores.conversations.append_messages(K, OWNER, [Message("next", "user", 1)])
+            # Later writes win over any rename a crash left to redo.
+            info = await stores.conversations.get_conversation(K, "other")
+            owner = info.owner if info is not None else OWNER
+            with contextlib.suppress(AgentStoresError):
+                await stores.state.save(K, owner, {"after": at})
+                await stores.recording.put(K, owner, RecordedEvent(9, "late", "late", 9))
+                await stores.pause_tokens.put("tok2", K, owner, 1, clock.now + timedelta(hours=1))
+                assert await stores.state.load(K, owner) == {"after": at}
+                recorded = await stores.recording.read(K, owner)
+                assert recorded is not None and recorded.message_id == "late"
+        verify_store(trial)
+        shutil.rmtree(trial)
+        if completed:
+            break
+        assert at < 200
+    assert outcomes == {"old", "new"}, outcomes
