@@ -48,6 +48,10 @@ class DrillError(Exception):
     """The drill could not carry a round through (a worker died early, a wait timed out)."""
 
 
+class DrillTimeout(DrillError):
+    """A worker printed nothing matching within the wait."""
+
+
 def default_url() -> tuple[str, Path]:
     """The embedded file backend in a fresh temporary directory."""
     root = Path(tempfile.mkdtemp(prefix="agentstores-drill-"))
@@ -132,7 +136,7 @@ class Worker:
             self._changed.clear()
             remaining = deadline - loop.time()
             if remaining <= 0:
-                raise DrillError(f"{self.name}: no {name!r} within {within:.0f}s{self._tail()}")
+                raise DrillTimeout(f"{self.name}: no {name!r} within {within:.0f}s{self._tail()}")
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._changed.wait(), remaining)
 
@@ -183,6 +187,9 @@ class RoundResult:
     finished_after: float | None = None
     follower: Event = field(default_factory=dict)
     stale_writes: Event | None = None
+    resumed_before_takeover: bool = False
+    """Pause round: the producer had to be resumed before the takeover (see ``notes``)."""
+    notes: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
 
 
@@ -281,18 +288,42 @@ class Drill:
             "flush", wait, since=at, where=lambda e: e["index"] > checkpoint["position"]
         )
         _, flushed = await producer.wait_for("flush", wait, since=at + 1)
-        if mode == "kill":
-            producer.signal(signal.SIGKILL)
-        else:
-            producer.signal(signal.SIGSTOP)
-            producer.stopped = True
-        hit_mono = time.monotonic()
-        result.chars_before = flushed["index"]
         verb = "SIGKILLed" if mode == "kill" else "SIGSTOPped"
-        self.say(
-            f"  {verb} {who[0]} mid-turn: checkpoint at {result.checkpoint_chars} chars, "
-            f"{result.chars_before} of {t.length} chars streamed"
-        )
+        stall = 2 * t.dead_after + 10
+        for attempt in range(1, 4):
+            producer.signal(signal.SIGKILL if mode == "kill" else signal.SIGSTOP)
+            producer.stopped = mode == "pause"
+            hit_mono = time.monotonic()
+            result.chars_before = flushed["index"]
+            self.say(
+                f"  {verb} {who[0]} mid-turn: checkpoint at {result.checkpoint_chars} chars, "
+                f"{result.chars_before} of {t.length} chars streamed"
+            )
+            if mode == "kill":
+                break
+            try:
+                await standby.wait_for("claimed", stall)
+                break
+            except DrillTimeout:
+                # A process stopped inside a store write can hold that key's lock (the
+                # file backend locks per key for writes): the takeover's claim then
+                # waits until the stopped process resumes and lets go.
+                at = len(producer.events)
+                producer.signal(signal.SIGCONT)
+                producer.stopped = False
+                result.notes.append(
+                    f"stop {attempt}: no takeover within {stall:.0f}s; {who[0]} was probably "
+                    "stopped holding a store lock; resumed it"
+                )
+                self.say(f"  {result.notes[-1]}")
+                try:
+                    await standby.wait_for("claimed", stall)
+                    result.resumed_before_takeover = True
+                    break
+                except DrillTimeout:
+                    if attempt == 3:
+                        raise
+                    _, flushed = await producer.wait_for("flush", wait, since=at)
 
         def since_hit(event: Event) -> float:
             return float(event["t"]) - hit_mono
@@ -319,12 +350,13 @@ class Drill:
         result.first_new_chars_after = since_hit(first_new)
 
         if mode == "pause":
-            producer.signal(signal.SIGCONT)
-            producer.stopped = False
-            self.say(
-                f"  SIGCONTed {who[0]} while {who[1]} streams "
-                f"({first_new['index']} chars published at epoch {first_new['epoch']})"
-            )
+            if not result.resumed_before_takeover:
+                producer.signal(signal.SIGCONT)
+                producer.stopped = False
+                self.say(
+                    f"  SIGCONTed {who[0]} while {who[1]} streams "
+                    f"({first_new['index']} chars published at epoch {first_new['epoch']})"
+                )
             _, stale = await producer.wait_for("stale_writes", wait)
             result.stale_writes = stale
             fenced = producer.first("fenced")
@@ -508,6 +540,7 @@ def render(result: DrillResult) -> str:
                 f"    fenced writes after SIGCONT: {len(s['refused'])}/{s['attempted']} refused, "
                 f"{len(s['landed'])} landed"
             )
+        lines.extend(f"    note: {n}" for n in r.notes)
         lines.extend(f"    PROBLEM: {p}" for p in r.problems)
     for name, ok, detail in result.checks:
         lines.append(f"  [{'ok' if ok else 'FAIL'}] {name}" + ("" if ok else f": {detail}"))
@@ -521,4 +554,12 @@ def _s(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.2f}s"
 
 
-__all__ = ["DrillError", "DrillResult", "RoundResult", "Timings", "render", "run_drill"]
+__all__ = [
+    "DrillError",
+    "DrillResult",
+    "DrillTimeout",
+    "RoundResult",
+    "Timings",
+    "render",
+    "run_drill",
+]
