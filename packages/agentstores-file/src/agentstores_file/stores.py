@@ -314,6 +314,8 @@ class FileStores(Stores):
 
     backend = "file"
     capabilities: frozenset[str] = frozenset({Capability.MULTI_PROCESS, Capability.DURABLE})
+    engine_class: type[Engine] = Engine
+    """The storage engine; a subclass may swap it (tests do, to plant a known flaw)."""
 
     supervision: FileSupervisionStore
     recording: FileRecordingStore
@@ -340,7 +342,7 @@ class FileStores(Stores):
         if io is None:
             io = FileIO(fsync=bool(fsync), stats=io_stats)
         self.io = io
-        self.engine = Engine(
+        self.engine = self.engine_class(
             self.path,
             io=io,
             clock=clock,

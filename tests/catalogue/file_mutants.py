@@ -1,0 +1,54 @@
+"""Deliberately broken variants of the file backend, each breaking one promise.
+
+``DataFileLockStores`` takes its ``flock`` on the data file itself (the key header,
+which every write replaces with ``os.replace``) instead of on the separate lock file
+that is never replaced. A writer that waited on the old inode gets its lock after the
+rename, while a newcomer locks the new inode at the same time: two writers in the
+critical section at once, so two compare-and-swaps with the same expectation both win
+(lost updates; RESEARCH.md measured it). Temp names are made unique so the flaw shows
+as lost updates rather than as writers clobbering one temp file.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from typing import Any
+
+from agentstores.keys import ConversationKey
+from agentstores_file.engine import Engine, Head
+from agentstores_file.fsio import FileIO
+from agentstores_file.stores import FileStores
+
+
+class UniqueTempIO(FileIO):
+    def tmp_path(self, path: str) -> str:
+        head, tail = os.path.split(path)
+        return os.path.join(head, f".{tail}.{uuid.uuid4().hex}.tmp")
+
+
+class DataFileLockEngine(Engine):
+    """Locks ``head`` (replaced on every write) rather than ``lock`` (never replaced)."""
+
+    def lock_path(self, kdir: str) -> str:
+        return self.head_path(kdir)
+
+    def read_head(self, kdir: str, key: ConversationKey) -> Head | None:
+        # Opening the lock creates an empty header; the real engine never sees one.
+        if self.io.read_file(self.head_path(kdir)) == b"":
+            return None
+        return super().read_head(kdir, key)
+
+
+class DataFileLockStores(FileStores):
+    """BROKEN: the file backend with its lock on the data file."""
+
+    engine_class = DataFileLockEngine
+
+    def __init__(self, url: str, **options: Any) -> None:
+        options.setdefault("io", UniqueTempIO(fsync=options.pop("fsync", True)))
+        super().__init__(url, **options)
+
+
+MUTANTS = {"data_file_lock": "tests.catalogue.file_mutants:DataFileLockStores"}
+"""Broken promise -> factory spec (``module:callable`` taking a URL)."""
