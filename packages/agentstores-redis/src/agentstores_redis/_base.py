@@ -54,6 +54,7 @@ class Context:
     client: RedisClient
     keys: KeySpace
     tombstone_ttl_ms: int
+    expiry_grace_us: int
     waits: bool
     pending_index: list[Any] = field(default_factory=list)
     """Index updates whose second step failed, retried before the next listing or sweep."""

@@ -292,12 +292,13 @@ class RedisConversationStore(RedisStoreBase, ConversationStore):
             "" if title is None else "=" + title,
             "" if exp_us is None else str(exp_us),
             str(self.ctx.tombstone_ttl_ms),
+            str(self.ctx.expiry_grace_us),
             str(len(messages)),
         ]
         for m in messages:
             args += [m.message.id, m.message.role, "1" if m.message.compaction else "0", _body(m)]
         reply = await self._write(
-            CONV_APPEND, k.all, args, nonce=n, from_result=lambda r: [b"ok", r, b""]
+            CONV_APPEND, k.all, args, nonce=n, from_result=lambda r: [b"ok", r]
         )
         code = reply[0]
         if code == b"noop":
@@ -644,12 +645,15 @@ class RedisConversationStore(RedisStoreBase, ConversationStore):
             matches = []
             for (name, member, score), key, info in zip(candidates, keys, infos, strict=True):
                 if expired:
-                    if info.status == "expired":
+                    if info.status == "expired":  # already dropped by the server
                         matches.append((score, key.session_id, key))
-                    elif info.status == "ok" and info.expires is not None:
-                        fixes.append((name, member, score, info.expires))
-                    else:
+                    elif info.status != "ok" or info.expires is None:
                         fixes.append((name, member, score, None))
+                    else:
+                        if info.expires != score:
+                            fixes.append((name, member, score, info.expires))
+                        if info.expires <= now:
+                            matches.append((info.up, key.session_id, key))
                 else:
                     assert isinstance(rule, IdleFor)
                     if info.status != "ok":

@@ -7,8 +7,9 @@ owner, fence, preconditions) before their first write, because Redis does not ro
 script back. Times come from ``TIME`` inside the script, in microseconds.
 
 Header fields (``KEYS[1]`` of every conversation script): ``o`` owner, ``f`` fence,
-``e`` erased-at (tombstone), ``x`` expires-at of a temporary conversation (the key is
-dead from then on, like a tombstone), ``s:<principal>`` shares, ``tn``/``sd`` the raw
+``e`` erased-at (tombstone), ``x`` expires-at of a temporary conversation and ``xd``
+the deadline at which the server drops it natively (from then on the key is dead, like
+a tombstone), ``s:<principal>`` shares, ``tn``/``sd`` the raw
 tenant and session id, ``lw``/``lr`` nonce and result of the last write (for
 reconciling a reply lost with its connection).
 
@@ -37,13 +38,13 @@ local function lt(a, b)
   return false
 end
 local function head(h)
-  local v = redis.call('HMGET', h, 'o', 'f', 'e', 'x')
-  return {o = v[1], f = v[2] or '0', e = v[3], x = v[4]}
+  local v = redis.call('HMGET', h, 'o', 'f', 'e', 'xd')
+  return {o = v[1], f = v[2] or '0', e = v[3], xd = v[4]}
 end
 local function exists(hd) return (hd.o ~= false) or (hd.e ~= false) end
 local function dead(hd, now)
   if hd.e then return true end
-  if hd.x and tonumber(hd.x) <= now then return true end
+  if hd.xd and tonumber(hd.xd) <= now then return true end
   return false
 end
 local function visible(h, hd, now, p)
@@ -69,10 +70,10 @@ local function commit(h, hd, p, tn, sd, epoch, nonce, lr)
   if epoch ~= '' and lt(hd.f, epoch) then a[#a + 1] = 'f'; a[#a + 1] = epoch end
   redis.call('HSET', h, unpack(a))
 end
--- keys of a temporary conversation die with it (native expiry, at or after expires_at)
+-- keys of a temporary conversation vanish by themselves at its deadline 'xd'
 local function expire(hd, keys)
-  if hd.x then
-    local at = fmt(math.ceil(tonumber(hd.x) / 1000))
+  if hd.xd then
+    local at = fmt(math.ceil(tonumber(hd.xd) / 1000))
     for _, k in ipairs(keys) do redis.call('PEXPIREAT', k, at) end
   end
 end
@@ -394,9 +395,9 @@ CONV_APPEND = _script(
     "conv_append",
     CONV_KEYS
     + r"""
-local nonce, p, tn, sd, create, status, mode, expected, epoch, title, exp, ttl =
-  unpack(ARGV, 1, 12)
-local n = tonumber(ARGV[13])
+local nonce, p, tn, sd, create, status, mode, expected, epoch, title, exp, ttl, grace =
+  unpack(ARGV, 1, 13)
+local n = tonumber(ARGV[14])
 local now = now_us()
 local hd = head(h)
 if exists(hd) and dead(hd, now) then return {'erased'} end
@@ -406,7 +407,7 @@ local err = check(hd, now, p, epoch)
 if err then return err end
 local fresh = {}
 for i = 0, n - 1 do
-  if redis.call('HEXISTS', ids, ARGV[14 + 4 * i]) == 0 then fresh[#fresh + 1] = i end
+  if redis.call('HEXISTS', ids, ARGV[15 + 4 * i]) == 0 then fresh[#fresh + 1] = i end
 end
 if n > 0 and #fresh == 0 then return {'noop'} end
 local meta = {false, false, false, false}
@@ -421,13 +422,13 @@ local up = now
 if meta[4] and tonumber(meta[4]) > up then up = tonumber(meta[4]) end
 local first = count
 for _, i in ipairs(fresh) do
-  local b = 14 + 4 * i
+  local b = 15 + 4 * i
   add_message(count, ts, ARGV[b], ARGV[b + 1], ARGV[b + 2], ARGV[b + 3])
   count = count + 1
 end
 local ma = {'n', fmt(count), 'ls', fmt(ts), 'up', fmt(up)}
 if #fresh > 0 then
-  ma[#ma + 1] = 'tail'; ma[#ma + 1] = ARGV[14 + 4 * fresh[#fresh]]
+  ma[#ma + 1] = 'tail'; ma[#ma + 1] = ARGV[15 + 4 * fresh[#fresh]]
 end
 if not have then ma[#ma + 1] = 'cr'; ma[#ma + 1] = fmt(now) end
 if status ~= '' then ma[#ma + 1] = 'st'; ma[#ma + 1] = status end
@@ -441,14 +442,17 @@ if not have then created = '1' end
 local lr = fmt(first) .. '|' .. fmt(ts) .. '|' .. created .. '|' .. fmt(up) .. '|' .. positions
 commit(h, hd, p, tn, sd, epoch, nonce, lr)
 if exp ~= '' then
-  redis.call('HSET', h, 'x', exp)
-  hd.x = exp
-  redis.call('PEXPIREAT', h, fmt(math.ceil(tonumber(exp) / 1000) + tonumber(ttl)))
+  -- expired conversations stay (per the contract) until the sweeper erases them; the
+  -- server drops them by itself 'grace' after expires_at if no sweeper did
+  local xd = math.max(tonumber(exp), now) + tonumber(grace)
+  redis.call('HSET', h, 'x', exp, 'xd', fmt(xd))
+  hd.xd = fmt(xd)
+  redis.call('PEXPIREAT', h, fmt(math.ceil(xd / 1000) + tonumber(ttl)))
   expire(hd, DATA)
-elseif hd.x then
+elseif hd.xd then
   expire(hd, {m, ids, msg, t, u, a, cp})
 end
-return {'ok', lr, hd.x or ''}
+return {'ok', lr}
 """,
     write=True,
 )
@@ -596,7 +600,8 @@ if not exists(hd) or hd.e then return {'ok', '0'} end
 if mode == 'owner' then
   if hd.o ~= p then return {'notowned'} end
 elseif mode == 'expired' then
-  if not (hd.x and tonumber(hd.x) <= now) then return {'ok', '0'} end
+  local x = redis.call('HGET', h, 'x')
+  if not (x and tonumber(x) <= now) then return {'ok', '0'} end
 else
   if dead(hd, now) then return {'ok', '0'} end
   local up = redis.call('HGET', m, 'up')
@@ -632,7 +637,7 @@ local hd = head(h)
 if admin == '1' then
   if not exists(hd) then return {fmt(now), 'absent'} end
   if hd.e then return {fmt(now), 'erased'} end
-  if dead(hd, now) then return {fmt(now), 'expired', hd.o, hd.x} end
+  if dead(hd, now) then return {fmt(now), 'expired', hd.o} end
 elseif not visible(h, hd, now, p) then
   return {fmt(now), 'absent'}
 end

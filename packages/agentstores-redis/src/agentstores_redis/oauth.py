@@ -101,7 +101,8 @@ class RedisOAuthRepository(RedisStoreBase, OAuthRepository):
         elif not server_names:
             return []
         else:
-            values = await self.ctx.client.command(key, "HMGET", key, *server_names)
+            names = sorted(set(server_names))
+            values = await self.ctx.client.command(key, "HMGET", key, *names)
         found = [_decode_integration(v) for v in values if v is not None]
         return sorted(found, key=lambda r: r.server_name)
 
@@ -165,8 +166,9 @@ class RedisOAuthRepository(RedisStoreBase, OAuthRepository):
         elif not server_names:
             return []
         else:
-            values = await self.ctx.client.command(key, "HMGET", key, *server_names)
-            pairs = [(n, v) for n, v in zip(server_names, values, strict=True) if v is not None]
+            names = sorted(set(server_names))
+            values = await self.ctx.client.command(key, "HMGET", key, *names)
+            pairs = [(n, v) for n, v in zip(names, values, strict=True) if v is not None]
         found = [ClientInfo(tenant, name, json.loads(v)) for name, v in pairs]
         return sorted(found, key=lambda r: r.server_name)
 

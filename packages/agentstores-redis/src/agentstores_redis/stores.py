@@ -11,7 +11,9 @@ Options, as keyword arguments or URL query parameters (``?key_prefix=app1&pool_s
 ``key_prefix`` (default ``as``), ``pool_size`` (32 connections), ``pool_timeout`` (5 s to
 wait for a free connection before ``BackendUnavailableError``), ``socket_timeout``
 (10 s), ``connect_timeout`` (5 s), ``tombstone_ttl`` (seconds or a timedelta; 30 days),
-and, off by default, ``wait_replicas`` / ``wait_aof_local`` / ``wait_aof_replicas`` /
+``expiry_grace`` (seconds or a timedelta; 1 hour: how long after ``expires_at`` the server
+drops a temporary conversation by itself if no sweeper erased it), and, off by default,
+``wait_replicas`` / ``wait_aof_local`` / ``wait_aof_replicas`` /
 ``wait_timeout_ms``: after every write, ``WAIT`` / ``WAITAOF`` on the same connection
 before the call returns (see README.md, Durability).
 """
@@ -48,10 +50,17 @@ _INT_OPTIONS = (
     "wait_aof_replicas",
     "wait_timeout_ms",
 )
-_FLOAT_OPTIONS = ("pool_timeout", "socket_timeout", "connect_timeout", "tombstone_ttl")
+_FLOAT_OPTIONS = (
+    "pool_timeout",
+    "socket_timeout",
+    "connect_timeout",
+    "tombstone_ttl",
+    "expiry_grace",
+)
 _STR_OPTIONS = ("key_prefix", "client_name")
 OPTIONS = _INT_OPTIONS + _FLOAT_OPTIONS + _STR_OPTIONS
 DEFAULT_TOMBSTONE_TTL = timedelta(days=30)
+DEFAULT_EXPIRY_GRACE = timedelta(hours=1)
 
 
 def parse_url(url: str, options: dict[str, Any]) -> tuple[str, bool, dict[str, Any]]:
@@ -106,6 +115,11 @@ class RedisStores(Stores):
             ttl = timedelta(seconds=float(ttl))
         if ttl <= timedelta(0):
             raise UsageError("tombstone_ttl must be positive")
+        grace = opts.get("expiry_grace", DEFAULT_EXPIRY_GRACE)
+        if not isinstance(grace, timedelta):
+            grace = timedelta(seconds=float(grace))
+        if grace < timedelta(0):
+            raise UsageError("expiry_grace must not be negative")
         self.options = ClientOptions(
             pool_size=opts.get("pool_size", 32),
             pool_timeout=opts.get("pool_timeout", 5.0),
@@ -133,6 +147,7 @@ class RedisStores(Stores):
             client=self.client,
             keys=KeySpace(opts.get("key_prefix", "as")),
             tombstone_ttl_ms=int(ttl / timedelta(milliseconds=1)),
+            expiry_grace_us=grace // timedelta(microseconds=1),
             waits=waits,
         )
         self.supervision = RedisSupervisionStore(self.ctx)
