@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from agentstores_contract import BackendUnderTest, ContractSuite
 
+from agentstores_contract import BackendUnderTest, ContractSuite
 from tests.servers.valkey import ValkeyCluster, ValkeyServer
 
 from .conftest import purge, with_prefix
