@@ -275,25 +275,43 @@ class Installation:
         self.admin_schema_url = with_query(admin_url, schema=self.schema)
         self.summary = ""
 
-    def create(self) -> Installation:
+    async def acreate(self) -> Installation:
         from agentstores_postgres.schema import install
 
-        asyncio.run(_admin(self.admin_url, f'CREATE ROLE "{self.role}" LOGIN'))
+        await _admin(self.admin_url, f'CREATE ROLE "{self.role}" LOGIN')
         if self.install_schema:
-            self.summary = asyncio.run(
-                install(self.admin_url, schema=self.schema, runtime_role=self.role)
-            )
+            self.summary = await install(self.admin_url, schema=self.schema, runtime_role=self.role)
         return self
 
-    def drop(self) -> None:
-        asyncio.run(
-            _admin(
-                self.admin_url,
-                f'DROP SCHEMA IF EXISTS "{self.schema}" CASCADE',
-                f'DROP OWNED BY "{self.role}"',
-                f'DROP ROLE IF EXISTS "{self.role}"',
-            )
+    async def adrop(self) -> None:
+        await _admin(
+            self.admin_url,
+            f'DROP SCHEMA IF EXISTS "{self.schema}" CASCADE',
+            f'DROP OWNED BY "{self.role}"',
+            f'DROP ROLE IF EXISTS "{self.role}"',
         )
+
+    def create(self) -> Installation:
+        return asyncio.run(self.acreate())
+
+    def drop(self) -> None:
+        asyncio.run(self.adrop())
+
+    async def __aenter__(self) -> Installation:
+        try:
+            return await self.acreate()
+        except BaseException:
+            with contextlib.suppress(Exception):
+                await self.adrop()
+            raise
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.adrop()
 
     def __enter__(self) -> Installation:
         try:
