@@ -120,11 +120,14 @@ async def write(url: str, worker: int, log: TextIO) -> None:
             elif op == 3:
                 rec_n += 1
                 log.write(f"begin recording {rec_n}\n")
-                event = RecordedEvent(rec_n, padded(worker, rec_n, rng), "turn", 0)
-                await stores.recording.put(mine, PRINCIPAL, event)
+                fence = (await stores.supervision.read(mine, PRINCIPAL)).fence
+                event = RecordedEvent(rec_n, padded(worker, rec_n, rng), "turn", fence)
+                if not await stores.recording.put(mine, PRINCIPAL, event):
+                    raise SystemExit("a recording with a higher index was refused")
             elif op == 4 or pairs == 0:
                 pairs += 1
-                ids = f"u{worker}-{n}", f"a{worker}-{n}"
+                stamp = time.time_ns()
+                ids = f"u{worker}-{stamp}", f"a{worker}-{stamp}"
                 log.write(f"begin pair {ids[0]} {ids[1]}\n")
                 await conv.append_messages(
                     mine,
