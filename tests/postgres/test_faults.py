@@ -1,0 +1,378 @@
+"""Faults against a real server: backends terminated mid-call, responses lost after
+commit, connection killers during races, an exhausted pool.
+
+What must hold: a call that reports success took effect exactly once; a call that
+reports failure took no effect; when the adapter cannot tell, it raises
+UnknownOutcomeError (never a guessed success or failure); no double winner.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+import uuid
+from collections.abc import AsyncIterator
+from datetime import timedelta
+from urllib.parse import urlsplit, urlunsplit
+
+import asyncpg
+import pytest
+
+from agentstores.errors import (
+    AlreadyClaimedError,
+    BackendUnavailableError,
+    StaleWriteError,
+    UnknownOutcomeError,
+)
+from agentstores.keys import ConversationKey
+from agentstores.models import Message, SupervisionRow
+from agentstores_postgres.stores import PostgresStores
+
+from .conftest import PgServer
+from .faultproxy import FaultProxy
+
+P = "owner"
+
+
+def _key() -> ConversationKey:
+    return ConversationKey(f"t-{uuid.uuid4().hex[:8]}", f"s-{uuid.uuid4().hex[:8]}")
+
+
+def _through(url: str, port: int) -> str:
+    parts = urlsplit(url)
+    netloc = f"{parts.username}@127.0.0.1:{port}"
+    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+
+
+@contextlib.asynccontextmanager
+async def _stores(url: str, **options: object) -> AsyncIterator[PostgresStores]:
+    options.setdefault("pool_min_size", 1)
+    options.setdefault("pool_max_size", 1)
+    options.setdefault("reconcile_timeout", 5)
+    async with PostgresStores(url, **options) as stores:  # type: ignore[arg-type]
+        yield stores
+
+
+@contextlib.asynccontextmanager
+async def _proxy(pg: PgServer) -> AsyncIterator[FaultProxy]:
+    parts = urlsplit(pg.url)
+    proxy = await FaultProxy(parts.hostname or "127.0.0.1", parts.port or 5432).start()
+    try:
+        yield proxy
+    finally:
+        await proxy.close()
+
+
+@contextlib.asynccontextmanager
+async def _header_locked(pg: PgServer, key: ConversationKey) -> AsyncIterator[asyncpg.Connection]:
+    """Hold the key's header lock from an admin session, so the adapter's call waits."""
+    conn = await asyncpg.connect(pg.admin_url)
+    tx = conn.transaction()
+    await tx.start()
+    try:
+        locked = await conn.fetchval(
+            f'SELECT 1 FROM "{pg.installation.schema}".keys '
+            "WHERE tenant = $1 AND session_id = $2 FOR UPDATE",
+            key.tenant,
+            key.session_id,
+        )
+        assert locked == 1
+        yield conn
+    finally:
+        with contextlib.suppress(Exception):
+            await tx.rollback()
+        await conn.close()
+
+
+async def _waiting_backend(admin: asyncpg.Connection, role: str) -> int:
+    for _ in range(400):
+        pid = await admin.fetchval(
+            "SELECT pid FROM pg_stat_activity WHERE usename = $1 AND wait_event_type = 'Lock'",
+            role,
+        )
+        if pid is not None:
+            return int(pid)
+        await asyncio.sleep(0.01)
+    raise AssertionError("the adapter's call never waited on the header lock")
+
+
+async def _kill_while_waiting(pg: PgServer, key: ConversationKey, call: object) -> object:
+    """Start ``call`` (a coroutine) while the header is locked, terminate the backend
+    running it, release the lock; return the call's result or raise its error."""
+    async with _header_locked(pg, key) as admin:
+        task = asyncio.ensure_future(call)  # type: ignore[arg-type]
+        pid = await _waiting_backend(admin, pg.installation.role)
+        assert await admin.fetchval("SELECT pg_terminate_backend($1)", pid)
+    return await task
+
+
+# --- terminated mid-call: the write never committed ---------------------------------
+
+
+async def test_takeover_cas_killed_mid_call_is_proven_unlanded_and_resent(pg: PgServer) -> None:
+    key = _key()
+    async with _stores(pg.url) as stores:
+        sup = stores.supervision
+        assert await sup.compare_and_swap(key, P, None, SupervisionRow("running", "a", 1))
+        took = await _kill_while_waiting(
+            pg, key, sup.compare_and_swap(key, P, 1, SupervisionRow("running", "b", 2))
+        )
+        assert took is True
+        row = (await sup.read(key, P)).row
+        assert row is not None and (row.message_id, row.epoch) == ("b", 2)
+
+
+async def test_heartbeat_killed_mid_call_is_unknown_not_guessed(pg: PgServer) -> None:
+    key = _key()
+    async with _stores(pg.url) as stores:
+        sup = stores.supervision
+        assert await sup.compare_and_swap(key, P, None, SupervisionRow("running", "a", 1))
+        before = (await sup.read(key, P)).row
+        with pytest.raises(UnknownOutcomeError):
+            await _kill_while_waiting(
+                pg, key, sup.compare_and_swap(key, P, 1, SupervisionRow("running", "a", 1))
+            )
+        after = (await sup.read(key, P)).row
+        assert after == before, "the killed heartbeat must not have landed"
+        # The pool recovered: the next heartbeat goes through.
+        assert await sup.compare_and_swap(key, P, 1, SupervisionRow("running", "a", 1))
+
+
+async def test_append_killed_mid_call_loses_nothing_and_duplicates_nothing(pg: PgServer) -> None:
+    key = _key()
+    async with _stores(pg.url) as stores:
+        conv = stores.conversations
+        await conv.append_messages(key, P, [Message("m0", "user", "hello")])
+        batch = [Message("m1", "assistant", "hi"), Message("m2", "user", "again")]
+        with pytest.raises(UnknownOutcomeError):
+            await _kill_while_waiting(
+                pg, key, conv.append_messages(key, P, batch, expected_last_message_id="m0")
+            )
+        assert [m.id for m in await conv.read_messages(key, P)] == ["m0"]
+        # Publication is idempotent: re-sending after an unknown outcome is safe.
+        stored = await conv.append_messages(key, P, batch, expected_last_message_id="m0")
+        assert [m.seq for m in stored] == [1, 2]
+        assert await conv.append_messages(key, P, batch) == []
+        info = await conv.get_conversation(key, P)
+        assert info is not None and (info.message_count, info.tail_message_id) == (3, "m2")
+
+
+async def test_claim_killed_mid_call_is_resent_exactly_once(pg: PgServer) -> None:
+    key = _key()
+    async with _stores(pg.url) as stores:
+        tokens = stores.pause_tokens
+        expires = await stores.now() + timedelta(minutes=5)
+        await tokens.put("tok", key, P, {"resume": 1}, expires)
+        payload = await _kill_while_waiting(pg, key, tokens.claim("tok", key, P))
+        assert payload == {"resume": 1}
+        with pytest.raises(AlreadyClaimedError):
+            await tokens.claim("tok", key, P)
+
+
+# --- the response lost after commit: reconciled from the writer nonce ---------------
+
+
+async def test_lost_responses_after_commit_are_reconciled(pg: PgServer) -> None:
+    key = _key()
+    async with _proxy(pg) as proxy, _stores(_through(pg.url, proxy.port)) as stores:
+        sup, conv = stores.supervision, stores.conversations
+        # Each cut costs the pooled connection, and a new connection has an empty
+        # statement cache: warm the call first so the cut hits its execution, not its
+        # prepare (which would be an honest unknown outcome).
+        assert await sup.compare_and_swap(key, P, None, SupervisionRow("running", "a", 1))
+        assert await sup.compare_and_swap(key, P, 1, SupervisionRow("running", "a", 1))
+        proxy.cut_next_response()
+        assert await sup.compare_and_swap(key, P, 1, SupervisionRow("running", "a", 2))
+        assert proxy.cut.is_set()
+        row = (await sup.read(key, P)).row
+        assert row is not None and row.epoch == 2
+
+        await conv.append_messages(key, P, [Message("w", "user", "warm")])
+        proxy.cut_next_response()
+        stored = await conv.append_messages(
+            key, P, [Message("x", "assistant", "one"), Message("y", "user", "two")]
+        )
+        assert proxy.cut.is_set()
+        assert [(m.id, m.seq) for m in stored] == [("x", 1), ("y", 2)]
+        assert [m.id for m in await conv.read_messages(key, P)] == ["w", "x", "y"]
+
+        await stores.state.save(key, P, {"n": 0})
+        proxy.cut_next_response()
+        await stores.state.save(key, P, {"n": 1}, epoch=2)
+        assert proxy.cut.is_set()
+        assert await stores.state.load(key, P) == {"n": 1}
+
+        expires = await stores.now() + timedelta(minutes=5)
+        await stores.pause_tokens.put("t0", key, P, "zero", expires)
+        await stores.pause_tokens.put("t1", key, P, "one", expires)
+        assert await stores.pause_tokens.claim("t0", key, P) == "zero"
+        proxy.cut_next_response()
+        assert await stores.pause_tokens.claim("t1", key, P) == "one"
+        assert proxy.cut.is_set()
+        with pytest.raises(AlreadyClaimedError):
+            await stores.pause_tokens.claim("t1", key, P)
+
+
+async def test_lost_response_of_an_uncheckable_write_is_unknown(pg: PgServer) -> None:
+    key = _key()
+    async with _proxy(pg) as proxy, _stores(_through(pg.url, proxy.port)) as stores:
+        conv = stores.conversations
+        await conv.append_messages(key, P, [Message(f"m{i}", "user", i) for i in range(4)])
+        await conv.truncate(key, P, "m3")  # warm
+        proxy.cut_next_response()
+        with pytest.raises(UnknownOutcomeError, match="cannot be checked"):
+            await conv.truncate(key, P, "m2")
+        assert proxy.cut.is_set()
+        # It did land (the response was lost after commit); the adapter did not claim so.
+        assert [m.id for m in await conv.read_messages(key, P)] == ["m0", "m1"]
+
+
+# --- races with a connection killer -------------------------------------------------
+
+
+async def _killer(pg: PgServer, stop: asyncio.Event, rng: random.Random) -> int:
+    conn = await asyncpg.connect(pg.admin_url)
+    killed = 0
+    try:
+        while not stop.is_set():
+            killed += await conn.fetchval(
+                "SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM pg_stat_activity "
+                "WHERE usename = $1 AND state = 'active'",
+                pg.installation.role,
+            )
+            await asyncio.sleep(rng.uniform(0.0, 0.01))
+    finally:
+        await conn.close()
+    return killed
+
+
+async def _race(
+    pg: PgServer, racers: int, attempt: object, rng: random.Random
+) -> tuple[list[object], int]:
+    """Run the racers while a killer terminates the role's active backends; returns the
+    racers' results (or errors) and how many backends were killed."""
+    stop = asyncio.Event()
+    killer = asyncio.create_task(_killer(pg, stop, rng))
+    tasks = [asyncio.ensure_future(attempt(i)) for i in range(racers)]  # type: ignore[operator]
+    await asyncio.sleep(rng.uniform(0.0, 0.05))
+    stop.set()
+    killed = await killer
+    return list(await asyncio.gather(*tasks, return_exceptions=True)), killed
+
+
+async def test_cas_races_under_a_killer_have_no_double_winner(pg: PgServer) -> None:
+    rng = random.Random(7)
+    racers = 6
+    outcomes = {"win": 0, "lose": 0, "unknown": 0, "killed": 0}
+    bundles = [PostgresStores(pg.url, pool_max_size=1, reconcile_timeout=5) for _ in range(racers)]
+    for b in bundles:
+        await b.open()
+    try:
+        for _ in range(12):
+            key = _key()
+            first = SupervisionRow("running", "start", 1)
+            assert await bundles[0].supervision.compare_and_swap(key, P, None, first)
+
+            async def attempt(i: int, key: ConversationKey = key) -> bool:
+                row = SupervisionRow("running", f"r{i}", 2)
+                return await bundles[i].supervision.compare_and_swap(key, P, 1, row)
+
+            results, killed = await _race(pg, racers, attempt, rng)
+            outcomes["killed"] += killed
+            for r in results:
+                assert r is True or r is False or isinstance(r, UnknownOutcomeError), r
+            winners = [i for i, r in enumerate(results) if r is True]
+            unknown = {i for i, r in enumerate(results) if isinstance(r, UnknownOutcomeError)}
+            assert len(winners) <= 1, f"double winner: {winners}"
+            row = (await bundles[0].supervision.read(key, P)).row
+            assert row is not None
+            if winners:
+                assert (row.message_id, row.epoch) == (f"r{winners[0]}", 2)
+            elif row.epoch == 2:
+                assert int(row.message_id[1:]) in unknown, "a reported loser's write landed"
+            else:
+                assert row.message_id == "start"
+            outcomes["win"] += len(winners)
+            outcomes["lose"] += sum(r is False for r in results)
+            outcomes["unknown"] += len(unknown)
+    finally:
+        for b in bundles:
+            await b.close()
+    assert outcomes["win"] > 0 and outcomes["lose"] > 0 and outcomes["killed"] > 0
+
+
+async def test_append_races_under_a_killer_lose_nothing(pg: PgServer) -> None:
+    rng = random.Random(11)
+    racers = 6
+    bundles = [PostgresStores(pg.url, pool_max_size=1, reconcile_timeout=5) for _ in range(racers)]
+    for b in bundles:
+        await b.open()
+    key = _key()
+    conv = bundles[0].conversations
+    try:
+        await conv.append_messages(key, P, [Message("root", "user", 0)])
+        acknowledged: list[str] = []
+        refused: list[str] = []
+        killed = 0
+        for rnd in range(12):
+            tail = (await conv.get_conversation(key, P)).tail_message_id  # type: ignore[union-attr]
+
+            async def attempt(i: int, tail: str | None = tail, rnd: int = rnd) -> object:
+                mid = f"r{rnd}-{i}"
+                return await bundles[i].conversations.append_messages(
+                    key, P, [Message(mid, "assistant", mid)], expected_last_message_id=tail
+                )
+
+            results, k = await _race(pg, racers, attempt, rng)
+            killed += k
+            winners = [i for i, r in enumerate(results) if isinstance(r, list) and r]
+            assert len(winners) <= 1, f"two appends on one tail both won: {winners}"
+            for i, r in enumerate(results):
+                mid = f"r{rnd}-{i}"
+                if isinstance(r, list):
+                    acknowledged.append(mid)
+                elif isinstance(r, (StaleWriteError, BackendUnavailableError)) and not isinstance(
+                    r, UnknownOutcomeError
+                ):
+                    refused.append(mid)
+                else:
+                    assert isinstance(r, UnknownOutcomeError), r
+        ids = [m.id for m in await conv.read_messages(key, P)]
+        assert len(ids) == len(set(ids))
+        assert set(acknowledged) <= set(ids), "an acknowledged append is missing"
+        assert not set(refused) & set(ids), "a refused append landed"
+        assert acknowledged, "no append ever won"
+        assert killed > 0, "the killer never hit a call"
+    finally:
+        for b in bundles:
+            await b.close()
+
+
+# --- the pool ------------------------------------------------------------------------
+
+
+async def test_pool_exhaustion_waits_then_says_so(pg: PgServer) -> None:
+    key = _key()
+    async with _stores(pg.url, acquire_timeout=0.3) as stores:
+        sup = stores.supervision
+        assert await sup.compare_and_swap(key, P, None, SupervisionRow("running", "a", 1))
+        async with _header_locked(pg, key) as admin:
+            busy = asyncio.ensure_future(
+                sup.compare_and_swap(key, P, 1, SupervisionRow("running", "a", 2))
+            )
+            await _waiting_backend(admin, pg.installation.role)
+            with pytest.raises(BackendUnavailableError, match="pool exhausted") as info:
+                await sup.read(key, P)
+            assert "all 1 pooled connections stayed busy" in str(info.value)
+            assert not isinstance(info.value, UnknownOutcomeError)
+        assert await busy is True
+        assert (await sup.read(key, P)).row.epoch == 2  # type: ignore[union-attr]
+
+
+async def test_unreachable_server_is_backend_unavailable() -> None:
+    from tests.servers.postgres import free_port
+
+    stores = PostgresStores(f"postgresql://nobody@127.0.0.1:{free_port()}/db")
+    with pytest.raises(BackendUnavailableError):
+        await stores.open()
