@@ -15,7 +15,6 @@ import os
 import uuid
 from typing import Any
 
-from agentstores.keys import ConversationKey
 from agentstores_file.engine import Engine, Head
 from agentstores_file.fsio import FileIO
 from agentstores_file.stores import FileStores
@@ -33,11 +32,11 @@ class DataFileLockEngine(Engine):
     def lock_path(self, kdir: str) -> str:
         return self.head_path(kdir)
 
-    def read_head(self, kdir: str, key: ConversationKey) -> Head | None:
+    def load_head(self, kdir: str) -> Head | None:
         # Opening the lock creates an empty header; the real engine never sees one.
         if self.io.read_file(self.head_path(kdir)) == b"":
             return None
-        return super().read_head(kdir, key)
+        return super().load_head(kdir)
 
 
 class DataFileLockStores(FileStores):

@@ -207,13 +207,20 @@ class Engine:
         finally:
             os.close(fd)
 
-    def read_head(self, kdir: str, key: ConversationKey) -> Head | None:
+    def load_head(self, kdir: str) -> Head | None:
+        """The header file of a key directory as stored (no key check), or None."""
         raw = self.io.read_file(self.head_path(kdir))
         if raw is None:
             return None
         head = _loads(raw, f"header of {kdir}")
         if not isinstance(head, dict):
             raise corrupt(f"header of {kdir} is not an object")
+        return head
+
+    def read_head(self, kdir: str, key: ConversationKey) -> Head | None:
+        head = self.load_head(kdir)
+        if head is None:
+            return None
         stored = head.get("key")
         if stored is not None and stored != key.storage_name:
             raise ConflictError("two keys share a storage digest; refusing to mix them", key=key)
@@ -1022,11 +1029,8 @@ class Engine:
         for digest in self.io.listdir(self.owner_dir(tenant, owner)):
             if len(digest) != 64:
                 continue
-            raw = self.io.read_file(self.head_path(self.key_dir_of_digest(digest)))
-            if raw is None:
-                continue
-            h = _loads(raw, f"header of {digest}")
-            if h.get("erased_until") is not None or h.get("conv") is None:
+            h = self.load_head(self.key_dir_of_digest(digest))
+            if h is None or h.get("erased_until") is not None or h.get("conv") is None:
                 continue
             key = ConversationKey.from_storage_name(h["key"])
             if key.tenant == tenant and h["owner"] == owner:
@@ -1057,11 +1061,8 @@ class Engine:
         live: list[tuple[ConversationKey, Head]] = []
         for shard in sorted(self.io.listdir(self.keys_root)):
             for digest in sorted(self.io.listdir(os.path.join(self.keys_root, shard))):
-                raw = self.io.read_file(self.head_path(self.key_dir_of_digest(digest)))
-                if raw is None:
-                    continue
-                h = _loads(raw, f"header of {digest}")
-                if h.get("erased_until") is None and h.get("conv") is not None:
+                h = self.load_head(self.key_dir_of_digest(digest))
+                if h is not None and h.get("erased_until") is None and h.get("conv") is not None:
                     live.append((ConversationKey.from_storage_name(h["key"]), h))
         live.sort(key=lambda kh: (kh[1]["conv"]["updated"], kh[0].session_id))
         if isinstance(rule, OverCap):
