@@ -56,6 +56,8 @@ class Context:
     tombstone_ttl_ms: int
     expiry_grace_us: int
     waits: bool
+    reconciled: int = 0
+    """Writes whose reply was lost and whose outcome was recovered from the header nonce."""
     pending_index: list[Any] = field(default_factory=list)
     """Index updates whose second step failed, retried before the next listing or sweep."""
 
@@ -88,6 +90,7 @@ class RedisStoreBase:
             if from_result is not None:
                 stored = await self._reconcile(keys[0], nonce)
                 if stored is not None and not self.ctx.waits:
+                    self.ctx.reconciled += 1
                     return from_result(stored)
             raise UnknownOutcomeError(
                 f"{script.name}: connection lost after the request was sent ({exc}); "

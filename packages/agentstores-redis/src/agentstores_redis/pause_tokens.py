@@ -68,6 +68,7 @@ class RedisPauseTokenStore(RedisStoreBase, PauseTokenStore):
                     "the token may have been claimed",
                     key=key,
                 ) from exc
+            self.ctx.reconciled += 1
         code = reply[0]
         if code == b"ok":
             payload: bytes = reply[1]

@@ -183,8 +183,7 @@ class RedisStores(Stores):
 
     async def _check_server(self) -> None:
         (info,) = (await self.client.on_primaries("INFO", "cluster"))[:1]
-        text = info.decode() if isinstance(info, bytes) else str(info)
-        if "cluster_enabled:1" in text and not self.cluster:
+        if "cluster_enabled:1" in _text(info) and not self.cluster:
             raise UsageError(
                 f"{self.url} is a cluster node; use the redis+cluster:// scheme for clusters"
             )
@@ -194,6 +193,12 @@ class RedisStores(Stores):
                 raise UnsupportedError(
                     "this server has no WAITAOF (Redis 7.2+ / Valkey 7.2+); unset wait_aof_*"
                 )
+        if self.options.wait_aof_local:
+            for persistence in await self.client.on_primaries("INFO", "persistence"):
+                if "aof_enabled:1" not in _text(persistence):
+                    raise UnsupportedError(
+                        "wait_aof_local needs appendonly yes on every primary; it is off"
+                    )
 
     async def _close(self) -> None:
         await self.client.close()
@@ -211,6 +216,10 @@ class RedisStores(Stores):
         return deleted
 
     conversations: RedisConversationStore
+
+
+def _text(reply: Any) -> str:
+    return reply.decode() if isinstance(reply, bytes) else str(reply)
 
 
 __all__ = ["SCHEMES", "RedisStores", "parse_url"]

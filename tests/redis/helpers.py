@@ -1,0 +1,140 @@
+"""Fault tools for the Redis tests: killing the adapter's own connections, pausing a
+server's writes, and a TCP relay that can lose a reply after the server sent it."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import Any
+
+import redis.asyncio as aioredis
+
+
+def host_port(url: str) -> tuple[str, int]:
+    rest = url.split("://", 1)[1].split("/", 1)[0].split("?", 1)[0]
+    host, _, port = rest.rpartition(":")
+    return host or "127.0.0.1", int(port)
+
+
+class Admin:
+    """A plain redis-py connection per server node, for CLIENT KILL / CLIENT PAUSE."""
+
+    def __init__(self, ports: list[int], host: str = "127.0.0.1") -> None:
+        self.clients = [aioredis.Redis(host=host, port=p, protocol=2) for p in ports]
+
+    async def close(self) -> None:
+        for c in self.clients:
+            await c.aclose()
+
+    async def connections(self, name: str) -> list[tuple[int, int]]:
+        """``(node index, client id)`` of every connection named ``name``."""
+        found = []
+        for i, c in enumerate(self.clients):
+            for entry in await c.client_list():
+                if entry.get("name") == name:
+                    found.append((i, int(entry["id"])))
+        return found
+
+    async def kill(self, name: str) -> int:
+        """CLIENT KILL every connection named ``name`` (only ours: never other clients)."""
+        killed = 0
+        for i, cid in await self.connections(name):
+            with contextlib.suppress(Exception):
+                killed += int(await self.clients[i].execute_command("CLIENT", "KILL", "ID", cid))
+        return killed
+
+    async def pause_writes(self, ms: int) -> None:
+        for c in self.clients:
+            await c.execute_command("CLIENT", "PAUSE", ms, "WRITE")
+
+    async def unpause(self) -> None:
+        for c in self.clients:
+            await c.execute_command("CLIENT", "UNPAUSE")
+
+    async def info(self, section: str, node: int = 0) -> dict[str, Any]:
+        result: dict[str, Any] = await self.clients[node].info(section)
+        return result
+
+
+class Relay:
+    """A loopback TCP relay in front of one server.
+
+    ``lose_next_reply()``: the next bytes the server sends (on any connection) are
+    dropped and that connection is cut, so a command runs but its reply never arrives.
+    ``lose_next_request()``: the next bytes a client sends are dropped and the
+    connection cut, so the command never reaches the server.
+    """
+
+    def __init__(self, target_port: int) -> None:
+        self.target_port = target_port
+        self.port = 0
+        self._server: asyncio.Server | None = None
+        self._lose_reply = False
+        self._skip_replies = 0
+        self._lose_request = False
+        self.cut = 0
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    async def start(self) -> Relay:
+        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        self.port = self._server.sockets[0].getsockname()[1]
+        return self
+
+    def url(self, prefix: str) -> str:
+        return f"redis://127.0.0.1:{self.port}/0?key_prefix={prefix}"
+
+    def lose_next_reply(self, skip: int = 0) -> None:
+        """Drop the next reply (after letting ``skip`` replies through)."""
+        self._skip_replies = skip
+        self._lose_reply = True
+
+    def lose_next_request(self) -> None:
+        self._lose_request = True
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.target_port)
+        except OSError:
+            writer.close()
+            return
+
+        def close_both() -> None:
+            writer.close()
+            up_writer.close()
+
+        async def pump(src: asyncio.StreamReader, dst: asyncio.StreamWriter, up: bool) -> None:
+            try:
+                while data := await src.read(65536):
+                    if up and self._lose_request:
+                        self._lose_request = False
+                        self.cut += 1
+                        close_both()
+                        return
+                    if not up and self._lose_reply and self._skip_replies:
+                        self._skip_replies -= 1
+                    elif not up and self._lose_reply:
+                        self._lose_reply = False
+                        self.cut += 1
+                        close_both()
+                        return
+                    dst.write(data)
+                    await dst.drain()
+            except (ConnectionError, OSError):
+                pass
+            finally:
+                close_both()
+
+        for task in (
+            asyncio.create_task(pump(reader, up_writer, True)),
+            asyncio.create_task(pump(up_reader, writer, False)),
+        ):
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    async def close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            await self._server.wait_closed()
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
