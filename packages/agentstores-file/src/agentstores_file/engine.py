@@ -26,6 +26,7 @@ transcript changes, so a crash at any step leaves every record old or new.
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import json
 import os
@@ -115,6 +116,12 @@ def _split(raw: bytes, what: str) -> tuple[dict[str, Any], bytes]:
     return meta, body
 
 
+@functools.lru_cache(maxsize=8192)
+def _names(key: ConversationKey) -> tuple[str, str]:
+    """``(digest, storage_name)`` of a key, cached: both are pure-Python encodings."""
+    return key.digest, key.storage_name
+
+
 def _key_check(key: ConversationKey) -> str:
     return hashlib.blake2b(key.storage_name.encode(), digest_size=16).hexdigest()
 
@@ -172,7 +179,7 @@ class Engine:
     # --- keys, locks, heads ------------------------------------------------------
 
     def key_dir(self, key: ConversationKey) -> str:
-        d = key.digest
+        d = _names(key)[0]
         return os.path.join(self.keys_root, d[:2], d)
 
     def lock_path(self, kdir: str) -> str:
@@ -222,7 +229,7 @@ class Engine:
         if head is None:
             return None
         stored = head.get("key")
-        if stored is not None and stored != key.storage_name:
+        if stored is not None and stored != _names(key)[1]:
             raise ConflictError("two keys share a storage digest; refusing to mix them", key=key)
         check = head.get("kc")
         if check is not None and check != _key_check(key):
@@ -280,7 +287,7 @@ class Engine:
         if status == EXPIRED:
             self.purge(kdir)
         return {
-            "key": key.storage_name,
+            "key": _names(key)[1],
             "owner": principal,
             "fence": 0,
             "shared": [],

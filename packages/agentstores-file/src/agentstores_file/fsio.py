@@ -17,6 +17,7 @@ from dataclasses import dataclass
 _sync_data = getattr(os, "fdatasync", os.fsync)
 _O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _O_DIRECTORY = getattr(os, "O_DIRECTORY", 0)
+_READ_SIZE = 1 << 16
 
 
 @dataclass
@@ -91,15 +92,14 @@ class FileIO:
         except FileNotFoundError:
             return None
         try:
-            chunks = []
-            while True:
-                chunk = os.read(fd, 1 << 20)
-                if not chunk:
-                    break
-                chunks.append(chunk)
+            data = os.read(fd, _READ_SIZE)
+            if len(data) == _READ_SIZE:  # a short read of a regular file is its end
+                chunks = [data]
+                while chunk := os.read(fd, _READ_SIZE):
+                    chunks.append(chunk)
+                data = b"".join(chunks)
         finally:
             os.close(fd)
-        data = b"".join(chunks)
         self._count("reads", 1, "read_bytes", len(data))
         return data
 
