@@ -1,0 +1,149 @@
+"""Append and indexed reads cost the same at 100,000 messages as at 10, checked by the
+commands the server runs (MONITOR shows every command a Lua script calls, with its
+arguments), never by the clock."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from datetime import datetime
+from typing import Any
+
+import pytest
+import pytest_asyncio
+
+from agentstores import ConversationKey, Message
+from agentstores_redis.stores import RedisStores
+from tests.servers.valkey import ValkeyServer
+
+from .conftest import with_prefix
+
+LONG = 100_000
+SHORT = 10
+BATCH = 1000
+_TOKEN = re.compile(rb'"((?:[^"\\]|\\.)*)"')
+
+
+@pytest.fixture(scope="module")
+def scale_server() -> Iterator[ValkeyServer]:
+    with ValkeyServer() as server:
+        yield server
+
+
+def _messages(start: int, n: int) -> list[Message]:
+    roles = ("user", "assistant", "tool")
+    return [
+        Message(f"m{i}", roles[i % 3], {"text": f"message {i}"}) for i in range(start, start + n)
+    ]  # type: ignore[arg-type]
+
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def built(scale_server: ValkeyServer) -> AsyncIterator[tuple[RedisStores, dict[int, Any]]]:
+    stores = RedisStores(with_prefix(scale_server.url))
+    await stores.open()
+    keys: dict[int, Any] = {}
+    for n in (SHORT, LONG):
+        key = ConversationKey("scale", f"n{n}")
+        for start in range(0, n, BATCH):
+            await stores.conversations.append_messages(
+                key, "p", _messages(start, min(BATCH, n - start))
+            )
+        keys[n] = key
+    yield stores, keys
+    await stores.close()
+
+
+async def _monitored(port: int, op: Callable[[], Awaitable[Any]]) -> list[tuple[bytes, int]]:
+    """``(command, argument count)`` of every command the server ran during ``op``."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(b"MONITOR\r\n")
+    await writer.drain()
+    assert (await reader.readline()).startswith(b"+OK")
+    await op()
+    sentinel = uuid.uuid4().hex.encode()
+    _r, probe = await asyncio.open_connection("127.0.0.1", port)
+    probe.write(b"ECHO " + sentinel + b"\r\n")
+    await probe.drain()
+    seen: list[tuple[bytes, int]] = []
+    while True:
+        line = await asyncio.wait_for(reader.readline(), 30)
+        tokens = _TOKEN.findall(line)
+        if not tokens:
+            continue
+        name = tokens[0].lower()
+        if name == b"echo" and sentinel in line:
+            break
+        seen.append((name, len(tokens) - 1))
+    writer.close()
+    probe.close()
+    return seen
+
+
+OPS: dict[str, Callable[[RedisStores, ConversationKey, int], Awaitable[Any]]] = {
+    "append": lambda s, k, n: s.conversations.append_messages(
+        k, "p", [Message(f"extra-{uuid.uuid4().hex}", "user", {"text": "one more"})]
+    ),
+    "read index": lambda s, k, n: s.conversations.get_transcript(k, "p", index=n // 2),
+    "read last": lambda s, k, n: s.conversations.get_transcript(k, "p", index=-1),
+    "read user k": lambda s, k, n: s.conversations.get_transcript(
+        k, "p", index=n // 6, speaker="user"
+    ),
+    "read assistant -2": lambda s, k, n: s.conversations.get_transcript(
+        k, "p", index=-2, speaker="assistant"
+    ),
+    "recent": lambda s, k, n: s.conversations.recent(k, "p", 5),
+    "read_messages window": lambda s, k, n: s.conversations.read_messages(
+        k, "p", start=n // 2, limit=3
+    ),
+    "info": lambda s, k, n: s.conversations.get_conversation(k, "p"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(OPS))
+async def test_cost_independent_of_length(
+    name: str, built: tuple[RedisStores, dict[int, Any]], scale_server: ValkeyServer
+) -> None:
+    stores, keys = built
+    op = OPS[name]
+    shapes = {}
+    for n in (SHORT, LONG):
+        shapes[n] = await _monitored(scale_server.port, lambda n=n: op(stores, keys[n], n))
+    assert shapes[SHORT], "MONITOR saw nothing"
+    assert shapes[LONG] == shapes[SHORT], (
+        f"{name}: commands at {LONG} messages differ from those at {SHORT}:\n"
+        f"{shapes[LONG]}\nvs\n{shapes[SHORT]}"
+    )
+
+
+async def test_time_range_reads_only_the_range(
+    built: tuple[RedisStores, dict[int, Any]], scale_server: ValkeyServer
+) -> None:
+    """A time range maps to a seq range through the time index: the same commands for a
+    one-batch range at 10 and at 100,000 messages."""
+    stores, keys = built
+    shapes = {}
+    for n in (SHORT, LONG):
+        last = (await stores.conversations.get_transcript(keys[n], "p", index=n - 1))[0]
+        stamp: datetime = last.timestamp
+
+        async def op(k: ConversationKey = keys[n], at: datetime = stamp) -> None:
+            rows = await stores.conversations.get_transcript(k, "p", time_range=(at, at), limit=3)
+            assert len(rows) == 3
+
+        shapes[n] = await _monitored(scale_server.port, op)
+    assert shapes[LONG] == shapes[SHORT]
+
+
+async def test_long_transcript_is_whole(built: tuple[RedisStores, dict[int, Any]]) -> None:
+    stores, keys = built
+    info = await stores.conversations.get_conversation(keys[LONG], "p")
+    assert info is not None and info.message_count >= LONG
+    row = await stores.conversations.get_transcript(keys[LONG], "p", index=LONG - 1)
+    assert row[0].message_id == f"m{LONG - 1}"
+    users = await stores.conversations.get_transcript(keys[LONG], "p", index=7, speaker="user")
+    assert users[0].message_id == "m21" and users[0].index == 7
