@@ -68,7 +68,8 @@ class FileIO:
 
     @property
     def commits(self) -> int:
-        """How many renames/unlinks this thread has started (an outcome may be unknown)."""
+        """How many renames/unlinks this thread has done: after one, an error leaves the
+        outcome of the whole call unknown."""
         return getattr(self._local, "commits", 0)
 
     def _committing(self) -> None:
@@ -174,8 +175,8 @@ class FileIO:
         finally:
             os.close(fd)
         self.step("replace", path)
+        os.replace(tmp, path)  # raises only when nothing was renamed
         self._committing()
-        os.replace(tmp, path)
         self._count("replaces", 1)
         if sync_dir:
             self.sync_dir(os.path.dirname(path))
@@ -193,18 +194,18 @@ class FileIO:
     def rename(self, src: str, dst: str) -> bool:
         """``os.replace(src, dst)``; False when ``src`` is gone. The caller syncs the dir."""
         self.step("replace", dst)
-        self._committing()
         try:
             os.replace(src, dst)
         except FileNotFoundError:
             return False
+        self._committing()
         self._count("replaces", 1)
         return True
 
     def create_empty(self, path: str, *, sync_dir: bool = True) -> None:
-        """Create ``path`` if absent (a marker file whose name is its content)."""
+        """Create ``path`` if absent: a marker whose name is its content. Markers only
+        ever over-approximate (readers confirm them), so this is not a commit."""
         self.step("create", path)
-        self._committing()
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | _O_CLOEXEC, 0o644)
         os.close(fd)
         if sync_dir:
@@ -213,11 +214,11 @@ class FileIO:
     def unlink(self, path: str) -> bool:
         """Remove ``path``; False when it was already gone. The caller syncs the dir."""
         self.step("unlink", path)
-        self._committing()
         try:
             os.unlink(path)
         except FileNotFoundError:
             return False
+        self._committing()
         return True
 
     def ensure_dir(self, path: str) -> None:

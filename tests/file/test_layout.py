@@ -1,0 +1,182 @@
+"""What is particular to files: URLs, the on-disk names, collisions, errors at the edge."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+from agentstores.api import DEFAULT_URL, open_stores
+from agentstores.errors import (
+    BackendUnavailableError,
+    ConflictError,
+    UnknownOutcomeError,
+    UsageError,
+)
+from agentstores.keys import ConversationKey
+from agentstores.models import Message, PendingAuthorization, SupervisionRow, UserIntegration
+from agentstores.plugins import get_registry
+from agentstores_file.plugin import agentstores_backends
+from agentstores_file.stores import FileStores, path_from_url
+
+from .conftest import ManualClock
+
+NASTY = ["../..", "/etc/passwd", "a/b", "..", ".", "{x}", "c:d", "%2F", "é漢🙂", "x" * 256]
+
+
+def test_urls(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert path_from_url("file:///var/lib/agents") == "/var/lib/agents"
+    assert path_from_url("file:///a%20b/c") == "/a b/c"
+    monkeypatch.chdir(tmp_path)
+    assert path_from_url("file://./.agentstores") == str(tmp_path / ".agentstores")
+    assert path_from_url("file://../up") == str(tmp_path.parent / "up")
+    assert path_from_url("file://localhost/srv") == "/srv"
+    for bad in ("file://relative", "memory://x", "file:", "file://host/x"):
+        with pytest.raises(UsageError):
+            path_from_url(bad)
+
+
+async def test_default_url_is_the_file_backend_in_the_working_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("AGENTSTORES_URL", raising=False)
+    assert DEFAULT_URL == "file://./.agentstores"
+    async with open_stores() as stores:
+        assert isinstance(stores, FileStores)
+        await stores.state.save(ConversationKey("t", "s"), "u", {"ok": True})
+    assert (tmp_path / ".agentstores" / "FORMAT").exists()
+
+
+def test_plugin_registers_the_backend() -> None:
+    (info,) = agentstores_backends()
+    assert info.schemes == ("file",)
+    assert info.capabilities == {"multi_process", "durable"}
+    assert info.bench_floor == "agentstores_file.floor:FileFloor"
+    assert get_registry().by_scheme("file") is not None
+
+
+async def test_no_raw_id_becomes_a_path_segment(tmp_path: Path) -> None:
+    root = tmp_path / "store"
+    clock = ManualClock()
+    async with FileStores(f"file://{root}", clock=clock, fsync=False) as stores:
+        for i, tenant in enumerate(NASTY):
+            for j, session in enumerate(NASTY):
+                key = ConversationKey(tenant, session)
+                principal = NASTY[(i + j) % len(NASTY)]
+                await stores.conversations.append_messages(
+                    key, principal, [Message(session, "user", {"t": tenant})]
+                )
+                await stores.pause_tokens.put(tenant, key, principal, 1, clock.now)
+                await stores.oauth.save_user_integration(
+                    UserIntegration(
+                        tenant,
+                        principal,
+                        session,
+                        PendingAuthorization(session, "a", "v", "t", "r", clock.now),
+                    )
+                )
+        # Every key is its own conversation, readable back, none mixed with another.
+        for i, tenant in enumerate(NASTY):
+            for j, session in enumerate(NASTY):
+                key = ConversationKey(tenant, session)
+                principal = NASTY[(i + j) % len(NASTY)]
+                (row,) = await stores.conversations.read_messages(key, principal)
+                assert (row.id, row.content) == (session, {"t": tenant})
+    _check_names(root)
+
+
+ALLOWED = re.compile(
+    r"^(\.?[0-9a-f]{2}|\.?[0-9a-f]{64}(\.rec)?|[0-9a-f]{64}\.[0-9a-f]{64}"
+    r"|keys|owners|oauth|u|c|pending|tokens|lock|head|FORMAT|state"
+    r"|recording|msgs\.dat|msgs\.idx|(user|assistant|compaction)\.idx"
+    r"|ids-[0-9a-f]{16}\.tbl)$"
+)
+
+
+def _check_names(root: Path) -> None:
+    """Every name under ``root`` is a fixed name or a hex digest, and stays under it."""
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in dirnames + filenames:
+            assert ALLOWED.match(name), f"unexpected name {name!r} in {dirpath}"
+        assert Path(dirpath).resolve().is_relative_to(root.resolve())
+
+
+async def test_a_digest_collision_is_refused_not_mixed(stores: FileStores) -> None:
+    key, other = ConversationKey("t", "mine"), ConversationKey("t", "other")
+    await stores.conversations.append_messages(key, "u", [Message("m", "user", 1)])
+    # Plant a header claiming another key in this key's directory, as a collision would.
+    kdir = stores.engine.key_dir(key)
+    head = json.loads((Path(kdir) / "head").read_bytes())
+    head["key"] = other.storage_name
+    (Path(kdir) / "head").write_text(json.dumps(head))
+    with pytest.raises(ConflictError):
+        await stores.conversations.read_messages(key, "u")
+    with pytest.raises(ConflictError):
+        await stores.supervision.compare_and_swap(key, "u", None, SupervisionRow("running", "m", 1))
+
+
+async def test_os_errors_are_typed_at_the_edge(tmp_path: Path) -> None:
+    blocker = tmp_path / "not-a-directory"
+    blocker.write_text("x")
+    with pytest.raises(BackendUnavailableError):
+        async with FileStores(f"file://{blocker}"):
+            pass
+    async with FileStores(f"file://{tmp_path / 'store'}") as stores:
+        key = ConversationKey("t", "s")
+        await stores.state.save(key, "u", {"a": 1})
+        kdir = Path(stores.engine.key_dir(key))
+        (kdir / "head").write_bytes(b"{not json")
+        with pytest.raises(BackendUnavailableError, match="corrupt"):
+            await stores.state.load(key, "u")
+        (kdir / "head").write_bytes(
+            b'{"key":"t:s","owner":"u","fence":0,"shared":[],"sup":null,"conv":null}'
+        )
+        _block(kdir / "state")
+        # Refused before anything was renamed: unavailable, and nothing changed.
+        with pytest.raises(BackendUnavailableError) as refused:
+            await stores.state.save(key, "u", {"a": 2})
+        assert not isinstance(refused.value, UnknownOutcomeError)
+        assert (await stores.supervision.read(key, "u")).fence == 0
+        # Refused after the header (raising the fence) was committed: outcome unknown.
+        with pytest.raises(UnknownOutcomeError):
+            await stores.state.save(key, "u", {"a": 3}, epoch=5)
+
+
+def _block(path: Path) -> None:
+    """Put a directory where a file must be replaced: the rename fails, even as root."""
+    if path.exists():
+        path.unlink()
+    path.mkdir()
+    (path / "keep").write_text("x")
+
+
+async def test_another_format_is_refused(tmp_path: Path) -> None:
+    root = tmp_path / "store"
+    root.mkdir()
+    (root / "FORMAT").write_text("something else 9\n")
+    with pytest.raises(BackendUnavailableError, match="format"):
+        async with FileStores(f"file://{root}"):
+            pass
+
+
+async def test_reopening_sees_everything(tmp_path: Path) -> None:
+    url = f"file://{tmp_path / 'store'}"
+    key = ConversationKey("t", "s")
+    async with FileStores(url) as stores:
+        await stores.supervision.compare_and_swap(key, "u", None, SupervisionRow("running", "m", 2))
+        await stores.conversations.append_messages(
+            key, "u", [Message("a", "user", "hi"), Message("b", "assistant", "yo")], title="T"
+        )
+        await stores.state.save(key, "u", {"step": 3}, epoch=2)
+    async with FileStores(url) as stores:
+        view = await stores.supervision.read(key, "u")
+        assert view.row is not None and (view.row.epoch, view.fence) == (2, 2)
+        info = await stores.conversations.get_conversation(key, "u")
+        assert info is not None and (info.title, info.message_count) == ("T", 2)
+        assert await stores.state.load(key, "u") == {"step": 3}
+        page = await stores.conversations.list_conversations("t", "u")
+        assert [i.key for i in page.items] == [key]
