@@ -401,7 +401,7 @@ async def test_crash_and_restart_with_aof_always() -> None:
         keys = [key() for _ in range(3)]
         ledgers = [Ledger() for _ in keys]
         stop = asyncio.Event()
-        async with RedisStores(url, pool_size=8, connect_timeout=1.0) as s:
+        async with RedisStores(url, pool_size=8, connect_timeout=1.0, reconnect_window=0.3) as s:
             producers = [
                 asyncio.create_task(_produce(s, k, ledger, stop))
                 for k, ledger in zip(keys, ledgers, strict=True)
@@ -483,7 +483,9 @@ async def test_waitaof_refused_on_redis_before_7_2(redis7_base: str) -> None:
 async def test_unreachable_server_is_unavailable() -> None:
     from tests.servers.valkey import free_port
 
-    stores = RedisStores(f"redis://127.0.0.1:{free_port()}/0", connect_timeout=0.5)
+    stores = RedisStores(
+        f"redis://127.0.0.1:{free_port()}/0", connect_timeout=0.5, reconnect_window=0.2
+    )
     with pytest.raises(BackendUnavailableError) as info:
         await stores.open()
     assert not isinstance(info.value, UnknownOutcomeError)

@@ -92,6 +92,9 @@ class ClientOptions:
     wait_aof_replicas: int = 0
     wait_timeout_ms: int = 1000
     client_name: str = "agentstores"
+    reconnect_window: float = 3.0
+    """How long a call keeps trying to get a connection while the server cannot be
+    reached (a restart, a failover): safe for every call, since nothing was sent."""
 
 
 _NOT_RUN = (
@@ -276,6 +279,29 @@ class RedisClient:
 
         return conn, release_cluster
 
+    async def _connect(
+        self, key: str | None, node: ClusterNode | None = None
+    ) -> tuple[Connection, Callable[[Connection], Awaitable[None]]]:
+        """:meth:`_acquire` for ``key``'s node (or ``node``), retried with backoff for up
+        to ``reconnect_window`` while the server cannot be reached. An exhausted pool is
+        not retried: it has already waited ``pool_timeout``."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.options.reconnect_window
+        delay = 0.02
+        while True:
+            try:
+                await self._maybe_refresh()
+                target = node
+                if self.cluster and key is not None:
+                    target = self._node_for(key)
+                return await self._acquire(target)
+            except NotSent as exc:
+                if exc.exhausted or loop.time() + delay > deadline:
+                    raise
+            self._refresh = self.cluster
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 0.25)
+
     # --- running --------------------------------------------------------------------
 
     def _wait_commands(self) -> list[tuple[EncodableT, ...]]:
@@ -293,9 +319,7 @@ class RedisClient:
         evalsha = ("EVALSHA", script.sha, len(keys), *keys, *args)
         waits = self._wait_commands()
         for attempt in range(3):
-            await self._maybe_refresh()
-            node = self._node_for(keys[0]) if self.cluster else None
-            conn, release = await self._acquire(node)
+            conn, release = await self._connect(keys[0])
             try:
                 try:
                     replies = await _pipeline(conn, [evalsha, *waits])
@@ -369,7 +393,8 @@ class RedisClient:
         results: list[Any] = [None] * len(calls)
         pending = list(range(len(calls)))
         for attempt in range(2):
-            await self._maybe_refresh()
+            with contextlib.suppress(NotSent):  # _connect retries the refresh
+                await self._maybe_refresh()
             groups: dict[Any, list[int]] = {}
             for i in pending:
                 key = calls[i][1][0] if calls[i][1] else None
@@ -406,7 +431,7 @@ class RedisClient:
         return results
 
     async def _on_node(self, node: ClusterNode | None, calls: Sequence[Call]) -> list[Any]:
-        conn, release = await self._acquire(node)
+        conn, release = await self._connect(None, node)
         try:
             cmds = [_command(c) for c in calls]
             try:

@@ -10,7 +10,9 @@ URLs (the scheme picks the topology, the rest is redis-py's URL syntax)::
 Options, as keyword arguments or URL query parameters (``?key_prefix=app1&pool_size=64``):
 ``key_prefix`` (default ``as``), ``pool_size`` (32 connections), ``pool_timeout`` (5 s to
 wait for a free connection before ``BackendUnavailableError``), ``socket_timeout``
-(10 s), ``connect_timeout`` (5 s), ``tombstone_ttl`` (seconds or a timedelta; 30 days),
+(10 s), ``connect_timeout`` (5 s), ``reconnect_window`` (3 s: how long a call keeps
+trying to connect while the server is unreachable, e.g. restarting; nothing was sent, so
+retrying is safe), ``tombstone_ttl`` (seconds or a timedelta; 30 days),
 ``expiry_grace`` (seconds or a timedelta; 1 hour: how long after ``expires_at`` the server
 drops a temporary conversation by itself if no sweeper erased it), and, off by default,
 ``wait_replicas`` / ``wait_aof_local`` / ``wait_aof_replicas`` /
@@ -51,6 +53,7 @@ _INT_OPTIONS = (
     "wait_timeout_ms",
 )
 _FLOAT_OPTIONS = (
+    "reconnect_window",
     "pool_timeout",
     "socket_timeout",
     "connect_timeout",
@@ -130,6 +133,7 @@ class RedisStores(Stores):
             wait_aof_replicas=opts.get("wait_aof_replicas", 0),
             wait_timeout_ms=opts.get("wait_timeout_ms", 1000),
             client_name=opts.get("client_name", "agentstores"),
+            reconnect_window=opts.get("reconnect_window", 3.0),
         )
         if self.options.pool_size < 1:
             raise UsageError("pool_size must be at least 1")
