@@ -3,8 +3,8 @@
 The same locked read-modify-write the adapter's compare-and-swap does at its core,
 done directly: open the key's lock file, ``flock`` it, read the value file, write a
 temp file, fsync it, ``os.replace`` it over the value, fsync the directory. One scratch
-directory per client key, under a fresh directory inside the URL's root, with a thread
-per client (as many as the clients' adapter bundles use at once).
+directory per client key, under a fresh directory inside the URL's root, on as many
+threads as the process-wide pool the adapter's bundles share.
 """
 
 from __future__ import annotations
@@ -73,10 +73,8 @@ class FileFloor(RawFloor):
             os.mkdir(directory)
             _write_value(directory, 0)
             self.dirs.append(directory)
-        # One thread per client: each adapter client is a bundle with its own workers.
-        self.pool = ThreadPoolExecutor(
-            max(clients, DEFAULT_WORKERS), thread_name_prefix="agentstores-floor"
-        )
+        # As many threads as the pool the adapter's bundles share.
+        self.pool = ThreadPoolExecutor(DEFAULT_WORKERS, thread_name_prefix="agentstores-floor")
 
     async def cas(self, client: int, op: int) -> bool:
         assert self.pool is not None

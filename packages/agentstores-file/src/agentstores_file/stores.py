@@ -12,6 +12,7 @@ import asyncio
 import errno
 import functools
 import os
+import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
@@ -51,8 +52,9 @@ from .fsio import FileIO, IOStats
 
 T = TypeVar("T")
 
-DEFAULT_WORKERS = 16
-"""Worker threads per bundle: blocking file calls (flock waits, fsync) run there."""
+DEFAULT_WORKERS = 32
+"""Threads of the process-wide pool where blocking file calls (flock waits, fsync) run.
+One pool for every bundle of a process, so many bundles do not multiply threads."""
 
 
 def path_from_url(url: str) -> str:
@@ -75,15 +77,31 @@ def path_from_url(url: str) -> str:
     return os.path.normpath(path)
 
 
-class _Runner:
-    """Runs engine calls on the bundle's bounded thread pool."""
+_shared: tuple[int, ThreadPoolExecutor] | None = None
+_shared_lock = threading.Lock()
 
-    def __init__(self, workers: int) -> None:
+
+def shared_pool() -> ThreadPoolExecutor:
+    """The process-wide pool every bundle without ``workers`` uses (made anew after a
+    fork: a pool's threads do not survive into the child)."""
+    global _shared
+    with _shared_lock:
+        if _shared is None or _shared[0] != os.getpid():
+            pool = ThreadPoolExecutor(DEFAULT_WORKERS, thread_name_prefix="agentstores-file")
+            _shared = (os.getpid(), pool)
+        return _shared[1]
+
+
+class _Runner:
+    """Runs engine calls off the event loop: on the shared pool, or on a pool of the
+    bundle's own when it asked for ``workers``."""
+
+    def __init__(self, workers: int | None) -> None:
         self.workers = workers
         self.pool: ThreadPoolExecutor | None = None
 
     def start(self) -> None:
-        if self.pool is None:
+        if self.pool is None and self.workers is not None:
             self.pool = ThreadPoolExecutor(self.workers, thread_name_prefix="agentstores-file")
 
     async def stop(self) -> None:
@@ -92,10 +110,15 @@ class _Runner:
             await asyncio.to_thread(pool.shutdown, True)
 
     async def __call__(self, fn: Callable[..., T], *args: Any) -> T:
-        self.start()
-        assert self.pool is not None
+        pool = self.pool
+        if pool is None:
+            if self.workers is not None:
+                self.start()
+                pool = self.pool
+            else:
+                pool = shared_pool()
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self.pool, functools.partial(fn, *args))
+        return await loop.run_in_executor(pool, functools.partial(fn, *args))
 
 
 class _FileStore:
@@ -304,12 +327,17 @@ class FileOAuthRepository(_FileStore, OAuthRepository):
 class FileStores(Stores):
     """``file:///abs/path`` or ``file://./relative``: every store in one directory.
 
-    Options: ``fsync`` (default True; False keeps crash safety against a killed
-    process but not against power loss), ``workers`` (threads for blocking file
-    calls, default 16), ``clock`` (a callable returning an aware datetime; default the
-    local clock), ``tombstone_ttl`` (timedelta, default 30 days), ``io_stats`` (an
-    :class:`IOStats` that counts every read and write) or ``io`` (a :class:`FileIO`
-    to route every file operation through).
+    Options:
+
+    - ``fsync`` (default True): False keeps crash safety against a killed process but
+      not against power loss.
+    - ``workers``: give the bundle a pool of that many threads of its own for blocking
+      file calls; by default every bundle of a process shares one pool of
+      :data:`DEFAULT_WORKERS` threads.
+    - ``clock``: a callable returning an aware datetime (default: the local clock).
+    - ``tombstone_ttl``: timedelta, default 30 days.
+    - ``io_stats`` (an :class:`IOStats` counting every read and write) or ``io`` (a
+      :class:`FileIO` to route every file operation through).
     """
 
     backend = "file"
@@ -329,7 +357,7 @@ class FileStores(Stores):
         url: str = "file://./.agentstores",
         *,
         fsync: bool = True,
-        workers: int = DEFAULT_WORKERS,
+        workers: int | None = None,
         clock: Callable[[], datetime] | None = None,
         tombstone_ttl: timedelta | None = None,
         io_stats: IOStats | None = None,
@@ -337,8 +365,8 @@ class FileStores(Stores):
     ) -> None:
         self.url = url
         self.path = path_from_url(url)
-        if not isinstance(workers, int) or workers < 1:
-            raise UsageError(f"workers must be a positive int, got {workers!r}")
+        if workers is not None and (not isinstance(workers, int) or workers < 1):
+            raise UsageError(f"workers must be a positive int or None, got {workers!r}")
         if io is None:
             io = FileIO(fsync=bool(fsync), stats=io_stats)
         self.io = io
