@@ -143,7 +143,9 @@ class RedisClient:
     async def open(self) -> None:
         o = self.options
         common: dict[str, Any] = {
-            "socket_timeout": o.socket_timeout,
+            # replies are bounded by asyncio.timeout around each exchange (_pipeline): the
+            # driver's own socket timeout would start a task for every send
+            "socket_timeout": None,
             "socket_connect_timeout": o.connect_timeout,
             "retry": Retry(NoBackoff(), 0),
             "client_name": o.client_name,
@@ -304,6 +306,18 @@ class RedisClient:
 
     # --- running --------------------------------------------------------------------
 
+    async def _exchange(self, conn: Connection, cmds: Sequence[Sequence[EncodableT]]) -> list[Any]:
+        """:func:`_pipeline` bounded by ``socket_timeout`` (a timeout means the commands may
+        have run: callers treat it like a lost connection)."""
+        limit = self.options.socket_timeout
+        if limit is None:
+            return await _pipeline(conn, cmds)
+        try:
+            async with asyncio.timeout(limit):
+                return await _pipeline(conn, cmds)
+        except TimeoutError as exc:
+            raise ReplyTimeout(f"no reply within {limit} s (socket_timeout)") from exc
+
     def _wait_commands(self) -> list[tuple[EncodableT, ...]]:
         o = self.options
         cmds: list[tuple[EncodableT, ...]] = []
@@ -322,7 +336,7 @@ class RedisClient:
             conn, release = await self._connect(keys[0])
             try:
                 try:
-                    replies = await _pipeline(conn, [evalsha, *waits])
+                    replies = await self._exchange(conn, [evalsha, *waits])
                 except BaseException as exc:
                     await _drop(conn)
                     self._refresh = self.cluster
@@ -332,7 +346,7 @@ class RedisClient:
                 first = replies[0]
                 if isinstance(first, NoScriptError):
                     try:
-                        await _pipeline(conn, [("SCRIPT", "LOAD", script.source)])
+                        await self._exchange(conn, [("SCRIPT", "LOAD", script.source)])
                     except BaseException:
                         await _drop(conn)
                         raise
@@ -435,7 +449,7 @@ class RedisClient:
         try:
             cmds = [_command(c) for c in calls]
             try:
-                replies = await _pipeline(conn, cmds)
+                replies = await self._exchange(conn, cmds)
                 missing = [
                     i for i, r in enumerate(replies) if isinstance(r, NoScriptError) and calls[i][0]
                 ]
@@ -445,7 +459,7 @@ class RedisClient:
                         script = calls[i][0]
                         assert script is not None
                         loads.append(("SCRIPT", "LOAD", script.source))
-                    again = await _pipeline(conn, [*loads, *(cmds[i] for i in missing)])
+                    again = await self._exchange(conn, [*loads, *(cmds[i] for i in missing)])
                     for i, reply in zip(missing, again[len(loads) :], strict=True):
                         replies[i] = reply
             except BaseException as exc:
@@ -533,6 +547,10 @@ async def _pipeline(conn: Connection, cmds: Sequence[Sequence[EncodableT]]) -> l
         except ResponseError as exc:
             replies.append(exc)
     return replies
+
+
+class ReplyTimeout(Exception):
+    """No complete reply within ``socket_timeout``."""
 
 
 async def _drop(conn: Connection) -> None:

@@ -78,8 +78,19 @@ class KeySpace:
 
     def __init__(self, prefix: str = "as") -> None:
         self.prefix = check_prefix(prefix)
+        self._conv: dict[ConversationKey, ConvKeys] = {}
 
     def conv(self, key: ConversationKey) -> ConvKeys:
+        """The key names of ``key`` (cached: the digest costs more than a round trip's
+        worth of Python on hot paths such as heartbeats)."""
+        found = self._conv.get(key)
+        if found is None:
+            if len(self._conv) >= 65536:
+                self._conv.clear()
+            found = self._conv[key] = self._build(key)
+        return found
+
+    def _build(self, key: ConversationKey) -> ConvKeys:
         d = key.digest
         base = f"{self.prefix}:{{{d}}}:"
         return ConvKeys(d, *(base + part for part in CONV_PARTS))
