@@ -94,13 +94,16 @@ def _sha(*parts: str) -> str:
     return hashlib.sha256(":".join(encode_component(p) for p in parts).encode()).hexdigest()
 
 
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+
+
 def _dumps(value: Any) -> bytes:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()
+    return _ENCODER.encode(value).encode()
 
 
 def _loads(raw: bytes, what: str) -> Any:
     try:
-        return json.loads(raw)
+        return json.loads(raw.decode())
     except ValueError:
         raise corrupt(f"{what} does not parse") from None
 
@@ -120,6 +123,48 @@ def _split(raw: bytes, what: str) -> tuple[dict[str, Any], bytes]:
 def _names(key: ConversationKey) -> tuple[str, str]:
     """``(digest, storage_name)`` of a key, cached: both are pure-Python encodings."""
     return key.digest, key.storage_name
+
+
+class _Held:
+    """The context manager :meth:`Engine.locked` returns (a class: it is on every call)."""
+
+    __slots__ = ("before", "create", "engine", "exclusive", "fd", "kdir")
+
+    def __init__(self, engine: Engine, kdir: str, exclusive: bool, create: bool) -> None:
+        self.engine, self.kdir, self.exclusive, self.create = engine, kdir, exclusive, create
+        self.fd: int | None = None
+        self.before = 0
+
+    def __enter__(self) -> bool:
+        engine, io = self.engine, self.engine.io
+        path = engine.lock_path(self.kdir)
+        fd = io.open_lock(path)
+        if fd is None:
+            if not self.create:
+                return False
+            io.ensure_dir(self.kdir)
+            fd = io.open_lock(path)
+            if fd is None:
+                raise BackendUnavailableError(f"cannot create the key directory {self.kdir}")
+        self.fd = fd
+        try:
+            io.lock(fd, exclusive=self.exclusive)
+        except BaseException:
+            self.fd = None
+            os.close(fd)
+            raise
+        self.before = io.commits
+        return True
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: object
+    ) -> None:
+        fd, self.fd = self.fd, None
+        if fd is None:
+            return
+        os.close(fd)
+        if isinstance(exc, OSError) and self.engine.io.commits != self.before:
+            raise UnknownOutcomeError(f"the write may or may not have taken effect: {exc}") from exc
 
 
 def _key_check(key: ConversationKey) -> str:
@@ -180,39 +225,19 @@ class Engine:
 
     def key_dir(self, key: ConversationKey) -> str:
         d = _names(key)[0]
-        return os.path.join(self.keys_root, d[:2], d)
+        return f"{self.keys_root}/{d[:2]}/{d}"
 
     def lock_path(self, kdir: str) -> str:
-        return os.path.join(kdir, "lock")
+        return kdir + "/lock"
 
     def head_path(self, kdir: str) -> str:
-        return os.path.join(kdir, "head")
+        return kdir + "/head"
 
-    @contextmanager
-    def locked(self, kdir: str, *, exclusive: bool, create: bool) -> Iterator[bool]:
-        """Hold the key's flock; yields False (no lock) when the key has no directory
-        and ``create`` is off. OS errors after a rename began are unknown outcomes."""
-        fd = self.io.open_lock(self.lock_path(kdir))
-        if fd is None:
-            if not create:
-                yield False
-                return
-            self.io.ensure_dir(kdir)
-            fd = self.io.open_lock(self.lock_path(kdir))
-            if fd is None:
-                raise BackendUnavailableError(f"cannot create the key directory {kdir}")
-        before = self.io.commits
-        try:
-            self.io.lock(fd, exclusive=exclusive)
-            yield True
-        except OSError as exc:
-            if self.io.commits != before:
-                raise UnknownOutcomeError(
-                    f"the write may or may not have taken effect: {exc}"
-                ) from exc
-            raise
-        finally:
-            os.close(fd)
+    def locked(self, kdir: str, *, exclusive: bool, create: bool) -> _Held:
+        """Hold the key's flock for a ``with`` block; it yields False (no lock) when the
+        key has no directory and ``create`` is off. OS errors after a rename in the
+        block become unknown outcomes."""
+        return _Held(self, kdir, exclusive, create)
 
     def load_head(self, kdir: str) -> Head | None:
         """The header file of a key directory as stored (no key check), or None."""

@@ -161,8 +161,8 @@ class FileIO:
 
     def tmp_path(self, path: str) -> str:
         """The temp file a replace of ``path`` writes first (same directory)."""
-        head, tail = os.path.split(path)
-        return os.path.join(head, f".{tail}.tmp")
+        cut = path.rfind(os.sep) + 1
+        return f"{path[:cut]}.{path[cut:]}.tmp"
 
     def replace_file(self, path: str, data: bytes | bytearray, *, sync_dir: bool = True) -> None:
         """Atomically make ``path`` hold ``data``: temp, fsync, rename, fsync dir."""
@@ -179,7 +179,7 @@ class FileIO:
         self._committing()
         self._count("replaces", 1)
         if sync_dir:
-            self.sync_dir(os.path.dirname(path))
+            self.sync_dir(path[: path.rfind(os.sep)] or os.sep)
 
     def write_new(self, path: str, data: bytes | bytearray) -> None:
         """Write a file no reader knows of yet, durably (no rename: its name is unique)."""
