@@ -117,8 +117,7 @@ class _Runner:
                 pool = self.pool
             else:
                 pool = shared_pool()
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(pool, functools.partial(fn, *args))
+        return await asyncio.get_running_loop().run_in_executor(pool, fn, *args)
 
 
 class _FileStore:
