@@ -31,7 +31,7 @@ async def race_append(stores: Any, key: ConversationKey, worker: str, total: int
     """Append on the tail last seen until the transcript holds ``total`` messages."""
     appended: list[list[Any]] = []
     n = 0
-    while True:
+    while n < total * 100:
         info = await stores.conversations.get_conversation(key, "p")
         if info is not None and info.message_count >= total:
             return appended
@@ -45,6 +45,7 @@ async def race_append(stores: Any, key: ConversationKey, worker: str, total: int
         except StaleWriteError:
             continue
         appended.append([tail, mid])
+    return appended
 
 
 async def main(argv: list[str]) -> None:

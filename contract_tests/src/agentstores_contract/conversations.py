@@ -468,7 +468,7 @@ class ConversationContract(ContractBase):
             async def everything(limit: int, touch_after_first: bool = False) -> list[Any]:
                 seen: list[Any] = []
                 cursor = None
-                while True:
+                for _ in range(len(sessions) + 2):
                     page = await conv.list_conversations(tenant, "p", limit=limit, cursor=cursor)
                     assert len(page.items) <= limit
                     seen.extend(page.items)
@@ -480,6 +480,7 @@ class ConversationContract(ContractBase):
                     if page.next_cursor is None:
                         return seen
                     cursor = page.next_cursor
+                raise AssertionError(f"paging with limit {limit} did not end: {len(seen)} items")
 
             for limit in (1, 3, 5, 50):
                 listed = await everything(limit)

@@ -47,7 +47,7 @@ class CheckBudgetExceeded(RuntimeError):
 
 
 def check(
-    history: Sequence[Operation], initial: S, step: Step[S], *, budget: int = 1_000_000
+    history: Sequence[Operation], initial: S, step: Step[S], *, budget: int = 200_000
 ) -> Verdict[S]:
     """Decide whether ``history`` is linearizable with respect to ``step``."""
     ops = sorted(history, key=lambda o: o.invoked)

@@ -53,8 +53,8 @@ class Profile:
 PROFILES: dict[str, Profile] = {
     "quick": Profile(
         "quick",
-        examples=12,
-        steps=20,
+        examples=8,
+        steps=15,
         clients=16,
         rounds=3,
         processes=3,

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 _FENCED_WRITES = {
-    "supervision.cas": "supervision CAS carrying a stale epoch returns False",
+    "supervision.cas": "supervision.compare_and_swap (False)",
     "recording.put": "recording.put",
     "recording.delete": "recording.delete",
     "state.save": "state.save",

@@ -68,7 +68,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         metavar="GLOB",
         action="append",
         default=[],
-        help="only run tests of promises matching this pattern (repeatable)",
+        help="run only the contract tests of promises matching this pattern "
+        "(repeatable; tests without a promise are kept)",
     )
 
 
@@ -100,7 +101,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     drop: list[pytest.Item] = []
     for item in items:
         names = promises_of(item)
-        chosen = any(fnmatch.fnmatchcase(n, p) for n in names for p in patterns)
+        chosen = not names or any(fnmatch.fnmatchcase(n, p) for n in names for p in patterns)
         (keep if chosen else drop).append(item)
     if drop:
         config.hook.pytest_deselected(items=drop)

@@ -222,13 +222,19 @@ def validate(
     promise's tests finish. pytest's own output is silenced.
     """
     chosen = profile or profiles.active().name
+    started = time.perf_counter()
+    label = target if isinstance(target, str) else repr(target)
+    try:
+        backend = as_backend(target)
+    except Exception as exc:
+        error = f"cannot make a backend from {label}: {type(exc).__name__}: {exc}"
+        return Report(label, chosen, [], [], time.perf_counter() - started, error)
     args: list[str]
     if isinstance(target, str) and "://" in target:
-        args, label = ["--agentstores-url", target], target
+        args = ["--agentstores-url", target]
     elif isinstance(target, str):
-        args, label = ["--agentstores-factory", target], target
+        args = ["--agentstores-factory", target]
     else:
-        backend = as_backend(target)
         _in_process.append(backend)
         args, label = ["--agentstores-factory", f"{__name__}:in_process_backend"], backend.label
     for pattern in promises or ():
@@ -237,7 +243,6 @@ def validate(
     assert spec is not None and spec.origin is not None
     package_dir = str(Path(spec.origin).parent)
     collector = Collector(on_result)
-    started = time.perf_counter()
     try:
         with tempfile.TemporaryDirectory(prefix="agentstores-contract-") as tmp:
             ini = Path(tmp) / "pytest.ini"
@@ -259,7 +264,6 @@ def validate(
                     "no:cacheprovider",
                     "-p",
                     "no:terminal",
-                    "-q",
                     "--agentstores-profile",
                     chosen,
                     *args,
