@@ -227,8 +227,8 @@ def validate(
     try:
         backend = as_backend(target)
     except Exception as exc:
-        error = f"cannot make a backend from {label}: {type(exc).__name__}: {exc}"
-        return Report(label, chosen, [], [], time.perf_counter() - started, error)
+        problem = f"cannot make a backend from {label}: {type(exc).__name__}: {exc}"
+        return Report(label, chosen, [], [], time.perf_counter() - started, problem)
     args: list[str]
     if isinstance(target, str) and "://" in target:
         args = ["--agentstores-url", target]
@@ -274,7 +274,7 @@ def validate(
     finally:
         if not isinstance(target, str):
             _in_process.pop()
-    error = None
+    error: str | None = None
     if collector.errors:
         error = " | ".join(collector.errors)
     elif int(code) not in (0, 1):
