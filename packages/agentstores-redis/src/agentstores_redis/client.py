@@ -253,7 +253,11 @@ class RedisClient:
         assert node is not None and self._slots is not None
         slots = self._slots
         try:
-            await asyncio.wait_for(slots.acquire(), o.pool_timeout)
+            if slots.locked():
+                async with asyncio.timeout(o.pool_timeout):
+                    await slots.acquire()
+            else:
+                await slots.acquire()  # free: returns at once, no timer needed
         except TimeoutError as exc:
             raise NotSent(
                 f"connection pool exhausted: all {o.pool_size} connections stayed busy "
