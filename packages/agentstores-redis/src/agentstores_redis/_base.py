@@ -3,6 +3,8 @@ reply decoding and store-clock conversions."""
 
 from __future__ import annotations
 
+import itertools
+import os
 import secrets
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -42,9 +44,23 @@ def text(value: bytes | str) -> str:
     return value.decode("utf-8") if isinstance(value, bytes) else value
 
 
+_PROCESS = secrets.token_hex(8)
+_counter = itertools.count()
+
+
+def _reseed() -> None:
+    global _PROCESS, _counter
+    _PROCESS = secrets.token_hex(8)
+    _counter = itertools.count()
+
+
+os.register_at_fork(after_in_child=_reseed)  # a forked child must not reuse the parent's nonces
+
+
 def nonce() -> str:
-    """A writer nonce: stored in the key's header by the write it labels."""
-    return secrets.token_hex(12)
+    """A writer nonce, unique across processes and calls (a random per-process part and a
+    counter): stored in the key's header by the write it labels."""
+    return f"{_PROCESS}{next(_counter):x}"
 
 
 @dataclass

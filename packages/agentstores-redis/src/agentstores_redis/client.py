@@ -22,7 +22,7 @@ import contextlib
 import hashlib
 import logging
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from redis.asyncio import BlockingConnectionPool, Redis
@@ -71,10 +71,10 @@ class Script:
     name: str
     source: str
     write: bool
+    sha: str = field(init=False)
 
-    @property
-    def sha(self) -> str:
-        return hashlib.sha1(self.source.encode("utf-8")).hexdigest()
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "sha", hashlib.sha1(self.source.encode("utf-8")).hexdigest())
 
 
 Call = tuple[Script | None, Sequence[str], Sequence[EncodableT]]
@@ -137,6 +137,7 @@ class RedisClient:
         self._slots: asyncio.Semaphore | None = None
         self._refresh = False
         self._refresh_lock = asyncio.Lock()
+        self._waits = self._wait_commands()
 
     # --- lifecycle ------------------------------------------------------------------
 
@@ -335,7 +336,7 @@ class RedisClient:
         """Run a writing script once. Raises :class:`NotSent`, :class:`Uncertain`,
         :class:`NotDurable` (WAIT/WAITAOF short) or the server's error reply."""
         evalsha = ("EVALSHA", script.sha, len(keys), *keys, *args)
-        waits = self._wait_commands()
+        waits = self._waits
         for attempt in range(3):
             conn, release = await self._connect(keys[0])
             try:
