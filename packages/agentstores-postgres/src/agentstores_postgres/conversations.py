@@ -3,8 +3,10 @@
 Every read is one statement: the header (visibility), the conversation row (counts) and
 the messages are joined, so a read by index is an index lookup on ``seq``,
 ``user_pos`` or ``assistant_pos`` (negative indexes resolved from the counts), a time
-range is a range scan on ``(created_at, seq)``, ``recent`` a backward scan of the
-user/assistant partial index, and ``history`` starts from the compaction partial index.
+range is a range scan on ``(created_at, seq)``, ``recent`` a range on ``turn_pos`` (the
+position among user and assistant messages) from the count, and ``history`` starts
+from the compaction index. Each query carries a strict condition on the column its
+(partial) index is built on, which is what lets the planner use that index and no other.
 Every write is one call of a server-side function (see ``schema.py``).
 """
 
@@ -43,9 +45,13 @@ _APPEND = (
     "$1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)"
 )
 _APPEND_EVIDENCE = """
-SELECT message_id, seq, created_at FROM __S__.messages
- WHERE tenant = $1 AND session_id = $2 AND message_id = ANY ($3::text[]) AND nonce = $4
- ORDER BY seq
+SELECT hit.message_id, hit.seq, hit.created_at
+  FROM unnest($3::text[]) AS u(id)
+ CROSS JOIN LATERAL (
+       SELECT m.message_id, m.seq, m.created_at, m.nonce FROM __S__.messages m
+        WHERE m.tenant = $1 AND m.session_id = $2 AND m.message_id = u.id LIMIT 1) hit
+ WHERE hit.nonce = $4
+ ORDER BY hit.seq
 """
 _CONV_NONCE = "SELECT nonce FROM __S__.conversations WHERE tenant = $1 AND session_id = $2"
 _KEY_NONCE = "SELECT nonce, erased_at FROM __S__.keys WHERE tenant = $1 AND session_id = $2"
@@ -64,30 +70,33 @@ _FROM_VISIBLE = f"""
 """
 _POSITION = {"all": "m.seq", "user": "m.user_pos", "assistant": "m.assistant_pos"}
 _COUNT = {"all": "c.message_count", "user": "c.user_count", "assistant": "c.assistant_count"}
-_SPEAKER = {
-    "all": "",
-    "user": "AND m.user_pos IS NOT NULL",
-    "assistant": "AND m.assistant_pos IS NOT NULL",
-}
 
 
 def _transcript_sql(speaker: str, mode: str) -> str:
-    pos, count, only = _POSITION[speaker], _COUNT[speaker], _SPEAKER[speaker]
+    pos, count = _POSITION[speaker], _COUNT[speaker]
     select = f"SELECT {pos} AS pos, m.role, m.content, m.message_id, m.created_at {_FROM_VISIBLE}"
     if mode == "index":
-        return f"{select} AND {pos} = CASE WHEN $4::bigint < 0 THEN {count} + $4 ELSE $4 END"
+        # The position is computed once (an InitPlan), so the lookup is a restriction on
+        # the messages scan, never a join filter applied to the whole conversation.
+        target = (
+            f"(SELECT CASE WHEN $4::bigint < 0 THEN {count} + $4 ELSE $4 END "
+            "FROM __S__.conversations c WHERE c.tenant = $1 AND c.session_id = $2)"
+        )
+        return f"{select} AND {pos} = {target}"
     if mode == "range":
         role = "" if speaker == "all" else f"AND m.role = '{speaker}'"
         return (
             f"{select} AND m.created_at >= $4 AND m.created_at <= $5 {role} "
             "ORDER BY m.created_at, m.seq LIMIT $6"
         )
-    return f"{select} {only} ORDER BY {pos} LIMIT $4"
+    return f"{select} AND {pos} >= 0 ORDER BY {pos} LIMIT $4"
 
 
 _STORED = "SELECT m.message_id, m.role, m.content, m.metadata, m.compaction, m.seq, m.created_at"
 _RECENT = f"""{_STORED} {_FROM_VISIBLE}
-   AND m.role IN ('user', 'assistant') ORDER BY m.seq DESC LIMIT $4"""
+   AND m.turn_pos >= (SELECT x.turn_count - $4 FROM __S__.conversations x
+                       WHERE x.tenant = $1 AND x.session_id = $2)
+ ORDER BY m.turn_pos"""
 _HISTORY = f"""{_STORED} {_FROM_VISIBLE}
    AND m.seq >= coalesce((SELECT max(x.seq) FROM __S__.messages x
                            WHERE x.tenant = $1 AND x.session_id = $2 AND x.compaction), 0)
@@ -102,18 +111,24 @@ SELECT {_INFO}
   JOIN __S__.conversations c ON c.tenant = k.tenant AND c.session_id = k.session_id
  WHERE k.tenant = $1 AND k.session_id = $2 AND {VISIBLE}
 """
+# Listing reads the shares per row (a correlated lookup, not a join) so that nothing but
+# the listing index can drive it.
+_LISTED = _INFO.replace(
+    "k.shared_with",
+    "(SELECT k.shared_with FROM __S__.keys k "
+    "WHERE k.tenant = c.tenant AND k.session_id = c.session_id) AS shared_with",
+)
 _LIST_FIRST = f"""
-SELECT {_INFO}
+SELECT {_LISTED}
   FROM __S__.conversations c
-  JOIN __S__.keys k ON k.tenant = c.tenant AND k.session_id = c.session_id
- WHERE c.tenant = $1 AND c.owner = $2
+ WHERE c.tenant = $1 AND c.owner = $2 AND c.updated_at > '-infinity'
  ORDER BY c.updated_at DESC, c.session_id DESC LIMIT $3
 """
 _LIST_AFTER = f"""
-SELECT {_INFO}
+SELECT {_LISTED}
   FROM __S__.conversations c
-  JOIN __S__.keys k ON k.tenant = c.tenant AND k.session_id = c.session_id
- WHERE c.tenant = $1 AND c.owner = $2 AND (c.updated_at, c.session_id) < ($4, $5)
+ WHERE c.tenant = $1 AND c.owner = $2 AND c.updated_at > '-infinity'
+   AND (c.updated_at, c.session_id) < ($4, $5)
  ORDER BY c.updated_at DESC, c.session_id DESC LIMIT $3
 """
 _SWEEP_EXPIRED = """
@@ -122,7 +137,8 @@ SELECT tenant, session_id FROM __S__.conversations
 """
 _SWEEP_IDLE = """
 SELECT tenant, session_id FROM __S__.conversations
- WHERE updated_at < statement_timestamp() - $1::interval ORDER BY updated_at LIMIT $2
+ WHERE (updated_at AT TIME ZONE 'UTC') < ((statement_timestamp() - $1::interval) AT TIME ZONE 'UTC')
+ ORDER BY (updated_at AT TIME ZONE 'UTC') LIMIT $2
 """
 _SWEEP_OVERCAP = """
 SELECT x.tenant, x.session_id
@@ -130,7 +146,7 @@ SELECT x.tenant, x.session_id
          WHERE o.conversations > $1 ORDER BY o.conversations DESC LIMIT $2) AS big
  CROSS JOIN LATERAL (
         SELECT c.tenant, c.session_id FROM __S__.conversations c
-         WHERE c.tenant = big.tenant AND c.owner = big.owner
+         WHERE c.tenant = big.tenant AND c.owner = big.owner AND c.updated_at > '-infinity'
          ORDER BY c.updated_at DESC, c.session_id DESC OFFSET $1 LIMIT $2) AS x
  LIMIT $2
 """
@@ -394,7 +410,7 @@ class PostgresConversationStore(PostgresStore, ConversationStore):
     ) -> list[StoredMessage]:
         async def run(conn: Conn) -> list[StoredMessage]:
             rows = await conn.fetch(self.sql(_RECENT), key.tenant, key.session_id, principal, limit)
-            return [_stored(r) for r in reversed(rows)]
+            return [_stored(r) for r in rows]
 
         return await self.db.read(run)
 

@@ -69,6 +69,9 @@ class Database:
         self.config = config
         self.schema = schema
         self.pool: Any = None
+        self.backend_starts: dict[int, Any] = {}
+        """Server pid -> that backend's start time, recorded when each connection opens:
+        a pid alone may be reused by a later backend once the first has exited."""
 
     # --- lifecycle ---------------------------------------------------------------
 
@@ -84,6 +87,7 @@ class Database:
             options["statement_cache_size"] = 0
         else:
             options["server_settings"] = {"application_name": "agentstores"}
+            options["init"] = self._identify
         try:
             self.pool = await asyncpg.create_pool(self.config.dsn, **options)
         except Exception as exc:
@@ -94,6 +98,12 @@ class Database:
         except BaseException:
             await self.close()
             raise
+
+    async def _identify(self, conn: Conn) -> None:
+        started = await conn.fetchval(
+            "SELECT backend_start FROM pg_stat_activity WHERE pid = pg_backend_pid()"
+        )
+        self.backend_starts[conn.get_server_pid()] = started
 
     async def close(self) -> None:
         pool, self.pool = self.pool, None
@@ -168,6 +178,7 @@ class Database:
         for _attempt in range(3):
             async with self.connection() as conn:
                 pid = conn.get_server_pid()
+                backend = (pid, self.backend_starts.get(pid))
                 try:
                     return await run(conn)
                 except Exception as exc:
@@ -180,7 +191,7 @@ class Database:
                         lost = exc
             if lost is None:
                 continue
-            verdict = await self._reconcile(reconcile, pid, lost, what)
+            verdict = await self._reconcile(reconcile, backend, lost, what)
             if verdict.kind == "landed":
                 return verdict.value  # type: ignore[return-value]
             log.info("%s did not land before its connection broke; sending it again", what)
@@ -189,7 +200,11 @@ class Database:
         )
 
     async def _reconcile(
-        self, reconcile: Reconcile[T] | None, pid: int, lost: BaseException, what: str
+        self,
+        reconcile: Reconcile[T] | None,
+        backend: tuple[int, Any],
+        lost: BaseException,
+        what: str,
     ) -> Verdict[T]:
         """``landed`` or ``not_landed`` (proven), else raise UnknownOutcomeError."""
         loop = asyncio.get_running_loop()
@@ -213,32 +228,40 @@ class Database:
             try:
                 async with self.connection(wait_at_most=remaining) as conn:
                     settled = False
-                    if not self.config.pgbouncer:
-                        settled = await self._await_gone(conn, pid, deadline)
+                    if not self.config.pgbouncer and backend[1] is not None:
+                        settled = await self._await_gone(conn, backend, deadline)
                     verdict = await reconcile(conn)
                 break
             except UnknownOutcomeError:
                 raise
             except Exception as exc:
-                if not (isinstance(exc, BackendUnavailableError) or is_connection_loss(exc)):
+                if not (
+                    isinstance(exc, BackendUnavailableError)
+                    or is_connection_loss(exc)
+                    or _never_sent(exc)
+                ):
                     raise
                 await asyncio.sleep(min(0.2, max(deadline - loop.time(), 0)))
         if verdict.kind == "landed":
             return verdict
         if verdict.kind == "not_landed" and settled:
             return verdict
-        if not settled and not self.config.pgbouncer:
+        if not settled and not self.config.pgbouncer and backend[1] is not None:
             raise unknown("the server process that ran it did not exit in time") from lost
         raise unknown("its rows carry no trace of it and nothing proves it did not land") from lost
 
-    async def _await_gone(self, conn: Conn, pid: int, deadline: float) -> bool:
-        """Wait until backend ``pid`` has exited (its transaction settled)."""
+    async def _await_gone(self, conn: Conn, backend: tuple[int, Any], deadline: float) -> bool:
+        """Wait until the backend ``(pid, start)`` has exited (its transaction settled)."""
         loop = asyncio.get_running_loop()
         started = loop.time()
         terminated = False
+        pid, start = backend
         while True:
             alive = await conn.fetchval(
-                "SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE pid = $1)", pid
+                "SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE pid = $1 "
+                "AND backend_start = $2 AND pid <> pg_backend_pid())",
+                pid,
+                start,
             )
             if not alive:
                 return True
@@ -246,15 +269,31 @@ class Database:
                 return False
             if not terminated and loop.time() - started >= ORPHAN_GRACE:
                 terminated = True
-                with contextlib.suppress(Exception):
-                    await conn.fetchval("SELECT pg_terminate_backend($1)", pid)
+                with contextlib.suppress(asyncpg_errors()):
+                    await conn.fetchval(
+                        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                        "WHERE pid = $1 AND backend_start = $2 AND pid <> pg_backend_pid()",
+                        pid,
+                        start,
+                    )
             await asyncio.sleep(0.05)
 
 
-def _never_sent(exc: BaseException) -> bool:
-    """asyncpg refused before sending (a connection already known to be closed)."""
+def asyncpg_errors() -> type[Exception]:
     import asyncpg
 
+    error: type[Exception] = asyncpg.PostgresError
+    return error
+
+
+def _never_sent(exc: BaseException) -> bool:
+    """asyncpg refused before sending anything: the connection is already known to be
+    closed, or the server's fatal error on an idle connection (a terminated backend) was
+    read but the close not yet (asyncpg then refuses the next operation)."""
+    import asyncpg
+
+    if isinstance(exc, asyncpg.InternalClientError):
+        return "another operation" in str(exc)
     return isinstance(exc, asyncpg.InterfaceError) and "closed" in str(exc)
 
 

@@ -110,7 +110,16 @@ def translate(exc: BaseException) -> AgentStoresError | None:
         return BackendUnavailableError(f"PostgreSQL is out of resources: {message}", sqlstate=code)
     if is_connection_loss(exc) or isinstance(exc, asyncpg.PostgresConnectionError):
         return BackendUnavailableError(f"PostgreSQL connection failed: {message}", sqlstate=code)
-    if isinstance(exc, (OSError, ConnectionError, TimeoutError, asyncpg.InterfaceError)):
+    if isinstance(
+        exc,
+        (
+            OSError,
+            ConnectionError,
+            TimeoutError,
+            asyncpg.InterfaceError,
+            asyncpg.InternalClientError,
+        ),
+    ):
         return BackendUnavailableError(f"PostgreSQL unreachable: {exc}")
     if isinstance(exc, asyncpg.PostgresError):
         return AgentStoresError(f"unexpected PostgreSQL error {code}: {message}", sqlstate=code)

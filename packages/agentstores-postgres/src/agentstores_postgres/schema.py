@@ -129,15 +129,20 @@ CREATE TABLE __S__.conversations (
     message_count bigint NOT NULL DEFAULT 0,
     user_count bigint NOT NULL DEFAULT 0,
     assistant_count bigint NOT NULL DEFAULT 0,
+    turn_count bigint NOT NULL DEFAULT 0,
     last_message_at timestamptz,
-    nonce uuid,
-    PRIMARY KEY (tenant, session_id)
+    nonce uuid
 );
+-- Unique but partial (like the message indexes): the key lookup must not be the index a
+-- generic plan picks to list a tenant's conversations.
+CREATE UNIQUE INDEX conversations_key
+    ON __S__.conversations (tenant, session_id) WHERE session_id IS NOT NULL;
 CREATE INDEX conversations_listing
-    ON __S__.conversations (tenant, owner, updated_at, session_id);
+    ON __S__.conversations (tenant, owner, updated_at, session_id) WHERE updated_at IS NOT NULL;
 CREATE INDEX conversations_expiry
     ON __S__.conversations (expires_at) WHERE expires_at IS NOT NULL;
-CREATE INDEX conversations_idle ON __S__.conversations (updated_at);
+-- On an expression the listing never uses, so it can never stand in for the listing index.
+CREATE INDEX conversations_idle ON __S__.conversations ((updated_at AT TIME ZONE 'UTC'));
 
 -- Conversations per (tenant, owner): lets the over-cap sweep find owners above a cap
 -- without scanning every conversation.
@@ -149,8 +154,17 @@ CREATE TABLE __S__.owner_counts (
 );
 CREATE INDEX owner_counts_size ON __S__.owner_counts (conversations);
 
--- One row per message. seq is the position in the transcript; user_pos and
--- assistant_pos the position among that speaker's messages (NULL for other roles).
+-- One row per message. seq is the position in the transcript; user_pos, assistant_pos
+-- and turn_pos the position among the user's, the assistant's, and both speakers'
+-- messages (NULL for other roles).
+--
+-- Every index is partial on its own column being NOT NULL (always true for seq,
+-- message_id and created_at). A partial index serves only queries with a strict
+-- condition on that column (=, <, >=, ...; a bare IS NOT NULL on a NOT NULL column is
+-- dropped by the planner and proves nothing), so each query can use exactly the index
+-- made for it. This keeps plans right whatever the statistics say: a generic plan that
+-- believes a conversation holds 7 rows cannot pick "scan the conversation and filter"
+-- over the lookup, because no index offers that scan.
 CREATE TABLE __S__.messages (
     tenant text NOT NULL,
     session_id text NOT NULL,
@@ -162,18 +176,22 @@ CREATE TABLE __S__.messages (
     compaction boolean NOT NULL,
     user_pos bigint,
     assistant_pos bigint,
+    turn_pos bigint,
     created_at timestamptz NOT NULL,
-    nonce uuid NOT NULL,
-    PRIMARY KEY (tenant, session_id, seq)
+    nonce uuid NOT NULL
 );
-CREATE UNIQUE INDEX messages_id ON __S__.messages (tenant, session_id, message_id);
+CREATE UNIQUE INDEX messages_seq
+    ON __S__.messages (tenant, session_id, seq) WHERE seq IS NOT NULL;
+CREATE UNIQUE INDEX messages_id
+    ON __S__.messages (tenant, session_id, message_id) WHERE message_id IS NOT NULL;
 CREATE UNIQUE INDEX messages_user
     ON __S__.messages (tenant, session_id, user_pos) WHERE user_pos IS NOT NULL;
 CREATE UNIQUE INDEX messages_assistant
     ON __S__.messages (tenant, session_id, assistant_pos) WHERE assistant_pos IS NOT NULL;
-CREATE INDEX messages_time ON __S__.messages (tenant, session_id, created_at, seq);
-CREATE INDEX messages_turns
-    ON __S__.messages (tenant, session_id, seq) WHERE role IN ('user', 'assistant');
+CREATE UNIQUE INDEX messages_turn
+    ON __S__.messages (tenant, session_id, turn_pos) WHERE turn_pos IS NOT NULL;
+CREATE INDEX messages_time
+    ON __S__.messages (tenant, session_id, created_at, seq) WHERE created_at IS NOT NULL;
 CREATE INDEX messages_compaction
     ON __S__.messages (tenant, session_id, seq) WHERE compaction;
 
@@ -456,7 +474,7 @@ CREATE FUNCTION __S__.conv_append(
     OUT first_seq bigint, OUT stamp timestamptz, OUT present text[]
 ) LANGUAGE plpgsql AS $fn$
 DECLARE
-    h record; found_conv boolean; mc bigint; uc bigint; ac bigint; tail text;
+    h record; found_conv boolean; mc bigint; uc bigint; ac bigint; tc bigint; tail text;
     last_at timestamptz; fresh integer; new_users bigint; new_assts bigint; new_tail text;
     now_ timestamptz;
 BEGIN
@@ -465,18 +483,21 @@ BEGIN
         IF h.state = 'erased' THEN
             RAISE EXCEPTION 'the conversation was erased' USING ERRCODE = 'ASERA';
         END IF;
-        SELECT cv.message_count, cv.user_count, cv.assistant_count, cv.tail_message_id,
-               cv.last_message_at
-          INTO mc, uc, ac, tail, last_at
+        SELECT cv.message_count, cv.user_count, cv.assistant_count, cv.turn_count,
+               cv.tail_message_id, cv.last_message_at
+          INTO mc, uc, ac, tc, tail, last_at
           FROM __S__.conversations cv WHERE cv.tenant = t AND cv.session_id = s;
         found_conv := FOUND;
         IF NOT found_conv AND NOT create_if_absent THEN
             RAISE EXCEPTION 'no such conversation' USING ERRCODE = 'ASNFD';
         END IF;
         PERFORM __S__.check_write(h.state, h.owner, h.fence, p, e);
-        SELECT coalesce(array_agg(m.message_id), '{}') INTO present
-          FROM __S__.messages m
-         WHERE m.tenant = t AND m.session_id = s AND m.message_id = ANY (ids);
+        -- One index probe per id (a LATERAL ... LIMIT is never flattened into a join).
+        SELECT coalesce(array_agg(u.id), '{}') INTO present
+          FROM unnest(ids) AS u(id)
+         CROSS JOIN LATERAL (
+               SELECT 1 FROM __S__.messages m
+                WHERE m.tenant = t AND m.session_id = s AND m.message_id = u.id LIMIT 1) hit;
         fresh := cardinality(ids) - cardinality(present);
         IF cardinality(ids) > 0 AND fresh = 0 THEN
             RETURN;
@@ -494,7 +515,7 @@ BEGIN
         VALUES (t, s, p, now_, now_);
         INSERT INTO __S__.owner_counts AS oc (tenant, owner, conversations) VALUES (t, p, 1)
         ON CONFLICT (tenant, owner) DO UPDATE SET conversations = oc.conversations + 1;
-        mc := 0; uc := 0; ac := 0;
+        mc := 0; uc := 0; ac := 0; tc := 0;
     END IF;
     IF fresh > 0 THEN
         first_seq := mc;
@@ -506,11 +527,13 @@ BEGIN
           FROM unnest(ids, roles) WITH ORDINALITY AS u(id, role, ord)
          WHERE u.id <> ALL (present);
         INSERT INTO __S__.messages (tenant, session_id, seq, message_id, role, content,
-                                    metadata, compaction, user_pos, assistant_pos,
+                                    metadata, compaction, user_pos, assistant_pos, turn_pos,
                                     created_at, nonce)
         SELECT t, s, mc + x.rn - 1, x.id, x.role, x.content, x.meta, x.comp,
                CASE WHEN x.role = 'user' THEN uc + x.users - 1 END,
                CASE WHEN x.role = 'assistant' THEN ac + x.assistants - 1 END,
+               CASE WHEN x.role IN ('user', 'assistant')
+                    THEN tc + x.users + x.assistants - 1 END,
                stamp, n
           FROM (SELECT u.id, u.role, u.content, u.meta, u.comp,
                        row_number() OVER w AS rn,
@@ -527,6 +550,7 @@ BEGIN
        SET message_count = cv.message_count + fresh,
            user_count = cv.user_count + new_users,
            assistant_count = cv.assistant_count + new_assts,
+           turn_count = cv.turn_count + new_users + new_assts,
            tail_message_id = coalesce(new_tail, cv.tail_message_id),
            last_message_at = coalesce(stamp, cv.last_message_at),
            updated_at = greatest(cv.updated_at, now_),
@@ -616,6 +640,7 @@ CREATE FUNCTION __S__.conv_truncate(
 ) RETURNS bigint LANGUAGE plpgsql AS $fn$
 DECLARE
     o record; target record; cut bigint; removed bigint; min_user bigint; min_asst bigint;
+    min_turn bigint;
 BEGIN
     SELECT * INTO o FROM __S__.owned_conversation(t, s, p, e, ttl);
     SELECT m.seq, m.role INTO target FROM __S__.messages m
@@ -627,15 +652,16 @@ BEGIN
     WITH gone AS (
         DELETE FROM __S__.messages m
          WHERE m.tenant = t AND m.session_id = s AND m.seq >= cut
-     RETURNING m.user_pos, m.assistant_pos
+     RETURNING m.user_pos, m.assistant_pos, m.turn_pos
     )
-    SELECT count(*), min(gone.user_pos), min(gone.assistant_pos)
-      INTO removed, min_user, min_asst FROM gone;
+    SELECT count(*), min(gone.user_pos), min(gone.assistant_pos), min(gone.turn_pos)
+      INTO removed, min_user, min_asst, min_turn FROM gone;
     PERFORM __S__.commit_write(t, s, 'live', o.h_fence, p, e, ttl);
     UPDATE __S__.conversations cv
        SET message_count = cut,
            user_count = coalesce(min_user, cv.user_count),
            assistant_count = coalesce(min_asst, cv.assistant_count),
+           turn_count = coalesce(min_turn, cv.turn_count),
            tail_message_id = (SELECT m.message_id FROM __S__.messages m
                                WHERE m.tenant = t AND m.session_id = s AND m.seq = cut - 1),
            updated_at = greatest(cv.updated_at, clock_timestamp()),
@@ -676,12 +702,12 @@ BEGIN
     now_ := clock_timestamp();
     WITH ins AS (
         INSERT INTO __S__.messages (tenant, session_id, seq, message_id, role, content,
-                                    metadata, compaction, user_pos, assistant_pos,
+                                    metadata, compaction, user_pos, assistant_pos, turn_pos,
                                     created_at, nonce)
         SELECT t, new_s, m.seq, replace(gen_random_uuid()::text, '-', ''), m.role, m.content,
-               m.metadata, m.compaction, m.user_pos, m.assistant_pos, now_, n
+               m.metadata, m.compaction, m.user_pos, m.assistant_pos, m.turn_pos, now_, n
           FROM __S__.messages m
-         WHERE m.tenant = t AND m.session_id = s AND m.seq <= target_seq
+         WHERE m.tenant = t AND m.session_id = s AND m.seq >= 0 AND m.seq <= target_seq
         RETURNING seq, message_id, role
     )
     SELECT count(*) AS total,
@@ -691,9 +717,9 @@ BEGIN
       INTO copied FROM ins;
     INSERT INTO __S__.conversations (tenant, session_id, owner, title, created_at, updated_at,
                                      tail_message_id, message_count, user_count,
-                                     assistant_count, last_message_at, nonce)
+                                     assistant_count, turn_count, last_message_at, nonce)
     VALUES (t, new_s, p, src.title, now_, now_, copied.tail, copied.total, copied.users,
-            copied.assistants, now_, n);
+            copied.assistants, copied.users + copied.assistants, now_, n);
     INSERT INTO __S__.owner_counts AS oc (tenant, owner, conversations) VALUES (t, p, 1)
     ON CONFLICT (tenant, owner) DO UPDATE SET conversations = oc.conversations + 1;
     UPDATE __S__.keys SET nonce = n WHERE tenant = t AND session_id = new_s;
@@ -732,7 +758,7 @@ BEGIN
         ELSIF rule = 'overcap' THEN
             SELECT count(*) INTO above FROM (
                 SELECT 1 FROM __S__.conversations cv
-                 WHERE cv.tenant = t AND cv.owner = c.owner
+                 WHERE cv.tenant = t AND cv.owner = c.owner AND cv.updated_at > '-infinity'
                    AND (cv.updated_at, cv.session_id) > (c.updated_at, s)
                  LIMIT keep) x;
             IF above < keep THEN
@@ -746,7 +772,7 @@ BEGIN
     DELETE FROM __S__.recording WHERE tenant = t AND session_id = s;
     DELETE FROM __S__.agent_state WHERE tenant = t AND session_id = s;
     DELETE FROM __S__.pause_tokens WHERE tenant = t AND session_id = s;
-    DELETE FROM __S__.messages WHERE tenant = t AND session_id = s;
+    DELETE FROM __S__.messages WHERE tenant = t AND session_id = s AND seq >= 0;
     DELETE FROM __S__.conversations WHERE tenant = t AND session_id = s;
     IF FOUND THEN
         UPDATE __S__.owner_counts SET conversations = conversations - 1
