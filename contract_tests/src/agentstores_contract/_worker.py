@@ -48,6 +48,16 @@ async def race_append(stores: Any, key: ConversationKey, worker: str, total: int
     return appended
 
 
+async def write_and_exit(stores: Any, key: ConversationKey, worker: str) -> list[Any]:
+    """Acknowledged writes in three stores; the process exits right after."""
+    assert await stores.supervision.compare_and_swap(
+        key, "p", None, SupervisionRow("running", worker, 1)
+    )
+    await stores.state.save(key, "p", {"written_by": worker}, epoch=1)
+    await stores.conversations.append_messages(key, "p", [Message(worker, "user", worker)])
+    return [worker]
+
+
 async def main(argv: list[str]) -> None:
     mode, url, tenant, session, worker, rounds = argv
     key = ConversationKey(tenant, session)
@@ -56,8 +66,10 @@ async def main(argv: list[str]) -> None:
         await asyncio.to_thread(sys.stdin.readline)
         if mode == "cas":
             result: Any = await race_cas(stores, key, worker, int(rounds))
-        else:
+        elif mode == "append":
             result = await race_append(stores, key, worker, int(rounds))
+        else:
+            result = await write_and_exit(stores, key, worker)
     print(json.dumps(result), flush=True)
 
 

@@ -113,3 +113,19 @@ class MultiProcessContract(ContractBase):
                 assert chain[mid] == prev, f"{mid} was appended on {chain[mid]!r}, not on {prev!r}"
 
         self.run(backend, body)
+
+    @promise("durability.restart")
+    def test_acknowledged_writes_outlive_their_process(self, backend: BackendUnderTest) -> None:
+        self.require(backend, Capability.DURABLE, "writes that outlive the writing process")
+        if backend.url is None:
+            pytest.skip("the backend has no URL another process can open")
+        key = self.key()
+        assert race_processes(backend.url, "write", key, 1, 1) == [["w0"]]
+
+        async def body(stores: Stores) -> None:
+            view = await stores.supervision.read(key, "p")
+            assert view.row is not None and view.row.message_id == "w0", view
+            assert await stores.state.load(key, "p") == {"written_by": "w0"}
+            assert [m.id for m in await stores.conversations.read_messages(key, "p")] == ["w0"]
+
+        self.run(backend, body)

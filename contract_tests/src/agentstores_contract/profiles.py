@@ -61,9 +61,9 @@ PROFILES: dict[str, Profile] = {
         history_ops=6,
         shrink=False,
     ),
-    "ci": Profile("ci", examples=40, steps=30, clients=16, rounds=5, processes=4, history_ops=8),
+    "ci": Profile("ci", examples=60, steps=35, clients=16, rounds=6, processes=4, history_ops=8),
     "deep": Profile(
-        "deep", examples=400, steps=60, clients=32, rounds=40, processes=6, history_ops=12
+        "deep", examples=600, steps=60, clients=32, rounds=60, processes=6, history_ops=12
     ),
 }
 

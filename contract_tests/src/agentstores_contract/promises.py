@@ -117,6 +117,7 @@ PROMISES: dict[str, str] = {
     # multi-process
     "multiprocess.supervision.cas": "CAS across OS processes: exactly one winner per round",
     "multiprocess.conversations.append": "conditional appends across OS processes: one per tail",
+    "durability.restart": "acknowledged writes are there after the writing process exits",
     # clock
     "clock.stamps": "stored times come from the store clock",
     "clock.expiry": "expiry is decided on the store clock",

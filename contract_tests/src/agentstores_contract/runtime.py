@@ -88,10 +88,3 @@ def capture_sync(fn: Callable[[], T]) -> Outcome:
         return Outcome(value=fn())
     except Exception as exc:
         return Outcome(error=exc)
-
-
-def same_outcome(real: Outcome, expected: Outcome) -> bool:
-    """Equal values, or the real error is an instance of the expected error's class."""
-    if expected.error is not None:
-        return real.error is not None and isinstance(real.error, type(expected.error))
-    return real.error is None and real.value == expected.value

@@ -60,9 +60,6 @@ class Snapshot:
     messages: Any
     info: Any
 
-    def without_fence(self) -> Snapshot:
-        return Snapshot(self.supervision, 0, self.recording, self.state, self.messages, self.info)
-
 
 async def snapshot(stores: Stores, key: ConversationKey, principal: str) -> Snapshot:
     view = await stores.supervision.read(key, principal)
