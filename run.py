@@ -24,7 +24,7 @@ LOCAL = ["packages/agentstores", "packages/agentstores-file", "contract_tests"]
 
 
 def ensure_venv() -> None:
-    if sys.version_info < (3, 11):
+    if sys.version_info < (3, 11):  # noqa: UP036 - run.py may be started by an older python3
         sys.exit("agentstores needs Python 3.11 or newer")
     if not (BIN / "python").exists():
         print(f"creating {VENV} ...", flush=True)
