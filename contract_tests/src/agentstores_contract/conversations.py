@@ -535,20 +535,19 @@ class ConversationContract(ContractBase):
             assert not await conv.erase_if(k("cap2"), OverCap(2))
             assert await conv.erase_if(k("cap0"), OverCap(2))
             assert not await conv.erase_if(k("cap1"), OverCap(3)), "cap recomputed after the erase"
-            before = await conv.get_conversation(k("plain"), "p")
-            assert before is not None
-            await asyncio.sleep(0.5)
-            rule = IdleFor((await stores.now() - before.updated_at) / 2)
-            found = await conv.find_sweepable(rule, limit=100_000)
-            if len(found) < 100_000:
-                assert k("plain") in found, "find_sweepable(IdleFor) missed an idle conversation"
-            await conv.append_messages(k("plain"), "p", SCRIPT[1:2])
-            assert not await conv.erase_if(k("plain"), rule), (
+            await asyncio.sleep(0.002)  # so the touch below stamps a later updated_at
+            await conv.append_messages(k("cap1"), "q", [Message("again", "user", 0)])
+            assert not await conv.erase_if(k("cap1"), OverCap(1)), (
                 "erase_if must re-check the rule: a conversation touched mid-sweep survives"
             )
-            assert await conv.get_conversation(k("plain"), "p") is not None
+            assert await conv.erase_if(k("cap3"), OverCap(1)), "cap1 is now the newest"
             await asyncio.sleep(0.01)
-            assert await conv.erase_if(k("plain"), IdleFor(timedelta(microseconds=1)))
+            assert not await conv.erase_if(k("plain"), IdleFor(timedelta(hours=1)))
+            tiny = IdleFor(timedelta(microseconds=1))
+            found = await conv.find_sweepable(tiny, limit=100_000)
+            if len(found) < 100_000:
+                assert k("plain") in found, "find_sweepable(IdleFor) missed an idle conversation"
+            assert await conv.erase_if(k("plain"), tiny)
             assert await conv.get_conversation(k("plain"), "p") is None
 
         self.run(backend, body)
