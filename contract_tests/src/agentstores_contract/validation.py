@@ -229,14 +229,10 @@ def validate(
     except Exception as exc:
         problem = f"cannot make a backend from {label}: {type(exc).__name__}: {exc}"
         return Report(label, chosen, [], [], time.perf_counter() - started, problem)
-    args: list[str]
-    if isinstance(target, str) and "://" in target:
-        args = ["--agentstores-url", target]
-    elif isinstance(target, str):
-        args = ["--agentstores-factory", target]
-    else:
-        _in_process.append(backend)
-        args, label = ["--agentstores-factory", f"{__name__}:in_process_backend"], backend.label
+    if not isinstance(target, str):
+        label = backend.label
+    _in_process.append(backend)
+    args = ["--agentstores-factory", f"{__name__}:in_process_backend"]
     for pattern in promises or ():
         args += ["--agentstores-promise", pattern]
     spec = importlib.util.find_spec("agentstores_contract._run")
@@ -272,8 +268,7 @@ def validate(
                 plugins=[collector],
             )
     finally:
-        if not isinstance(target, str):
-            _in_process.pop()
+        _in_process.pop()
     error: str | None = None
     if collector.errors:
         error = " | ".join(collector.errors)
