@@ -388,6 +388,6 @@ async def test_pool_exhaustion_waits_then_says_so(pg: PgServer) -> None:
 async def test_unreachable_server_is_backend_unavailable() -> None:
     from tests.servers.postgres import free_port
 
-    stores = PostgresStores(f"postgresql://nobody@127.0.0.1:{free_port()}/db")
+    stores = PostgresStores(f"postgresql://nobody@127.0.0.1:{free_port()}/db", acquire_timeout=0.5)
     with pytest.raises(BackendUnavailableError):
         await stores.open()

@@ -31,6 +31,7 @@ import os
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 import uuid
@@ -331,13 +332,36 @@ class Installation:
 
 
 def main() -> None:
-    """Start a server (or use the env URL), install a fresh schema, print its runtime URL."""
-    with postgres_admin_url() as admin, Installation(admin) as inst:
-        print(f"admin:   {admin}")
-        print(f"runtime: {inst.url}", flush=True)
-        with contextlib.suppress(KeyboardInterrupt):
-            while True:
-                time.sleep(3600)
+    """Start a server (or use the env URL), install a fresh schema, print its runtime URL,
+    and keep it up until interrupted. ``kill -USR1 <pid>`` restarts an embedded server
+    (fast shutdown, same port and data), e.g. in the middle of a drill."""
+    import signal
+
+    restart = False
+
+    def on_usr1(signum: int, frame: object) -> None:
+        nonlocal restart
+        restart = True
+
+    signal.signal(signal.SIGUSR1, on_usr1)
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(0))
+    server = None if os.environ.get(ENV_URL) else EmbeddedPostgres().start()
+    try:
+        admin = server.url if server is not None else os.environ[ENV_URL]
+        with Installation(admin) as inst:
+            print(f"admin:   {admin}")
+            print(f"runtime: {inst.url}", flush=True)
+            with contextlib.suppress(KeyboardInterrupt):
+                while True:
+                    time.sleep(0.1)
+                    if restart and server is not None:
+                        restart = False
+                        print("restarting the server", flush=True)
+                        server.restart()
+                        print("restarted", flush=True)
+    finally:
+        if server is not None:
+            server.cleanup()
 
 
 if __name__ == "__main__":

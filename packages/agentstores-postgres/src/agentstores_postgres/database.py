@@ -88,10 +88,18 @@ class Database:
         else:
             options["server_settings"] = {"application_name": "agentstores"}
             options["init"] = self._identify
-        try:
-            self.pool = await asyncpg.create_pool(self.config.dsn, **options)
-        except Exception as exc:
-            raise self._unreachable(exc) from exc
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.config.acquire_timeout
+        delay = 0.05
+        while True:
+            try:
+                self.pool = await asyncpg.create_pool(self.config.dsn, **options)
+                break
+            except Exception as exc:
+                if not _server_away(exc) or loop.time() + delay >= deadline:
+                    raise self._unreachable(exc) from exc
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 0.5)
         try:
             async with self.connection() as conn:
                 await schema_module.check(conn, self.schema)
@@ -126,32 +134,43 @@ class Database:
 
     @contextlib.asynccontextmanager
     async def connection(self, wait_at_most: float | None = None) -> AsyncIterator[Conn]:
-        """A pooled connection, waiting at most ``acquire_timeout`` for one to free up."""
+        """A pooled connection, waiting at most ``acquire_timeout`` for one: for a busy
+        pool to free one, or for a restarting server to accept connections again."""
         pool = self.pool
         if pool is None:
             raise BackendUnavailableError("the PostgreSQL stores are not open (use async with)")
         wait = self.config.acquire_timeout if wait_at_most is None else max(wait_at_most, 0.001)
-        try:
-            conn = await pool.acquire(timeout=wait)
-        except TimeoutError as exc:
-            size, idle, most = pool.get_size(), pool.get_idle_size(), pool.get_max_size()
-            if size >= most and idle == 0:
-                reason = (
-                    f"all {most} pooled connections stayed busy for {wait:g}s; raise "
-                    "pool_max_size or acquire_timeout, or lower the concurrency"
-                )
-            else:
-                reason = f"no connection to PostgreSQL could be opened within {wait:g}s"
-            raise BackendUnavailableError(
-                f"PostgreSQL pool exhausted: {reason}", pool_max_size=most, waited=wait
-            ) from exc
-        except Exception as exc:
-            raise self._unreachable(exc) from exc
+        conn = await self._acquire(pool, wait)
         try:
             yield conn
         finally:
             with contextlib.suppress(Exception):
                 await pool.release(conn)
+
+    async def _acquire(self, pool: Any, wait: float) -> Conn:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + wait
+        delay = 0.05
+        while True:
+            try:
+                return await pool.acquire(timeout=max(deadline - loop.time(), 0.001))
+            except TimeoutError as exc:
+                size, idle, most = pool.get_size(), pool.get_idle_size(), pool.get_max_size()
+                if size >= most and idle == 0:
+                    reason = (
+                        f"all {most} pooled connections stayed busy for {wait:g}s; raise "
+                        "pool_max_size or acquire_timeout, or lower the concurrency"
+                    )
+                else:
+                    reason = f"no connection to PostgreSQL could be opened within {wait:g}s"
+                raise BackendUnavailableError(
+                    f"PostgreSQL pool exhausted: {reason}", pool_max_size=most, waited=wait
+                ) from exc
+            except Exception as exc:
+                if not _server_away(exc) or loop.time() + delay >= deadline:
+                    raise self._unreachable(exc) from exc
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 0.5)
 
     # --- reads and writes ------------------------------------------------------------
 
@@ -277,6 +296,19 @@ class Database:
                         start,
                     )
             await asyncio.sleep(0.05)
+
+
+def _server_away(exc: BaseException) -> bool:
+    """The server refused or dropped a new connection in a way that passes: it is
+    starting, shutting down, restarting, or full."""
+    if isinstance(exc, (OSError, ConnectionError)):
+        return True
+    code = getattr(exc, "sqlstate", None)
+    if code in {"57P01", "57P02", "57P03", "53300"} or (
+        isinstance(code, str) and code.startswith("08")
+    ):
+        return True
+    return is_connection_loss(exc)
 
 
 def asyncpg_errors() -> type[Exception]:

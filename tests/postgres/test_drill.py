@@ -1,0 +1,45 @@
+"""The kill-and-resume drill on PostgreSQL: worker processes, a SIGKILLed and a SIGSTOPped
+producer, and (on a private server) PostgreSQL itself restarted in the middle of turns."""
+
+from __future__ import annotations
+
+import threading
+
+from agentstores.drill import Timings, render, run_drill
+from tests.servers.postgres import EmbeddedPostgres, Installation
+
+from .conftest import PgServer
+
+
+async def test_drill_passes(pg: PgServer) -> None:
+    lines: list[str] = []
+    result = await run_drill(pg.url, timings=Timings.fast(), say=lines.append)
+    assert result.passed, "\n".join(lines) + render(result)
+    for r in result.rounds:
+        assert r.follower["rollbacks"] == 0 and r.follower["divergences"] == 0
+    (pause,) = [r for r in result.rounds if r.stale_writes is not None]
+    assert pause.stale_writes is not None and pause.stale_writes["landed"] == []
+
+
+async def test_drill_passes_with_the_server_restarted_mid_turn() -> None:
+    """PostgreSQL restarts (fast shutdown: every connection is cut, in-flight
+    transactions roll back) one second into each round's turn, while the producer
+    heartbeats, flushes and checkpoints. Adapters wait for the server to come back,
+    reconcile writes cut in flight, and the drill's every check still holds."""
+    restarts: list[threading.Thread] = []
+    with EmbeddedPostgres() as server:
+        async with Installation(server.url) as inst:
+            lines: list[str] = []
+
+            def say(line: str) -> None:
+                lines.append(line)
+                if "claimed the turn" in line:
+                    timer = threading.Timer(1.0, server.restart)
+                    timer.start()
+                    restarts.append(timer)
+
+            result = await run_drill(inst.url, timings=Timings(), say=say)
+            for timer in restarts:
+                timer.join()
+            assert len(restarts) == 2, "\n".join(lines)
+            assert result.passed, "\n".join(lines) + render(result)
