@@ -91,7 +91,12 @@ def deep(session: nox.Session) -> None:
     """The contract suite with the deep hypothesis profile (long; not part of `tests`)."""
     session.install(*CORE, "-e", "packages/agentstores-file", *TEST_TOOLS)
     session.run(
-        "pytest", "tests/contract", "tests/file", "--agentstores-profile=deep", *session.posargs
+        "pytest",
+        "tests/contract",
+        "tests/file",
+        "--agentstores-profile=deep",
+        "--timeout=3600",
+        *session.posargs,
     )
 
 
