@@ -301,6 +301,8 @@ class Database:
 def _server_away(exc: BaseException) -> bool:
     """The server refused or dropped a new connection in a way that passes: it is
     starting, shutting down, restarting, or full."""
+    if isinstance(exc, AgentStoresError):
+        return False
     if isinstance(exc, (OSError, ConnectionError)):
         return True
     code = getattr(exc, "sqlstate", None)

@@ -46,6 +46,8 @@ def is_connection_loss(exc: BaseException) -> bool:
     """True when the connection broke while a request may have been in flight."""
     import asyncpg
 
+    if isinstance(exc, AgentStoresError):
+        return False  # ours (NotOwnedError is a PermissionError, hence an OSError)
     if isinstance(exc, asyncpg.exceptions.ConnectionDoesNotExistError):
         return True
     code = sqlstate(exc)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from agentstores.errors import NotOwnedError
 from agentstores.keys import ConversationKey
 from agentstores.models import SupervisionRow, SupervisionView
 from agentstores.stores import SupervisionStore
@@ -10,6 +11,31 @@ from .base import VISIBLE, PostgresStore, nonce
 from .database import Conn, Verdict
 
 _CAS = "SELECT __S__.sup_cas($1, $2, $3, $4, $5, $6, $7, $8, $9)"
+# The hot path (heartbeats, takeovers: a row is expected) as one plain statement, which
+# saves the function's interpreter overhead. It is safe without a function's fresh
+# snapshots because every decision is made on rows the statement locks or updates:
+# ``h`` locks the header (FOR UPDATE returns its latest version), the supervision UPDATE
+# re-checks ``epoch`` on the latest row version, and the fence moves only if it did.
+_CAS_EXPECTING = """
+WITH h AS MATERIALIZED (
+    SELECT k.owner, k.fence, k.erased_at FROM __S__.keys k
+     WHERE k.tenant = $1 AND k.session_id = $2 FOR UPDATE
+), ok AS MATERIALIZED (
+    SELECT h.owner, h.erased_at IS NOT NULL AS erased,
+           (h.erased_at IS NULL AND h.owner = $3 AND $7 >= h.fence) AS go
+      FROM h
+), upd AS (
+    UPDATE __S__.supervision sv
+       SET status = $5, message_id = $6, epoch = $7, heartbeat_at = clock_timestamp(), nonce = $8
+     WHERE sv.tenant = $1 AND sv.session_id = $2 AND (SELECT go FROM ok) AND sv.epoch = $4
+    RETURNING 1
+), raised AS (
+    UPDATE __S__.keys k SET fence = $7
+     WHERE k.tenant = $1 AND k.session_id = $2 AND k.fence < $7 AND EXISTS (SELECT 1 FROM upd)
+)
+SELECT (SELECT owner FROM ok) AS owner, (SELECT erased FROM ok) AS erased,
+       EXISTS (SELECT 1 FROM upd) AS done
+"""
 _READ = f"""
 SELECT statement_timestamp() AS now, k.fence, k.owner, sv.status, sv.message_id, sv.epoch,
        sv.heartbeat_at
@@ -43,7 +69,14 @@ class PostgresSupervisionStore(PostgresStore, SupervisionStore):
         )
 
         async def run(conn: Conn) -> bool:
-            return bool(await conn.fetchval(self.sql(_CAS), *args))
+            if expected_epoch is None:
+                return bool(await conn.fetchval(self.sql(_CAS), *args))
+            r = await conn.fetchrow(self.sql(_CAS_EXPECTING), *args[:8])
+            if r["owner"] is None or r["erased"]:
+                return False  # no header (so no row), or erased
+            if r["owner"] != principal:
+                raise NotOwnedError("another principal owns this conversation")
+            return bool(r["done"])
 
         async def reconcile(conn: Conn) -> Verdict[bool]:
             found = await conn.fetchrow(self.sql(_EVIDENCE), key.tenant, key.session_id)
