@@ -39,13 +39,13 @@ def purge(url: str) -> None:
 
 @pytest.fixture(scope="session")
 def valkey_server() -> Iterator[ValkeyServer]:
-    with ValkeyServer(appendonly=True) as server:
+    with ValkeyServer(appendonly=True, appendfsync="always") as server:
         yield server
 
 
 @pytest.fixture(scope="session")
 def valkey_cluster() -> Iterator[ValkeyCluster]:
-    with ValkeyCluster() as cluster:
+    with ValkeyCluster(appendonly=True, appendfsync="always") as cluster:
         yield cluster
 
 

@@ -215,9 +215,12 @@ class ValkeyCluster:
     ``cluster_state:ok`` and knows all three slot ranges.
     """
 
-    def __init__(self, *, nodes: int = 3, appendonly: bool = False) -> None:
+    def __init__(
+        self, *, nodes: int = 3, appendonly: bool = False, appendfsync: str = "everysec"
+    ) -> None:
         self.size = nodes
         self.appendonly = appendonly
+        self.appendfsync = appendfsync
         self.directory = Path(tempfile.mkdtemp(prefix="valkey-cluster-"))
         self.nodes: list[ValkeyServer] = []
 
@@ -258,6 +261,7 @@ class ValkeyCluster:
             bus = free_port(used | {port})
             node = ValkeyServer(
                 appendonly=self.appendonly,
+                appendfsync=self.appendfsync,
                 port=port,
                 directory=node_dir,
                 extra_args=(

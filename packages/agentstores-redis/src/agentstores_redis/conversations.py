@@ -67,8 +67,8 @@ from .lua import (
 
 log = logging.getLogger(__name__)
 
-_WINDOW = 64
-"""Index entries fetched per round when listing or sweeping."""
+_SLACK = 4
+"""Index entries fetched beyond what a listing still needs (stale ones are skipped)."""
 _RESTARTS = 8
 """How often one listing restarts after repairing stale entries before it settles."""
 _US_DELTA = timedelta(microseconds=1)
@@ -538,7 +538,7 @@ class RedisConversationStore(RedisStoreBase, ConversationStore):
             pos = cursor
             repaired = False
             while len(found) < want:
-                window = max(_WINDOW, want - len(found))
+                window = want - len(found) + _SLACK
                 raw = await self.ctx.client.read(
                     IX_PAGE, [ix], ["" if pos is None else str(pos[0]), window]
                 )
