@@ -72,6 +72,9 @@ _SLACK = 4
 _RESTARTS = 8
 """How often one listing restarts after repairing stale entries before it settles."""
 _US_DELTA = timedelta(microseconds=1)
+_MAX_PENDING = 100_000
+"""Deferred index updates kept in memory; beyond it the oldest are dropped (with a warning
+that repair_indexes() rebuilds what they would have written)."""
 
 
 @dataclass(frozen=True)
@@ -235,7 +238,13 @@ class RedisConversationStore(RedisStoreBase, ConversationStore):
             results = [exc] * len(calls)
         failed = [c for c, r in zip(calls, results, strict=True) if isinstance(r, Exception)]
         if failed:
-            self.ctx.pending_index.extend(failed)
+            pending = self.ctx.pending_index
+            pending.extend(failed)
+            if len(pending) > _MAX_PENDING:
+                del pending[: len(pending) - _MAX_PENDING]
+                log.warning(
+                    "agentstores-redis: deferred index updates dropped; run repair_indexes()"
+                )
             log.warning("agentstores-redis: %d index updates deferred", len(failed))
 
     async def flush_index(self) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from redis import exceptions as rx
 from redis.exceptions import ResponseError
 
 from agentstores.errors import (
@@ -10,6 +9,7 @@ from agentstores.errors import (
     BackendUnavailableError,
     UnknownOutcomeError,
 )
+from redis import exceptions as rx
 
 from .client import NotDurable, NotSent, Uncertain, refused_before_run
 

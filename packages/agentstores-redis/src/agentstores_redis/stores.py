@@ -62,6 +62,11 @@ _FLOAT_OPTIONS = (
 )
 _STR_OPTIONS = ("key_prefix", "client_name")
 OPTIONS = _INT_OPTIONS + _FLOAT_OPTIONS + _STR_OPTIONS
+_REFUSED = {
+    "protocol": "replies are parsed as RESP2",
+    "decode_responses": "replies are parsed as bytes",
+    "single_connection_client": "calls run concurrently over a pool",
+}
 DEFAULT_TOMBSTONE_TTL = timedelta(days=30)
 DEFAULT_EXPIRY_GRACE = timedelta(hours=1)
 
@@ -80,6 +85,8 @@ def parse_url(url: str, options: dict[str, Any]) -> tuple[str, bool, dict[str, A
     merged: dict[str, Any] = {}
     rest = []
     for name, value in parse_qsl(parts.query, keep_blank_values=True):
+        if name in _REFUSED:
+            raise UsageError(f"the redis option {name!r} is fixed by the adapter: {_REFUSED[name]}")
         if name in OPTIONS:
             merged[name] = value
         else:
