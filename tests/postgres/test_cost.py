@@ -325,7 +325,7 @@ async def test_supervision_listing_and_sweeper_plans(
         plan = await _plan(admin, corpus.sql(conv_sql._SWEEP_IDLE), (*idle, 10), generic)
         assert used(plan, "conversations", bitmap=True) == ["conversations_idle"]
         plan = await _plan(admin, corpus.sql(conv_sql._SWEEP_OVERCAP), (5, 10), generic)
-        assert used(plan, "owner_counts") == ["owner_counts_size"]
+        assert used(plan, "owner_counts", bitmap=True) == ["owner_counts_size"]
         assert used(plan, "conversations") == ["conversations_listing"]
 
 

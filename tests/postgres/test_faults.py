@@ -65,14 +65,18 @@ async def _proxy(pg: PgServer) -> AsyncIterator[FaultProxy]:
 
 
 @contextlib.asynccontextmanager
-async def _header_locked(pg: PgServer, key: ConversationKey) -> AsyncIterator[asyncpg.Connection]:
-    """Hold the key's header lock from an admin session, so the adapter's call waits."""
+async def _row_locked(
+    pg: PgServer, key: ConversationKey, table: str = "keys"
+) -> AsyncIterator[asyncpg.Connection]:
+    """Hold a row lock from an admin session so the adapter's call waits on it: the
+    key's header for most writes, its supervision row for a CAS expecting a row (which
+    takes no header lock)."""
     conn = await asyncpg.connect(pg.admin_url)
     tx = conn.transaction()
     await tx.start()
     try:
         locked = await conn.fetchval(
-            f'SELECT 1 FROM "{pg.installation.schema}".keys '
+            f'SELECT 1 FROM "{pg.installation.schema}".{table} '
             "WHERE tenant = $1 AND session_id = $2 FOR UPDATE",
             key.tenant,
             key.session_id,
@@ -94,13 +98,15 @@ async def _waiting_backend(admin: asyncpg.Connection, role: str) -> int:
         if pid is not None:
             return int(pid)
         await asyncio.sleep(0.01)
-    raise AssertionError("the adapter's call never waited on the header lock")
+    raise AssertionError("the adapter's call never waited on the row lock")
 
 
-async def _kill_while_waiting(pg: PgServer, key: ConversationKey, call: object) -> object:
-    """Start ``call`` (a coroutine) while the header is locked, terminate the backend
+async def _kill_while_waiting(
+    pg: PgServer, key: ConversationKey, call: object, table: str = "keys"
+) -> object:
+    """Start ``call`` (a coroutine) while a row it needs is locked, terminate the backend
     running it, release the lock; return the call's result or raise its error."""
-    async with _header_locked(pg, key) as admin:
+    async with _row_locked(pg, key, table) as admin:
         task = asyncio.ensure_future(call)  # type: ignore[arg-type]
         pid = await _waiting_backend(admin, pg.installation.role)
         assert await admin.fetchval("SELECT pg_terminate_backend($1)", pid)
@@ -116,7 +122,10 @@ async def test_takeover_cas_killed_mid_call_is_proven_unlanded_and_resent(pg: Pg
         sup = stores.supervision
         assert await sup.compare_and_swap(key, P, None, SupervisionRow("running", "a", 1))
         took = await _kill_while_waiting(
-            pg, key, sup.compare_and_swap(key, P, 1, SupervisionRow("running", "b", 2))
+            pg,
+            key,
+            sup.compare_and_swap(key, P, 1, SupervisionRow("running", "b", 2)),
+            "supervision",
         )
         assert took is True
         row = (await sup.read(key, P)).row
@@ -131,7 +140,10 @@ async def test_heartbeat_killed_mid_call_is_unknown_not_guessed(pg: PgServer) ->
         before = (await sup.read(key, P)).row
         with pytest.raises(UnknownOutcomeError):
             await _kill_while_waiting(
-                pg, key, sup.compare_and_swap(key, P, 1, SupervisionRow("running", "a", 1))
+                pg,
+                key,
+                sup.compare_and_swap(key, P, 1, SupervisionRow("running", "a", 1)),
+                "supervision",
             )
         after = (await sup.read(key, P)).row
         assert after == before, "the killed heartbeat must not have landed"
@@ -248,14 +260,19 @@ async def _killer(pg: PgServer, stop: asyncio.Event, rng: random.Random) -> int:
 
 
 async def _race(
-    pg: PgServer, key: ConversationKey, racers: int, attempt: object, rng: random.Random
+    pg: PgServer,
+    key: ConversationKey,
+    racers: int,
+    attempt: object,
+    rng: random.Random,
+    table: str = "keys",
 ) -> tuple[list[object], int]:
-    """Race the attempts while backends die: all racers first queue on the key's header
-    lock (held by an admin), a random subset of them is terminated there, then the lock
+    """Race the attempts while backends die: all racers first queue on a row lock
+    (held by an admin), a random subset of them is terminated there, then the lock
     is released and a killer keeps terminating the role's active backends for a moment.
     Returns the racers' results (or errors) and how many backends were killed."""
     stop = asyncio.Event()
-    async with _header_locked(pg, key) as admin:
+    async with _row_locked(pg, key, table) as admin:
         tasks = [asyncio.ensure_future(attempt(i)) for i in range(racers)]  # type: ignore[operator]
         for _ in range(500):
             waiting = await admin.fetch(
@@ -291,7 +308,7 @@ async def test_cas_races_under_a_killer_have_no_double_winner(pg: PgServer) -> N
                 row = SupervisionRow("running", f"r{i}", 2)
                 return await bundles[i].supervision.compare_and_swap(key, P, 1, row)
 
-            results, killed = await _race(pg, key, racers, attempt, rng)
+            results, killed = await _race(pg, key, racers, attempt, rng, "supervision")
             outcomes["killed"] += killed
             for r in results:
                 if not (r is True or r is False or isinstance(r, UnknownOutcomeError)):
@@ -372,7 +389,7 @@ async def test_pool_exhaustion_waits_then_says_so(pg: PgServer) -> None:
     async with _stores(pg.url, acquire_timeout=0.3) as stores:
         sup = stores.supervision
         assert await sup.compare_and_swap(key, P, None, SupervisionRow("running", "a", 1))
-        async with _header_locked(pg, key) as admin:
+        async with _row_locked(pg, key, "supervision") as admin:
             busy = asyncio.ensure_future(
                 sup.compare_and_swap(key, P, 1, SupervisionRow("running", "a", 2))
             )

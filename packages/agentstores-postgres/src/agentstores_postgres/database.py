@@ -82,6 +82,8 @@ class Database:
             "min_size": self.config.pool_min_size,
             "max_size": self.config.pool_max_size,
             "command_timeout": self.config.command_timeout,
+            "reset": keep_session,
+            "timeout": self.config.acquire_timeout,  # connecting one connection
         }
         if self.config.pgbouncer:
             options["statement_cache_size"] = 0
@@ -136,24 +138,30 @@ class Database:
     async def connection(self, wait_at_most: float | None = None) -> AsyncIterator[Conn]:
         """A pooled connection, waiting at most ``acquire_timeout`` for one: for a busy
         pool to free one, or for a restarting server to accept connections again."""
+        conn = await self._acquire(wait_at_most)
+        try:
+            yield conn
+        finally:
+            await self._release(conn)
+
+    async def _acquire(self, wait_at_most: float | None = None) -> Conn:
         pool = self.pool
         if pool is None:
             raise BackendUnavailableError("the PostgreSQL stores are not open (use async with)")
         wait = self.config.acquire_timeout if wait_at_most is None else max(wait_at_most, 0.001)
-        conn = await self._acquire(pool, wait)
-        try:
-            yield conn
-        finally:
-            with contextlib.suppress(Exception):
-                await pool.release(conn)
-
-    async def _acquire(self, pool: Any, wait: float) -> Conn:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + wait
         delay = 0.05
         while True:
             try:
-                return await pool.acquire(timeout=max(deadline - loop.time(), 0.001))
+                if pool.get_idle_size() > 0:
+                    # An idle connection sits in the pool's queue: taking one cannot
+                    # wait on the queue, and (re)connecting is bounded by the connect
+                    # timeout, so skip arming a timer on the hot path.
+                    return await pool.acquire()
+                # asyncio.timeout, not acquire(timeout=): no extra task per call.
+                async with asyncio.timeout(max(deadline - loop.time(), 0.001)):
+                    return await pool.acquire()
             except TimeoutError as exc:
                 size, idle, most = pool.get_size(), pool.get_idle_size(), pool.get_max_size()
                 if size >= most and idle == 0:
@@ -167,23 +175,33 @@ class Database:
                     f"PostgreSQL pool exhausted: {reason}", pool_max_size=most, waited=wait
                 ) from exc
             except Exception as exc:
+                # A server restarting refuses connections for a moment: wait it out
+                # within the same bound as a busy pool.
                 if not _server_away(exc) or loop.time() + delay >= deadline:
                     raise self._unreachable(exc) from exc
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 0.5)
+
+    async def _release(self, conn: Conn) -> None:
+        pool = self.pool
+        if pool is not None:
+            with contextlib.suppress(Exception):
+                await pool.release(conn)
 
     # --- reads and writes ------------------------------------------------------------
 
     async def read(self, run: Callable[[Conn], Awaitable[T]]) -> T:
         """Run a read; a connection lost midway is retried once on a fresh one."""
         for attempt in range(2):
+            conn = await self._acquire()
             try:
-                async with self.connection() as conn:
-                    return await run(conn)
+                return await run(conn)
             except Exception as exc:
                 if attempt == 0 and _retryable_read(exc):
                     continue
                 raise
+            finally:
+                await self._release(conn)
         raise AssertionError("unreachable")
 
     async def write(
@@ -195,19 +213,21 @@ class Database:
     ) -> T:
         """Run a write; a connection lost after sending is reconciled (see module doc)."""
         for _attempt in range(3):
-            async with self.connection() as conn:
-                pid = conn.get_server_pid()
-                backend = (pid, self.backend_starts.get(pid))
-                try:
-                    return await run(conn)
-                except Exception as exc:
-                    if not is_connection_loss(exc):
-                        if _never_sent(exc):
-                            lost = None
-                        else:
-                            raise
+            conn = await self._acquire()
+            pid = conn.get_server_pid()
+            backend = (pid, self.backend_starts.get(pid))
+            try:
+                return await run(conn)
+            except Exception as exc:
+                if not is_connection_loss(exc):
+                    if _never_sent(exc):
+                        lost = None
                     else:
-                        lost = exc
+                        raise
+                else:
+                    lost = exc
+            finally:
+                await self._release(conn)
             if lost is None:
                 continue
             verdict = await self._reconcile(reconcile, backend, lost, what)
@@ -296,6 +316,14 @@ class Database:
                         start,
                     )
             await asyncio.sleep(0.05)
+
+
+async def keep_session(conn: Conn) -> None:
+    """The pool's reset on release. asyncpg's default sends ``RESET ALL; CLOSE ALL;
+    UNLISTEN *; ...`` after every call, a second round trip per call. The adapter keeps
+    no session state (no SET, cursors, LISTEN or advisory locks), and an open
+    transaction is still rolled back by asyncpg before this runs, so nothing is reset."""
+    return None
 
 
 def _server_away(exc: BaseException) -> bool:

@@ -14,6 +14,7 @@ from typing import Any
 from agentstores.bench.floor import RawFloor
 from agentstores.errors import BackendUnavailableError
 
+from .database import keep_session
 from .schema import check_identifier, quote_ident
 from .urls import parse_url
 
@@ -37,7 +38,8 @@ class PostgresFloor(RawFloor):
             f"UPDATE {self.table} SET epoch = $3, heartbeat_at = clock_timestamp() "
             "WHERE tenant = $1 AND session_id = $2 AND epoch = $4 RETURNING 1"
         )
-        options: dict[str, Any] = {"min_size": clients, "max_size": clients}
+        # No reset query on release: one round trip per CAS, as in the adapter.
+        options: dict[str, Any] = {"min_size": clients, "max_size": clients, "reset": keep_session}
         if config.pgbouncer:
             options["statement_cache_size"] = 0
         self.pool = await asyncpg.create_pool(config.dsn, **options)

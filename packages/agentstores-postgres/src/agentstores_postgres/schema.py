@@ -73,6 +73,9 @@ CREATE TABLE __S__.schema_version (
 );
 
 -- The key header shared by every conversation-keyed store (docs/semantics.md).
+-- The key's fence is GREATEST(keys.fence, the supervision row's epoch): a supervision
+-- CAS moves only its own row (the heartbeat path writes one row), every other write
+-- raises keys.fence, and deleting the supervision row folds its epoch into keys.fence.
 CREATE TABLE __S__.keys (
     tenant text NOT NULL,
     session_id text NOT NULL,
@@ -247,6 +250,8 @@ DECLARE
 BEGIN
     SELECT k.owner, k.fence, k.shared_with, k.erased_at INTO owner, fence, shared_with, erased
       FROM __S__.keys k WHERE k.tenant = t AND k.session_id = s FOR UPDATE;
+    fence := greatest(fence, (SELECT sv.epoch FROM __S__.supervision sv
+                               WHERE sv.tenant = t AND sv.session_id = s));
     IF NOT FOUND OR (erased IS NOT NULL AND erased <= clock_timestamp() - ttl) THEN
         state := 'absent'; owner := NULL; fence := 0; shared_with := '{}';
     ELSIF erased IS NOT NULL THEN
@@ -286,6 +291,8 @@ BEGIN
         SELECT k.owner, k.fence, k.erased_at INTO h_owner, h_fence, h_erased
           FROM __S__.keys k WHERE k.tenant = t AND k.session_id = s FOR UPDATE;
         present := FOUND;
+        h_fence := greatest(h_fence, (SELECT sv.epoch FROM __S__.supervision sv
+                                       WHERE sv.tenant = t AND sv.session_id = s));
         IF present AND (h_erased IS NULL OR h_erased > clock_timestamp() - ttl) THEN
             EXIT;
         END IF;
@@ -334,7 +341,7 @@ $fn$;
 CREATE FUNCTION __S__.sup_delete(t text, s text, p text, mid text, e bigint, ttl interval)
 RETURNS boolean LANGUAGE plpgsql AS $fn$
 DECLARE
-    h record;
+    h record; gone bigint;
 BEGIN
     SELECT * INTO h FROM __S__.lock_header(t, s, ttl);
     IF h.state <> 'live' THEN
@@ -344,8 +351,14 @@ BEGIN
         RAISE EXCEPTION 'another principal owns this conversation' USING ERRCODE = 'ASNOW';
     END IF;
     DELETE FROM __S__.supervision
-     WHERE tenant = t AND session_id = s AND message_id = mid AND epoch = e;
-    RETURN FOUND;
+     WHERE tenant = t AND session_id = s AND message_id = mid AND epoch = e
+    RETURNING epoch INTO gone;
+    IF gone IS NULL THEN
+        RETURN false;
+    END IF;
+    -- the row's epoch was part of the fence: keep it
+    UPDATE __S__.keys SET fence = gone WHERE tenant = t AND session_id = s AND fence < gone;
+    RETURN true;
 END
 $fn$;
 

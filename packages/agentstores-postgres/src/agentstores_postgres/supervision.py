@@ -11,34 +11,39 @@ from .base import VISIBLE, PostgresStore, nonce
 from .database import Conn, Verdict
 
 _CAS = "SELECT __S__.sup_cas($1, $2, $3, $4, $5, $6, $7, $8, $9)"
-# The hot path (heartbeats, takeovers: a row is expected) as one plain statement, which
-# saves the function's interpreter overhead. It is safe without a function's fresh
-# snapshots because every decision is made on rows the statement locks or updates:
-# ``h`` locks the header (FOR UPDATE returns its latest version), the supervision UPDATE
-# re-checks ``epoch`` on the latest row version, and the fence moves only if it did.
+# The hot path (heartbeats and takeovers: a row is expected) as one plain statement that
+# writes the supervision row and nothing else: the row's epoch is itself part of the
+# key's fence (see schema.py), so a takeover need not touch the header.
+#
+# It takes no lock on the header, unlike every other write, and stays linearizable:
+# - the epoch condition is re-checked by the UPDATE on the row's latest version, so of
+#   concurrent CAS calls on one row exactly one wins, and an erase (which deletes the
+#   row under the header lock) makes a later CAS find nothing;
+# - the header (owner, tombstone, keys.fence) comes from the statement's snapshot. An
+#   owner never changes while a key lives. A write to another store that raised
+#   keys.fence after that snapshot read this row's epoch before this CAS committed, so
+#   it is ordered before this CAS in the one history both fit; a write starting after
+#   this CAS committed reads the new epoch and is fenced by it.
+# The functions insert supervision rows with ON CONFLICT and delete them with the row's
+# own conditions, so none acts on a stale supervision row either.
 _CAS_EXPECTING = """
 WITH h AS MATERIALIZED (
     SELECT k.owner, k.fence, k.erased_at FROM __S__.keys k
-     WHERE k.tenant = $1 AND k.session_id = $2 FOR UPDATE
-), ok AS MATERIALIZED (
-    SELECT h.owner, h.erased_at IS NOT NULL AS erased,
-           (h.erased_at IS NULL AND h.owner = $3 AND $7 >= h.fence) AS go
-      FROM h
+     WHERE k.tenant = $1 AND k.session_id = $2
 ), upd AS (
     UPDATE __S__.supervision sv
        SET status = $5, message_id = $6, epoch = $7, heartbeat_at = clock_timestamp(), nonce = $8
-     WHERE sv.tenant = $1 AND sv.session_id = $2 AND (SELECT go FROM ok) AND sv.epoch = $4
+      FROM h
+     WHERE sv.tenant = $1 AND sv.session_id = $2 AND sv.epoch = $4 AND sv.epoch <= $7
+       AND h.erased_at IS NULL AND h.owner = $3 AND h.fence <= $7
     RETURNING 1
-), raised AS (
-    UPDATE __S__.keys k SET fence = $7
-     WHERE k.tenant = $1 AND k.session_id = $2 AND k.fence < $7 AND EXISTS (SELECT 1 FROM upd)
 )
-SELECT (SELECT owner FROM ok) AS owner, (SELECT erased FROM ok) AS erased,
+SELECT (SELECT owner FROM h) AS owner, (SELECT erased_at IS NOT NULL FROM h) AS erased,
        EXISTS (SELECT 1 FROM upd) AS done
 """
 _READ = f"""
-SELECT statement_timestamp() AS now, k.fence, k.owner, sv.status, sv.message_id, sv.epoch,
-       sv.heartbeat_at
+SELECT statement_timestamp() AS now, greatest(k.fence, sv.epoch) AS fence, k.owner,
+       sv.status, sv.message_id, sv.epoch, sv.heartbeat_at
   FROM (SELECT 1) AS one
   LEFT JOIN __S__.keys k ON k.tenant = $1 AND k.session_id = $2 AND {VISIBLE}
   LEFT JOIN __S__.supervision sv ON sv.tenant = k.tenant AND sv.session_id = k.session_id
