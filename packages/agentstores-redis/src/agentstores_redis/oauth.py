@@ -1,5 +1,7 @@
 """OAuthRepository on Redis: last-write-wins records in per-(tenant, user) and per-tenant
-hashes, and a pointer per pending ``state`` for the lookup across every user.
+hashes, and per pending ``state`` a set of pointers for the lookup across every user
+(a set, not one pointer: two records may carry the same state, and deleting one must
+not hide the other).
 
 The pointer lives in another slot than the record, so it is written *before* the record
 and removed *after* it, and every lookup re-checks the record it points at: a pointer
@@ -18,7 +20,7 @@ from agentstores.stores import OAuthRepository
 
 from ._base import RedisStoreBase, from_us, text, to_us
 from .client import Uncertain
-from .lua import DEL_IF_EQUAL, HASH_SWAP
+from .lua import HASH_SWAP
 
 log = logging.getLogger(__name__)
 
@@ -115,14 +117,13 @@ class RedisOAuthRepository(RedisStoreBase, OAuthRepository):
 
     async def _find_by_pending_state(self, state: str) -> UserIntegration | None:
         pointer_key = self.ctx.keys.oauth_state(state)
-        pointer = await self.ctx.client.command(pointer_key, "GET", pointer_key)
-        if pointer is None:
-            return None
-        tenant, user, server_name = json.loads(pointer)
-        record = await self._get_user_integration(tenant, user, server_name)
-        if record is None or record.pending is None or record.pending.state != state:
-            return None
-        return record
+        members = await self.ctx.client.command(pointer_key, "SMEMBERS", pointer_key)
+        for pointer in sorted(members):
+            tenant, user, server_name = json.loads(pointer)
+            record = await self._get_user_integration(tenant, user, server_name)
+            if record is not None and record.pending is not None and record.pending.state == state:
+                return record
+        return None
 
     async def _save_user_integration(self, record: UserIntegration) -> None:
         ks = self.ctx.keys
@@ -130,7 +131,7 @@ class RedisOAuthRepository(RedisStoreBase, OAuthRepository):
         me = _pointer(record.tenant, record.user, record.server_name)
         if record.pending is not None:
             pointer_key = ks.oauth_state(record.pending.state)
-            await self.ctx.client.command(pointer_key, "SET", pointer_key, me)
+            await self.ctx.client.command(pointer_key, "SADD", pointer_key, me)
         old = await self._hash_swap(
             key, record.server_name, _encode_integration(record), "save_user_integration"
         )
@@ -142,7 +143,7 @@ class RedisOAuthRepository(RedisStoreBase, OAuthRepository):
     async def _drop_pointer(self, state: str, me: bytes) -> None:
         pointer_key = self.ctx.keys.oauth_state(state)
         try:
-            await self.ctx.client.write(DEL_IF_EQUAL, [pointer_key], [me])
+            await self.ctx.client.command(pointer_key, "SREM", pointer_key, me)
         except Exception as exc:  # a stale pointer is harmless: lookups re-check it
             log.warning("agentstores-redis: stale OAuth state pointer left: %s", exc)
 
