@@ -816,15 +816,6 @@ return old
     write=True,
 )
 
-DEL_IF_EQUAL = _script(
-    "del_if_equal",
-    r"""
-if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
-return 0
-""",
-    write=True,
-)
-
 ALL_SCRIPTS: tuple[Script, ...] = (
     SV_CAS,
     SV_READ,
@@ -854,5 +845,4 @@ ALL_SCRIPTS: tuple[Script, ...] = (
     IX_PAGE,
     IX_FIX,
     HASH_SWAP,
-    DEL_IF_EQUAL,
 )
