@@ -11,9 +11,11 @@ from .base import VISIBLE, PostgresStore, nonce
 from .database import Conn, Verdict
 
 _CAS = "SELECT __S__.sup_cas($1, $2, $3, $4, $5, $6, $7, $8, $9)"
-# The hot path (heartbeats and takeovers: a row is expected) as one plain statement that
+# The hot path (heartbeats and takeovers: a row is expected) is one plain UPDATE that
 # writes the supervision row and nothing else: the row's epoch is itself part of the
-# key's fence (see schema.py), so a takeover need not touch the header.
+# key's fence (see schema.py), so a takeover need not touch the header. A CAS that does
+# not win takes a second round trip (_WHY) to tell "not yours" (NotOwnedError) from
+# "lost" (False); winning, the common case, is one round trip.
 #
 # It takes no lock on the header, unlike every other write, and stays linearizable:
 # - the epoch condition is re-checked by the UPDATE on the row's latest version, so of
@@ -27,19 +29,17 @@ _CAS = "SELECT __S__.sup_cas($1, $2, $3, $4, $5, $6, $7, $8, $9)"
 # The functions insert supervision rows with ON CONFLICT and delete them with the row's
 # own conditions, so none acts on a stale supervision row either.
 _CAS_EXPECTING = """
-WITH h AS MATERIALIZED (
-    SELECT k.owner, k.fence, k.erased_at FROM __S__.keys k
-     WHERE k.tenant = $1 AND k.session_id = $2
-), upd AS (
-    UPDATE __S__.supervision sv
-       SET status = $5, message_id = $6, epoch = $7, heartbeat_at = clock_timestamp(), nonce = $8
-      FROM h
-     WHERE sv.tenant = $1 AND sv.session_id = $2 AND sv.epoch = $4 AND sv.epoch <= $7
-       AND h.erased_at IS NULL AND h.owner = $3 AND h.fence <= $7
-    RETURNING 1
-)
-SELECT (SELECT owner FROM h) AS owner, (SELECT erased_at IS NOT NULL FROM h) AS erased,
-       EXISTS (SELECT 1 FROM upd) AS done
+UPDATE __S__.supervision sv
+   SET status = $5, message_id = $6, epoch = $7, heartbeat_at = clock_timestamp(), nonce = $8
+  FROM __S__.keys h
+ WHERE sv.tenant = $1 AND sv.session_id = $2 AND sv.epoch = $4 AND sv.epoch <= $7
+   AND h.tenant = $1 AND h.session_id = $2
+   AND h.erased_at IS NULL AND h.owner = $3 AND h.fence <= $7
+RETURNING 1
+"""
+_WHY = """
+SELECT owner, erased_at IS NOT NULL AS erased FROM __S__.keys
+ WHERE tenant = $1 AND session_id = $2
 """
 _READ = f"""
 SELECT statement_timestamp() AS now, greatest(k.fence, sv.epoch) AS fence, k.owner,
@@ -76,12 +76,12 @@ class PostgresSupervisionStore(PostgresStore, SupervisionStore):
         async def run(conn: Conn) -> bool:
             if expected_epoch is None:
                 return bool(await conn.fetchval(self.sql(_CAS), *args))
-            r = await conn.fetchrow(self.sql(_CAS_EXPECTING), *args[:8])
-            if r["owner"] is None or r["erased"]:
-                return False  # no header (so no row), or erased
-            if r["owner"] != principal:
+            if await conn.fetchval(self.sql(_CAS_EXPECTING), *args[:8]):
+                return True
+            why = await conn.fetchrow(self.sql(_WHY), key.tenant, key.session_id)
+            if why is not None and not why["erased"] and why["owner"] != principal:
                 raise NotOwnedError("another principal owns this conversation")
-            return bool(r["done"])
+            return False
 
         async def reconcile(conn: Conn) -> Verdict[bool]:
             found = await conn.fetchrow(self.sql(_EVIDENCE), key.tenant, key.session_id)
