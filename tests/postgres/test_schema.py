@@ -108,6 +108,16 @@ async def test_newer_schema_is_refused(pg: PgServer, bare: Installation) -> None
         await install(pg.admin_url, schema=bare.schema, runtime_role=bare.role)
 
 
+async def test_schema_from_other_definitions_is_refused(pg: PgServer, bare: Installation) -> None:
+    """Same version number, different definitions (e.g. an unreleased build): refused."""
+    await install(pg.admin_url, schema=bare.schema, runtime_role=bare.role)
+    await _admin(pg, f"UPDATE \"{bare.schema}\".schema_version SET fingerprint = 'elsewhere'")
+    message = await _open_error(bare.url)
+    assert "installed from other definitions" in message and "elsewhere" in message
+    with pytest.raises(UsageError, match="installed from other definitions"):
+        await install(pg.admin_url, schema=bare.schema, runtime_role=bare.role)
+
+
 @pytest.mark.parametrize(
     ("revoke", "named"),
     [

@@ -20,6 +20,7 @@ one statement and one round trip.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -68,6 +69,7 @@ _V1 = r"""
 CREATE TABLE __S__.schema_version (
     id boolean PRIMARY KEY DEFAULT true CHECK (id),
     version integer NOT NULL,
+    fingerprint text NOT NULL,
     installed_at timestamptz NOT NULL DEFAULT now(),
     migrated_at timestamptz NOT NULL DEFAULT now()
 );
@@ -886,6 +888,16 @@ FUNCTIONS: tuple[str, ...] = tuple(
 """Every function the migrations define; the runtime role needs EXECUTE on each."""
 
 
+def fingerprint(version: int) -> str:
+    """SHA-256 of the migrations up to ``version``: a schema installed from other
+    definitions of the same version number is refused rather than half-trusted."""
+    digest = hashlib.sha256()
+    for migration in MIGRATIONS:
+        if migration.version <= version:
+            digest.update(f"{migration.version}\n{migration.sql}\n".encode())
+    return digest.hexdigest()[:16]
+
+
 def render(sql: str, schema: str) -> str:
     return sql.replace("__S__", quote_ident(check_identifier(schema, "schema")))
 
@@ -961,17 +973,31 @@ async def install(
                     f"schema {schema!r} is at version {before}, newer than this adapter's "
                     f"{SCHEMA_VERSION}; upgrade agentstores-postgres instead"
                 )
+            if before:
+                recorded = await conn.fetchval(
+                    f"SELECT fingerprint FROM {quote_ident(schema)}.{MARKER}"
+                )
+                if recorded != fingerprint(before):
+                    raise UsageError(
+                        f"schema {schema!r} records version {before} with fingerprint "
+                        f"{recorded}, but this adapter's version {before} is "
+                        f"{fingerprint(before)}: it was installed from other definitions; "
+                        "install into a fresh schema and move the data"
+                    )
             applied: list[str] = []
             for migration in MIGRATIONS:
                 if before < migration.version <= target:
                     await conn.execute(render(migration.sql, schema))
                     applied.append(f"{migration.version} ({migration.description})")
             after = max(before, target)
+            marker = f"{quote_ident(schema)}.{MARKER}"
             await conn.execute(
-                f"INSERT INTO {quote_ident(schema)}.{MARKER} (id, version) VALUES (true, $1) "
-                "ON CONFLICT (id) DO UPDATE SET version = excluded.version, migrated_at = now() "
-                f"WHERE {quote_ident(schema)}.{MARKER}.version < excluded.version",
+                f"INSERT INTO {marker} (id, version, fingerprint) VALUES (true, $1, $2) "
+                "ON CONFLICT (id) DO UPDATE SET version = excluded.version, "
+                "fingerprint = excluded.fingerprint, migrated_at = now() "
+                f"WHERE {marker}.version < excluded.version",
                 after,
+                fingerprint(after),
             )
             if runtime_role is not None:
                 for statement in grant_statements(schema, runtime_role):
@@ -1026,7 +1052,8 @@ async def check(conn: Any, schema: str) -> int:
         raise BackendUnavailableError(
             f"role {who!r} lacks SELECT on {schema}.{MARKER}: {hint}", schema=schema
         )
-    version = int(await conn.fetchval(f"SELECT version FROM {marker}") or 0)
+    row = await conn.fetchrow(f"SELECT version, fingerprint FROM {marker}")
+    version = int(row["version"]) if row is not None else 0
     if version < SCHEMA_VERSION:
         raise BackendUnavailableError(
             f"schema {schema!r} is at version {version}; this adapter needs "
@@ -1038,6 +1065,15 @@ async def check(conn: Any, schema: str) -> int:
         raise BackendUnavailableError(
             f"schema {schema!r} is at version {version}, newer than this adapter "
             f"({SCHEMA_VERSION}); upgrade agentstores-postgres",
+            schema=schema,
+            version=version,
+        )
+    if row["fingerprint"] != fingerprint(version):
+        raise BackendUnavailableError(
+            f"schema {schema!r} is at version {version} but was installed from other "
+            f"definitions of it (fingerprint {row['fingerprint']}, this adapter "
+            f"{fingerprint(version)}); reinstall it with this adapter's "
+            "`agentstores schema install` into a fresh schema",
             schema=schema,
             version=version,
         )
