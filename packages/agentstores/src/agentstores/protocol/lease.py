@@ -17,7 +17,14 @@ from datetime import datetime
 from types import TracebackType
 from typing import Any, Literal, TypeVar
 
-from ..errors import BusyError, ConflictError, ErasedError, FencedError, UsageError
+from ..errors import (
+    BackendUnavailableError,
+    BusyError,
+    ConflictError,
+    ErasedError,
+    FencedError,
+    UsageError,
+)
 from ..keys import ConversationKey, validate_id
 from ..models import (
     JSON,
@@ -46,12 +53,15 @@ class LeaseConfig:
     ``heartbeat_timeout`` bounds one heartbeat write (default: ``dead_after``): a beat
     slower than that may already have let another producer take over.
     ``claim_attempts`` bounds how often a lost compare-and-swap race is re-decided.
+    ``write_attempts`` bounds how often a producer write whose outcome is unknown, or
+    that never reached the backend, is retried (every lease write is idempotent).
     """
 
     dead_after: float = 3.0
     heartbeat_interval: float = 1.0
     heartbeat_timeout: float | None = None
     claim_attempts: int = 5
+    write_attempts: int = 3
 
     def __post_init__(self) -> None:
         if not self.heartbeat_interval > 0:
@@ -60,6 +70,8 @@ class LeaseConfig:
             raise UsageError("dead_after must be longer than heartbeat_interval")
         if self.heartbeat_timeout is not None and not self.heartbeat_timeout > 0:
             raise UsageError("heartbeat_timeout must be positive")
+        if self.write_attempts < 1:
+            raise UsageError("write_attempts must be at least 1")
         if self.claim_attempts < 1:
             raise UsageError("claim_attempts must be at least 1")
 
@@ -201,19 +213,30 @@ class Lease:
         if self.status != "held":
             raise LeaseLostError(f"the lease is {self.status}", key=self.key, epoch=self.epoch)
 
-    async def _write(self, call: Awaitable[T]) -> T:
-        """Await one fenced store call; a refusal (fenced or erased) ends the lease."""
-        try:
+    async def _write(self, call: Callable[[], Awaitable[T]]) -> T:
+        """Run one fenced store call; a refusal (fenced or erased) ends the lease.
+
+        Every write the lease makes is idempotent (same blob, same snapshot, message ids
+        already present, same row), so a call whose outcome is unknown (the connection
+        broke after sending) or that never reached the backend is retried a few times
+        within ``dead_after``: the retry settles the outcome either way.
+        """
+        attempts = self.config.write_attempts
+        for attempt in range(1, attempts + 1):
             self.check()
-        except LeaseLostError:
-            if isinstance(call, Coroutine):
-                call.close()
-            raise
-        try:
-            return await call
-        except (FencedError, ErasedError) as exc:
-            self.mark_lost(exc)
-            raise
+            try:
+                return await call()
+            except (FencedError, ErasedError) as exc:
+                self.mark_lost(exc)
+                raise
+            except BackendUnavailableError as exc:
+                if attempt == attempts:
+                    raise
+                log.warning(
+                    "lease on %r: write attempt %d failed (%s); retrying", self.key, attempt, exc
+                )
+                await asyncio.sleep(self.config.dead_after / (2 * attempts))
+        raise AssertionError("unreachable")
 
     # --- heartbeat ------------------------------------------------------------------
 
@@ -270,12 +293,14 @@ class Lease:
 
     async def save_state(self, state: Mapping[str, JSON]) -> None:
         """Checkpoint the agent's state (what a takeover resumes from)."""
-        await self._write(self.stores.state.save(self.key, self.principal, state, epoch=self.epoch))
+        await self._write(
+            lambda: self.stores.state.save(self.key, self.principal, state, epoch=self.epoch)
+        )
 
     async def record(self, index: int, message: JSON) -> bool:
         """Publish the cumulative answer so far; False if a newer index is already stored."""
         event = RecordedEvent(index, message, self.message_id, self.epoch)
-        return await self._write(self.stores.recording.put(self.key, self.principal, event))
+        return await self._write(lambda: self.stores.recording.put(self.key, self.principal, event))
 
     async def append(
         self,
@@ -289,7 +314,7 @@ class Lease:
     ) -> list[StoredMessage]:
         """Append to the transcript under the lease's epoch (see ``append_messages``)."""
         return await self._write(
-            self.stores.conversations.append_messages(
+            lambda: self.stores.conversations.append_messages(
                 self.key,
                 self.principal,
                 messages,
@@ -304,7 +329,7 @@ class Lease:
 
     async def set_last_turn_status(self, status: LastTurnStatus) -> None:
         await self._write(
-            self.stores.conversations.set_last_turn_status(
+            lambda: self.stores.conversations.set_last_turn_status(
                 self.key, self.principal, status, epoch=self.epoch
             )
         )
@@ -319,7 +344,9 @@ class Lease:
         self.check()
         row = SupervisionRow(status, self.message_id, self.epoch)
         ok = await self._write(
-            self.stores.supervision.compare_and_swap(self.key, self.principal, self.epoch, row)
+            lambda: self.stores.supervision.compare_and_swap(
+                self.key, self.principal, self.epoch, row
+            )
         )
         if not ok:
             refused = FencedError(
