@@ -45,9 +45,9 @@ class PostgresFloor(RawFloor):
         self.pool = await asyncpg.create_pool(config.dsn, **options)
         try:
             await self.pool.executemany(
-                f"INSERT INTO {self.table} (tenant, session_id, status, message_id, epoch, "
-                "heartbeat_at, nonce) VALUES ($1, $2, 'running', 'floor', 0, "
-                "clock_timestamp(), gen_random_uuid())",
+                f"INSERT INTO {self.table} (tenant, session_id, owner, fence, status, "
+                "message_id, epoch, heartbeat_at, nonce) VALUES ($1, $2, '', 0, 'running', "
+                "'floor', 0, clock_timestamp(), gen_random_uuid())",
                 [(self.tenant, str(c)) for c in range(clients)],
             )
         except asyncpg.UndefinedTableError as exc:

@@ -90,9 +90,15 @@ CREATE TABLE __S__.keys (
 );
 CREATE INDEX keys_tombstones ON __S__.keys (erased_at) WHERE erased_at IS NOT NULL;
 
+-- owner and fence are copies of the header's, kept on the row so that the CAS path
+-- reads and writes this one row only: owner never changes while the row exists, and
+-- a write that raises keys.fence above the row's epoch raises fence here too (under
+-- the header lock, and through this row's lock, which every CAS takes).
 CREATE TABLE __S__.supervision (
     tenant text NOT NULL,
     session_id text NOT NULL,
+    owner text NOT NULL,
+    fence bigint NOT NULL,
     status text NOT NULL,
     message_id text NOT NULL,
     epoch bigint NOT NULL,
@@ -287,13 +293,13 @@ CREATE FUNCTION __S__.sup_cas(
     ttl interval
 ) RETURNS boolean LANGUAGE plpgsql AS $fn$
 DECLARE
-    h_owner text; h_fence bigint; h_erased timestamptz; present boolean;
+    h_owner text; k_fence bigint; h_fence bigint; h_erased timestamptz; present boolean;
 BEGIN
     LOOP
-        SELECT k.owner, k.fence, k.erased_at INTO h_owner, h_fence, h_erased
+        SELECT k.owner, k.fence, k.erased_at INTO h_owner, k_fence, h_erased
           FROM __S__.keys k WHERE k.tenant = t AND k.session_id = s FOR UPDATE;
         present := FOUND;
-        h_fence := greatest(h_fence, (SELECT sv.epoch FROM __S__.supervision sv
+        h_fence := greatest(k_fence, (SELECT sv.epoch FROM __S__.supervision sv
                                        WHERE sv.tenant = t AND sv.session_id = s));
         IF present AND (h_erased IS NULL OR h_erased > clock_timestamp() - ttl) THEN
             EXIT;
@@ -306,8 +312,8 @@ BEGIN
             CONTINUE;
         END IF;
         INSERT INTO __S__.supervision
-            (tenant, session_id, status, message_id, epoch, heartbeat_at, nonce)
-        VALUES (t, s, st, mid, e, clock_timestamp(), n);
+            (tenant, session_id, owner, fence, status, message_id, epoch, heartbeat_at, nonce)
+        VALUES (t, s, p, e, st, mid, e, clock_timestamp(), n);
         RETURN true;
     END LOOP;
     IF h_erased IS NOT NULL THEN
@@ -321,8 +327,8 @@ BEGIN
     END IF;
     IF expected IS NULL THEN
         INSERT INTO __S__.supervision
-            (tenant, session_id, status, message_id, epoch, heartbeat_at, nonce)
-        VALUES (t, s, st, mid, e, clock_timestamp(), n)
+            (tenant, session_id, owner, fence, status, message_id, epoch, heartbeat_at, nonce)
+        VALUES (t, s, p, greatest(k_fence, e), st, mid, e, clock_timestamp(), n)
         ON CONFLICT DO NOTHING;
     ELSE
         UPDATE __S__.supervision
@@ -394,6 +400,9 @@ BEGIN
     END IF;
     IF e IS NOT NULL AND e > h_fence THEN
         UPDATE __S__.keys SET fence = e WHERE tenant = t AND session_id = s;
+        -- the CAS path checks the row's copy
+        UPDATE __S__.supervision SET fence = e
+         WHERE tenant = t AND session_id = s AND fence < e;
     END IF;
     RETURN true;
 END

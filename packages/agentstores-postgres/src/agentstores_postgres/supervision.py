@@ -11,30 +11,23 @@ from .base import VISIBLE, PostgresStore, nonce
 from .database import Conn, Verdict
 
 _CAS = "SELECT __S__.sup_cas($1, $2, $3, $4, $5, $6, $7, $8, $9)"
-# The hot path (heartbeats and takeovers: a row is expected) is one plain UPDATE that
-# writes the supervision row and nothing else: the row's epoch is itself part of the
-# key's fence (see schema.py), so a takeover need not touch the header. A CAS that does
-# not win takes a second round trip (_WHY) to tell "not yours" (NotOwnedError) from
-# "lost" (False); winning, the common case, is one round trip.
+# The hot path (heartbeats and takeovers: a row is expected) is one UPDATE of the
+# supervision row alone, the same shape as the raw floor: the row carries copies of the
+# header's owner and fence, and its epoch is itself part of the key's fence (see
+# schema.py). A CAS that does not win takes a second round trip (_WHY) to tell "not
+# yours" (NotOwnedError) from "lost" (False); winning, the common case, takes one.
 #
-# It takes no lock on the header, unlike every other write, and stays linearizable:
-# - the epoch condition is re-checked by the UPDATE on the row's latest version, so of
-#   concurrent CAS calls on one row exactly one wins, and an erase (which deletes the
-#   row under the header lock) makes a later CAS find nothing;
-# - the header (owner, tombstone, keys.fence) comes from the statement's snapshot. An
-#   owner never changes while a key lives. A write to another store that raised
-#   keys.fence after that snapshot read this row's epoch before this CAS committed, so
-#   it is ordered before this CAS in the one history both fit; a write starting after
-#   this CAS committed reads the new epoch and is fenced by it.
-# The functions insert supervision rows with ON CONFLICT and delete them with the row's
-# own conditions, so none acts on a stale supervision row either.
+# It takes no header lock, unlike every other write, and stays linearizable: every
+# condition is on this row and is re-checked by the UPDATE on the row's latest version.
+# Erasing deletes the row; a write raising the fence past the row's epoch updates the
+# row's copy (so it conflicts with, and is ordered against, every CAS on the row); an
+# owner never changes while a row exists. The functions insert supervision rows with
+# ON CONFLICT and delete them by the row's own conditions, so none acts on a stale row.
 _CAS_EXPECTING = """
-UPDATE __S__.supervision sv
+UPDATE __S__.supervision
    SET status = $5, message_id = $6, epoch = $7, heartbeat_at = clock_timestamp(), nonce = $8
-  FROM __S__.keys h
- WHERE sv.tenant = $1 AND sv.session_id = $2 AND sv.epoch = $4 AND sv.epoch <= $7
-   AND h.tenant = $1 AND h.session_id = $2
-   AND h.erased_at IS NULL AND h.owner = $3 AND h.fence <= $7
+ WHERE tenant = $1 AND session_id = $2 AND epoch = $4 AND owner = $3
+   AND epoch <= $7 AND fence <= $7
 RETURNING 1
 """
 _WHY = """

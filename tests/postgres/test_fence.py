@@ -1,0 +1,51 @@
+"""The fence as this backend keeps it: greatest(keys.fence, supervision epoch), with a
+copy on the supervision row so that a CAS reads and writes that row alone."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from agentstores.errors import FencedError
+from agentstores.keys import ConversationKey
+from agentstores.models import SupervisionRow
+from agentstores_postgres.stores import PostgresStores
+
+from .conftest import PgServer
+
+P = "owner"
+
+
+def _key() -> ConversationKey:
+    return ConversationKey(f"t-{uuid.uuid4().hex[:8]}", "s")
+
+
+async def test_a_fence_raised_by_another_store_stops_a_lower_cas(pg: PgServer) -> None:
+    key = _key()
+    async with PostgresStores(pg.url) as stores:
+        sup = stores.supervision
+        assert await sup.compare_and_swap(key, P, None, SupervisionRow("running", "a", 1))
+        await stores.state.save(key, P, {"x": 1}, epoch=3)
+        assert (await sup.read(key, P)).fence == 3
+        assert not await sup.compare_and_swap(key, P, 1, SupervisionRow("running", "a", 1))
+        assert not await sup.compare_and_swap(key, P, 1, SupervisionRow("running", "a", 2))
+        assert await sup.compare_and_swap(key, P, 1, SupervisionRow("running", "b", 3))
+        assert await sup.compare_and_swap(key, P, 3, SupervisionRow("running", "b", 3))
+
+
+async def test_deleting_the_row_keeps_its_epoch_as_the_fence(pg: PgServer) -> None:
+    key = _key()
+    async with PostgresStores(pg.url) as stores:
+        sup = stores.supervision
+        assert await sup.compare_and_swap(key, P, None, SupervisionRow("running", "a", 5))
+        assert await sup.delete(key, P, "a", 5)
+        view = await sup.read(key, P)
+        assert view.row is None and view.fence == 5
+        assert not await sup.compare_and_swap(key, P, None, SupervisionRow("running", "b", 4))
+        assert await sup.compare_and_swap(key, P, None, SupervisionRow("running", "b", 6))
+        # a takeover fences every store at once, without touching the header
+        assert await sup.compare_and_swap(key, P, 6, SupervisionRow("running", "c", 7))
+        with pytest.raises(FencedError) as info:
+            await stores.state.save(key, P, {"late": True}, epoch=6)
+        assert info.value.fence == 7
