@@ -98,6 +98,21 @@ def deep(session: nox.Session) -> None:
         "--timeout=3600",
         *session.posargs,
     )
+    _catalogue_seeds(session)
+
+
+@nox.session(python=PYTHON)
+def catalogue(session: nox.Session) -> None:
+    """The broken-backend catalogue under the ``ci`` profile and three seeds: a mutant
+    counts as killed only if every seed kills it (also part of ``deep``)."""
+    session.install(*CORE, "-e", "packages/agentstores-file", *TEST_TOOLS)
+    _catalogue_seeds(session, *session.posargs)
+
+
+def _catalogue_seeds(session: nox.Session, *args: str) -> None:
+    env = {"AGENTSTORES_CATALOGUE_PROFILE": "ci", "AGENTSTORES_CATALOGUE_SEEDS": "3"}
+    env.update({k: os.environ[k] for k in env if k in os.environ})
+    session.run("pytest", "tests/catalogue", "-s", "--timeout=0", *args, env=env)
 
 
 @nox.session(python=PYTHON)

@@ -1,6 +1,6 @@
 """Run the contract suite against several catalogue entries in one process.
 
-``python -m tests.catalogue._batch PROFILE NAME...`` prints one JSON line per entry:
+``python -m tests.catalogue._batch PROFILE SEED NAME...`` prints one JSON line per entry:
 ``{"name": ..., "report": ...}`` (or ``"error"``), so the start-up cost is paid once.
 """
 
@@ -15,12 +15,12 @@ from agentstores_contract import validate
 from tests.catalogue.mutants import CONTROL, MUTANTS
 
 
-def main(profile: str, names: list[str]) -> None:
+def main(profile: str, seed: int, names: list[str]) -> None:
     by_name = {m.name: m for m in [CONTROL, *MUTANTS]}
     for name in names:
         before = set(memory_data._registry)
         try:
-            report = validate(by_name[name].factory, profile=profile)
+            report = validate(by_name[name].factory, profile=profile, seed=seed)
             line = {"name": name, "report": report.to_dict()}
         except Exception:
             line = {"name": name, "error": traceback.format_exc()[-3000:]}
@@ -30,4 +30,4 @@ def main(profile: str, names: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2:])
+    main(sys.argv[1], int(sys.argv[2]), sys.argv[3:])

@@ -47,6 +47,8 @@ def test_failing_backend_exits_one_naming_the_promise() -> None:
         "quick",
         "--promise",
         "conversations.truncate",
+        "--seed",
+        "31",
         pre="import tests.catalogue.mutants as m, agentstores.memory.stores as s\n"
         "s.MemoryStores.__init__ = (lambda init: lambda self, *a, **k: (init(self, *a, **k), "
         "setattr(self, 'conversations', m.TruncateKeepsUserMessage(self.data)))[0])"
@@ -54,10 +56,16 @@ def test_failing_backend_exits_one_naming_the_promise() -> None:
     )
     assert run.returncode == 1, run.stdout + run.stderr
     assert "FAILED  conversations.truncate" in run.stdout
+    assert "(profile quick, seed 31)" in run.stdout
+    replay = (
+        "agentstores check memory:// --profile quick --seed 31 --promise conversations.truncate"
+    )
+    assert replay in run.stdout, "a failure prints the command that replays it"
 
 
 def test_unknown_profile_and_unknown_backend_exit_two() -> None:
     assert check("memory://", "--profile", "nope").returncode == 2
+    assert check("memory://", "--seed", "-3").returncode == 2
     run = check("nosuchscheme://x")
     assert run.returncode == 2 and "cannot make a backend" in run.stdout
 

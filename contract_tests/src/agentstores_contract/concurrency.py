@@ -6,7 +6,6 @@ connections) race one key from behind a barrier.
 
 from __future__ import annotations
 
-import os
 import random
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
@@ -18,6 +17,7 @@ from agentstores.keys import ConversationKey
 from agentstores.models import Message, SupervisionRow
 from agentstores.stores import Stores
 
+from . import seeds
 from .backend import BackendUnderTest
 from .base import ContractBase
 from .linearizability import Operation, check, format_history
@@ -301,7 +301,7 @@ class ConcurrencyContract(ContractBase):
         async def body(stores: Stores) -> None:
             async with clients(backend, stores, n) as bundles:
                 for h in range(histories):
-                    seed = int.from_bytes(os.urandom(4), "big")
+                    seed = seeds.rng(f"{step.__qualname__}:{h}").getrandbits(32)
                     key = self.key(f"history-{h}")
                     history: list[Operation] = []
 

@@ -34,7 +34,7 @@ pytest.register_assert_rewrite(
     "agentstores_contract.supervision",
 )
 
-from . import profiles  # noqa: E402
+from . import profiles, seeds  # noqa: E402
 from .promises import promises_of  # noqa: E402
 
 RUNNER_MODULE = "agentstores_contract._run"
@@ -64,6 +64,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help=f"suite profile (default ${profiles.PROFILE_ENV} or {profiles.DEFAULT_PROFILE!r})",
     )
     group.addoption(
+        "--agentstores-seed",
+        metavar="N",
+        default=None,
+        type=seeds.parse,
+        help=f"seed for the suite's generated values (default ${seeds.SEED_ENV} or a fresh "
+        "one); a failure prints the seed and the command that replays it",
+    )
+    group.addoption(
         "--agentstores-promise",
         metavar="GLOB",
         action="append",
@@ -79,6 +87,7 @@ def pytest_configure(config: pytest.Config) -> None:
         profiles.PROFILE_ENV, profiles.DEFAULT_PROFILE
     )
     profiles.set_active(name)
+    seeds.set_seed(config.getoption("agentstores_seed"))
     url = config.getoption("agentstores_url")
     factory = config.getoption("agentstores_factory")
     if url and factory:
@@ -112,7 +121,58 @@ def pytest_report_header(config: pytest.Config) -> str | None:
     target = config.getoption("agentstores_url") or config.getoption("agentstores_factory")
     if not target:
         return None
-    return f"agentstores contract: {target} (profile {profiles.active().name})"
+    return (
+        f"agentstores contract: {target} (profile {profiles.active().name}, seed {seeds.current()})"
+    )
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Any:
+    """Contract tests draw their hypothesis examples from the run's seed; other tests in
+    the same session keep hypothesis' own seeding."""
+    if not promises_of(item):
+        return (yield)
+    from hypothesis import core
+
+    previous = core.global_force_seed
+    core.global_force_seed = seeds.current()
+    try:
+        return (yield)
+    finally:
+        core.global_force_seed = previous
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    report: pytest.TestReport = yield
+    names = promises_of(item)
+    if report.failed and names:
+        config = item.config
+        command = seeds.replay_command(
+            nodeid=item.nodeid,
+            promises=names,
+            profile=profiles.active().name,
+            url=config.getoption("agentstores_url"),
+            factory=config.getoption("agentstores_factory"),
+        )
+        report.sections.append(("agentstores replay", f"seed {seeds.current()}: {command}"))
+        report.user_properties.append(("agentstores_replay", command))
+    return report
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    failed = terminalreporter.stats.get("failed", [])
+    replays = [dict(r.user_properties).get("agentstores_replay") for r in failed]
+    replays = [r for r in replays if r]
+    if not replays:
+        return
+    terminalreporter.section("agentstores contract replay")
+    terminalreporter.line(
+        f"{len(replays)} contract test(s) failed with seed {seeds.current()} "
+        f"(profile {profiles.active().name}); replay each with:"
+    )
+    for command in dict.fromkeys(replays):
+        terminalreporter.line(f"  {command}")
 
 
 def configured_backend(config: pytest.Config) -> Any:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import shlex
 import tempfile
 import time
 from collections.abc import Callable, Iterable
@@ -13,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from . import profiles
+from . import profiles, seeds
 from .backend import BackendUnderTest, as_backend
 from .promises import PROMISES, promises_of
 
@@ -53,6 +54,10 @@ class Report:
     duration: float
     error: str | None = None
     """Set when the run itself broke (collection error, usage error, no tests)."""
+    seed: int | None = None
+    """The seed the run's generated values came from."""
+    replays: dict[str, str] = field(default_factory=dict)
+    """For each failed promise, the command that replays it with the same seed."""
 
     @property
     def ok(self) -> bool:
@@ -74,9 +79,11 @@ class Report:
         return {p.name: p for p in self.promises}
 
     def summary(self) -> str:
+        seed = f", seed {self.seed}" if self.seed is not None else ""
         return (
             f"{len(self.passed)} passed, {len(self.failed)} failed, {len(self.skipped)} skipped "
             f"of {len(self.promises)} promises ({len(self.tests)} tests) in {self.duration:.1f}s"
+            f"{seed}"
         )
 
     def table(self, *, width: int = 100) -> str:
@@ -92,6 +99,9 @@ class Report:
             )
         if self.error:
             lines.append(f"run error: {self.error}")
+        if self.replays:
+            lines.append(f"replay a failure (profile {self.profile}, seed {self.seed}):")
+            lines += [f"  {command}" for command in self.replays.values()]
         lines.append(self.summary())
         return "\n".join(lines)
 
@@ -102,6 +112,8 @@ class Report:
             "ok": self.ok,
             "duration": round(self.duration, 3),
             "error": self.error,
+            "seed": self.seed,
+            "replays": self.replays,
             "promises": [
                 {**asdict(p), "description": p.description, "duration": round(p.duration, 3)}
                 for p in self.promises
@@ -120,7 +132,14 @@ class Report:
         ]
         tests = [TestResult(**t) for t in data["tests"]]
         return cls(
-            data["backend"], data["profile"], promises, tests, data["duration"], data.get("error")
+            data["backend"],
+            data["profile"],
+            promises,
+            tests,
+            data["duration"],
+            data.get("error"),
+            data.get("seed"),
+            dict(data.get("replays", {})),
         )
 
 
@@ -213,22 +232,26 @@ def validate(
     promises: Iterable[str] | None = None,
     on_result: Callable[[PromiseResult], None] | None = None,
     pytest_args: Iterable[str] = (),
+    seed: int | None = None,
 ) -> Report:
     """Run the contract suite against ``target`` in this process and report per promise.
 
     ``target`` is a URL, a ``"module:callable"`` spec, a callable returning a
     BackendUnderTest or an unopened Stores bundle, or a BackendUnderTest. ``promises``
     narrows the run to names matching these globs; ``on_result`` is called as each
-    promise's tests finish. pytest's own output is silenced.
+    promise's tests finish. ``seed`` fixes the generated values (default: a fresh seed,
+    reported in ``Report.seed``, with a replay command per failed promise). pytest's own
+    output is silenced.
     """
     chosen = profile or profiles.active().name
+    run_seed = seeds.fresh() if seed is None else seed
     started = time.perf_counter()
     label = target if isinstance(target, str) else repr(target)
     try:
         backend = as_backend(target)
     except Exception as exc:
         problem = f"cannot make a backend from {label}: {type(exc).__name__}: {exc}"
-        return Report(label, chosen, [], [], time.perf_counter() - started, problem)
+        return Report(label, chosen, [], [], time.perf_counter() - started, problem, run_seed)
     if not isinstance(target, str):
         label = backend.label
     _in_process.append(backend)
@@ -262,6 +285,8 @@ def validate(
                     "no:terminal",
                     "--agentstores-profile",
                     chosen,
+                    "--agentstores-seed",
+                    str(run_seed),
                     *args,
                     *pytest_args,
                 ],
@@ -277,6 +302,27 @@ def validate(
     if not collector.tests and error is None:
         error = "no contract tests were collected"
     ordered = [collector.results[n] for n in collector.pending if n in collector.results]
+    replays = {
+        p.name: _replay(target, p.name, chosen, run_seed) for p in ordered if p.outcome == FAILED
+    }
     return Report(
-        label, chosen, ordered, list(collector.tests.values()), time.perf_counter() - started, error
+        label,
+        chosen,
+        ordered,
+        list(collector.tests.values()),
+        time.perf_counter() - started,
+        error,
+        run_seed,
+        replays,
     )
+
+
+def _replay(target: object, promise: str, profile: str, seed: int) -> str:
+    """The command (or call) that reruns one promise of a :func:`validate` run."""
+    if isinstance(target, str) and "://" in target:
+        check = ["agentstores", "check", target, "--profile", profile, "--seed", str(seed)]
+        return shlex.join([*check, "--promise", promise])
+    if isinstance(target, str):
+        run = ["pytest", "--agentstores-factory", target, "--agentstores-promise", promise]
+        return shlex.join([*run, "--agentstores-profile", profile, "--agentstores-seed", str(seed)])
+    return f"validate(<the same backend>, profile={profile!r}, seed={seed}, promises=[{promise!r}])"

@@ -34,6 +34,13 @@ def register(subparsers: Any) -> None:
         help="suite profile: quick, ci (default) or deep (about ten times the examples)",
     )
     p.add_argument(
+        "--seed",
+        type=int,
+        default=None,
+        help="seed for the generated values (default: a fresh one, printed; a failure "
+        "prints the command that replays it)",
+    )
+    p.add_argument(
         "--promise",
         action="append",
         default=[],
@@ -45,7 +52,7 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     try:
-        from agentstores_contract import validate
+        from agentstores_contract import seeds, validate
         from agentstores_contract.profiles import PROFILES
     except ModuleNotFoundError as exc:
         if (exc.name or "").split(".")[0] != "agentstores_contract":
@@ -55,6 +62,10 @@ def run(args: argparse.Namespace) -> int:
     if args.profile is not None and args.profile not in PROFILES:
         print(f"unknown profile {args.profile!r}; choose from {sorted(PROFILES)}", file=sys.stderr)
         return 2
+    if args.seed is not None and args.seed < 0:
+        print(f"a seed is a non-negative integer, got {args.seed}", file=sys.stderr)
+        return 2
+    seed = args.seed if args.seed is not None else seeds.fresh()
     done = 0
 
     def progress(result: Any) -> None:
@@ -64,12 +75,13 @@ def run(args: argparse.Namespace) -> int:
         print(f"[{done:3}] {result.outcome.upper():<7} {result.name}{detail[:160]}", flush=True)
 
     if not args.json:
-        print(f"checking {args.url} (profile {args.profile or 'ci'})", flush=True)
+        print(f"checking {args.url} (profile {args.profile or 'ci'}, seed {seed})", flush=True)
     report = validate(
         args.url,
         profile=args.profile,
         promises=args.promise,
         on_result=None if args.json else progress,
+        seed=seed,
     )
     if args.json:
         print(report.to_json())
