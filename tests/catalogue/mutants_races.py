@@ -21,7 +21,12 @@ from agentstores.memory.data import Conversation, MessageRow
 from agentstores.memory.stores import MemoryConversationStore, _stored, _yield
 from agentstores.models import LastTurnStatus, StoredMessage
 from agentstores.stores import UNSET, EncodedMessage, OverCap, SweepRule
-from tests.catalogue.mutants import Mutant, _make
+
+MUTANTS: list[Mutant] = []
+"""Bound before the catalogue is imported, so this module also loads first (a factory
+spec in a fresh process): the catalogue extends its list with this one on import."""
+
+from tests.catalogue.mutants import Mutant, _make  # noqa: E402
 
 
 class EraseStoreByStore(MemoryConversationStore):
@@ -43,7 +48,7 @@ class EraseStoreByStore(MemoryConversationStore):
             if conv is None or not self._matches(key, conv, rule):
                 return False
         for store in (d.conversations, d.state, d.recording, d.supervision):
-            store.pop(key, None)  # type: ignore[attr-defined]
+            store.pop(key, None)
             await asyncio.sleep(0)
         for token_key in [t for t in d.tokens if t[0] == key]:
             del d.tokens[token_key]
@@ -71,7 +76,7 @@ class EraseTombstoneLast(MemoryConversationStore):
             if conv is None or not self._matches(key, conv, rule):
                 return False
         for store in (d.conversations, d.state, d.recording, d.supervision):
-            store.pop(key, None)  # type: ignore[attr-defined]
+            store.pop(key, None)
         for token_key in [t for t in d.tokens if t[0] == key]:
             del d.tokens[token_key]
         await asyncio.sleep(0)
@@ -263,13 +268,15 @@ def _m(name: str, breaks: str) -> Mutant:
     return Mutant(name, f"{__name__}:{name}", breaks, racy=True)
 
 
-MUTANTS: list[Mutant] = [
-    _m("erase_store_by_store", "races.erasure.writes"),
-    _m("erase_tombstone_last", "races.erasure.writes"),
-    _m("truncate_copies_across_await", "races.truncate.appends"),
-    _m("branch_copies_across_await", "races.branch.source"),
-    _m("sweep_checks_then_yields", "races.sweep.touch"),
-    _m("over_cap_ranked_before_yield", "races.sweep.touch"),
-    _m("append_batch_interleaves", "races.truncate.appends"),
-    _m("share_lost_update", "races.sharing.reads"),
-]
+MUTANTS.extend(
+    [
+        _m("erase_store_by_store", "races.erasure.writes"),
+        _m("erase_tombstone_last", "races.erasure.writes"),
+        _m("truncate_copies_across_await", "races.truncate.appends"),
+        _m("branch_copies_across_await", "races.branch.source"),
+        _m("sweep_checks_then_yields", "races.sweep.touch"),
+        _m("over_cap_ranked_before_yield", "races.sweep.touch"),
+        _m("append_batch_interleaves", "races.truncate.appends"),
+        _m("share_lost_update", "races.sharing.reads"),
+    ]
+)
