@@ -1,4 +1,4 @@
-"""Races of multi-record operations against concurrent writers of the same key (§0, §4, §7).
+"""Races of multi-record operations against concurrent writers of the same key.
 
 Erasure, truncate, branch, sweeping and sharing each touch several records at once. Each
 race is recorded as a history and checked for linearizability against a sequential model
