@@ -11,7 +11,7 @@ import json
 import sys
 from typing import Any
 
-from agentstores.errors import StaleWriteError
+from agentstores.errors import ErasedError, StaleWriteError
 from agentstores.keys import ConversationKey
 from agentstores.models import Message, SupervisionRow
 from agentstores.plugins import create_stores
@@ -48,6 +48,29 @@ async def race_append(stores: Any, key: ConversationKey, worker: str, total: int
     return appended
 
 
+async def race_erasure(stores: Any, key: ConversationKey, worker: str, rounds: int) -> Any:
+    """Append pairs until refused; ``w0`` erases the key after ``rounds`` of its own.
+    Reports the appends that landed after this worker had already been refused."""
+    appended: list[str] = []
+    late: list[str] = []
+    refused = 0
+    erased = None
+    for n in range(rounds * 200):
+        mid = f"{worker}-{n}"
+        pair = [Message(mid, "user", worker), Message(f"{mid}b", "assistant", worker)]
+        try:
+            await stores.conversations.append_messages(key, "p", pair)
+        except ErasedError:
+            refused += 1
+            if refused > 3:
+                break
+            continue
+        (late if refused or erased else appended).append(mid)
+        if worker == "w0" and erased is None and len(appended) == rounds:
+            erased = await stores.conversations.delete(key, "p")
+    return {"appended": appended, "late": late, "refused": refused, "erased": erased}
+
+
 async def write_and_exit(stores: Any, key: ConversationKey, worker: str) -> list[Any]:
     """Acknowledged writes in three stores; the process exits right after."""
     assert await stores.supervision.compare_and_swap(
@@ -66,6 +89,8 @@ async def main(argv: list[str]) -> None:
         await asyncio.to_thread(sys.stdin.readline)
         if mode == "cas":
             result: Any = await race_cas(stores, key, worker, int(rounds))
+        elif mode == "erase":
+            result = await race_erasure(stores, key, worker, int(rounds))
         elif mode == "append":
             result = await race_append(stores, key, worker, int(rounds))
         else:

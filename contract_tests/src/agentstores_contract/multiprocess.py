@@ -14,6 +14,7 @@ from agentstores.stores import Capability, Stores
 
 from .backend import BackendUnderTest
 from .base import ContractBase
+from .multi_record import assert_erased, erasure_setup
 from .promises import promise
 
 TIMEOUT = 300
@@ -113,6 +114,19 @@ class MultiProcessContract(ContractBase):
                 assert chain[mid] == prev, f"{mid} was appended on {chain[mid]!r}, not on {prev!r}"
 
         self.run(backend, body)
+
+    @promise("multiprocess.erasure.appends")
+    def test_erasure_racing_appends_across_processes(self, backend: BackendUnderTest) -> None:
+        url = self._url(backend)
+        key = self.key()
+        self.run(backend, lambda stores: erasure_setup(stores, key))
+        results = race_processes(url, "erase", key, self.profile.processes, self.profile.rounds)
+        assert [r["erased"] for r in results][:1] == [True], f"the erasure failed: {results}"
+        late = {f"w{i}": r["late"] for i, r in enumerate(results) if r["late"]}
+        assert not late, f"appends accepted after the key refused the same worker: {late}"
+        unrefused = [f"w{i}" for i, r in enumerate(results) if not r["refused"]]
+        assert not unrefused, f"workers never refused after the erasure: {unrefused}"
+        self.run(backend, lambda stores: assert_erased(stores, key, ["tok"]))
 
     @promise("durability.restart")
     def test_acknowledged_writes_outlive_their_process(self, backend: BackendUnderTest) -> None:

@@ -114,6 +114,15 @@ PROMISES: dict[str, str] = {
     "erasure.tombstone": "after erasure every late write is refused and reads stay absent",
     "erasure.absent": "deleting an absent key returns False and leaves no tombstone",
     "erasure.model": "all stores together, with erasure, behave as the sequential model",
+    # races of multi-record operations
+    "races.erasure.writes": (
+        "erasure racing writes to every store is linearizable and leaves nothing behind"
+    ),
+    "races.truncate.appends": "truncate racing appends is linearizable; indexes stay consistent",
+    "races.branch.source": "a branch racing source writes copies a prefix the source once had",
+    "races.sweep.touch": "a sweep racing a touch never erases what the touch kept alive",
+    "races.sharing.reads": "share and unshare racing the other principal's reads are linearizable",
+    "multiprocess.erasure.appends": "erasure racing appends across OS processes leaves nothing",
     # multi-process
     "multiprocess.supervision.cas": "CAS across OS processes: exactly one winner per round",
     "multiprocess.conversations.append": "conditional appends across OS processes: one per tail",

@@ -9,6 +9,7 @@ from .conversations import ConversationContract
 from .erasure import ErasureContract
 from .fencing import FencingContract
 from .isolation import KeyContract
+from .multi_record import MultiRecordContract
 from .multiprocess import MultiProcessContract
 from .oauth import OAuthContract
 from .ownership import OwnershipContract
@@ -39,6 +40,7 @@ class ContractSuite(
     OwnershipContract,
     ErasureContract,
     ConcurrencyContract,
+    MultiRecordContract,
     MultiProcessContract,
     ClockContract,
     ProtocolContract,
