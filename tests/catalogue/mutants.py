@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import atexit
 import dataclasses
+import importlib
 import shutil
 import tempfile
 import uuid
@@ -755,3 +756,6 @@ MUTANTS: list[Mutant] = [
     _m("expiry_on_caller_clock", "clock.expiry"),
     *(_m(f"file_{n}", FILE_BREAKS.get(n, ""), racy=True) for n in FILE_MUTANTS),
 ]
+
+for _extra in ("mutants_models",):
+    MUTANTS.extend(importlib.import_module(f"tests.catalogue.{_extra}").MUTANTS)

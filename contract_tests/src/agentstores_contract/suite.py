@@ -9,11 +9,13 @@ from .conversations import ConversationContract
 from .erasure import ErasureContract
 from .fencing import FencingContract
 from .isolation import KeyContract
+from .metadata import MetadataContract
 from .multiprocess import MultiProcessContract
 from .oauth import OAuthContract
 from .ownership import OwnershipContract
 from .pause_tokens import PauseTokenContract
 from .recording import RecordingContract
+from .regions import RegionContract
 from .state import StateContract
 from .supervision import SupervisionContract
 
@@ -42,6 +44,8 @@ class ContractSuite(
     MultiProcessContract,
     ClockContract,
     ProtocolContract,
+    RegionContract,
+    MetadataContract,
 ):
     """The whole contract. Subclass it with a name starting with ``Test`` and override
     the ``backend`` fixture::
