@@ -757,5 +757,5 @@ MUTANTS: list[Mutant] = [
     *(_m(f"file_{n}", FILE_BREAKS.get(n, ""), racy=True) for n in FILE_MUTANTS),
 ]
 
-for _extra in ("mutants_races",):
+for _extra in ("mutants_models", "mutants_races"):
     MUTANTS.extend(importlib.import_module(f"tests.catalogue.{_extra}").MUTANTS)

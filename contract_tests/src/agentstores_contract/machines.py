@@ -30,7 +30,14 @@ from agentstores.stores import UNSET, Stores
 from .backend import BackendUnderTest
 from .model import MessageModel, OAuthModel, StoresModel
 from .runtime import Outcome, capture, capture_sync
-from .strategies import fresh_tenant, ids, json_objects, json_values, principals
+from .strategies import (
+    EPOCH_BASES,
+    fresh_tenant,
+    json_objects,
+    json_values,
+    principal_sets,
+    session_sets,
+)
 
 FAR_PAST = datetime(2001, 1, 1, tzinfo=UTC)
 FAR_FUTURE = datetime(2099, 1, 1, tzinfo=UTC)
@@ -69,10 +76,29 @@ def mismatch(what: str, real: Outcome, expected: Outcome) -> AssertionError:
     )
 
 
+def exact(value: Any) -> Any:
+    """``value`` with every JSON scalar tagged by its type (and a float by its bits), so
+    ``1 == 1.0 == True`` and ``0.0 == -0.0`` no longer compare equal."""
+    if isinstance(value, bool):
+        return ("bool", value)
+    if isinstance(value, int):
+        return ("int", value)
+    if isinstance(value, float):
+        return ("float", value.hex())
+    if isinstance(value, list | tuple):
+        return (type(value).__name__, tuple(exact(v) for v in value))
+    if isinstance(value, dict):
+        return ("dict", frozenset((k, exact(v)) for k, v in value.items()))
+    if isinstance(value, set | frozenset):
+        return ("set", frozenset(exact(v) for v in value))
+    return value
+
+
 def expect(
     what: str, real: Outcome, expected: Outcome, view: Callable[[Any], Any] = lambda v: v
 ) -> None:
-    """Fail unless ``real`` matches ``expected`` (values through ``view``)."""
+    """Fail unless ``real`` matches ``expected`` (values through ``view``, compared
+    :func:`exact`-ly)."""
     if expected.error is not None:
         if real.error is None or not isinstance(real.error, type(expected.error)):
             raise mismatch(what, real, expected)
@@ -80,7 +106,7 @@ def expect(
     if real.error is not None:
         raise mismatch(what, real, expected)
     seen = view(real.value)
-    if seen != expected.value:
+    if exact(seen) != exact(expected.value):
         raise mismatch(what, Outcome(value=seen), expected)
 
 
@@ -102,14 +128,31 @@ class ModelMachine(RuleBasedStateMachine):
         self.tenant = fresh_tenant()
         self.keys: list[ConversationKey] = []
         self.principals: list[str] = []
+        self.base = 0
+        self.observed = 0
 
-    @initialize(
-        sessions=st.lists(ids(), min_size=2, max_size=3, unique=True),
-        who=st.lists(principals(), min_size=2, max_size=3, unique=True),
-    )
-    def setup(self, sessions: list[str], who: list[str]) -> None:
+    @initialize(sessions=session_sets(), who=principal_sets(), base=EPOCH_BASES)
+    def setup(self, sessions: list[str], who: list[str], base: int) -> None:
+        """Keys and principals that differ only in ways normalization would merge, epochs
+        from ``base``, and the first key owned by ``who[0]`` and shared with ``who[1]``:
+        every example has an owner, a shared reader and an unshared principal."""
         self.keys = [ConversationKey(self.tenant, s) for s in sessions]
         self.principals = who
+        self.base = base
+        key, owner, reader = self.keys[0], who[0], who[1]
+        before = self.clock()
+        self.both(
+            f"conversations.append_messages({key}, {owner!r}, [])",
+            self.stores.conversations.append_messages(key, owner, []),
+            lambda: self.model.append(key, owner, []),
+            lambda stored: [(m.id, m.seq) for m in stored],
+        )
+        self.both(
+            f"conversations.share({key}, {owner!r}, {reader!r})",
+            self.stores.conversations.share(key, owner, reader),
+            lambda: self.model.set_shared(key, owner, reader, True),
+        )
+        self.observe(key, before)
 
     def key(self, slot: int) -> ConversationKey:
         return self.keys[slot % len(self.keys)]
@@ -128,9 +171,80 @@ class ModelMachine(RuleBasedStateMachine):
         expect(what, outcome, capture_sync(model), view)
         return outcome
 
+    def clock(self) -> datetime:
+        """The store's time now: a lower bound for the stamps of the next write."""
+        return self.h.value(self.stores.now())  # type: ignore[no-any-return]
+
+    def observe(self, key: ConversationKey, before: datetime) -> None:
+        """After a conversation write: what the owner and one other principal (each in
+        turn, ``""`` included) now see of ``key``'s metadata, and that ``updated_at`` moved
+        to at least ``before`` when the write had to move it and not at all otherwise."""
+        seen = None
+        k = self.model.at(key)
+        everyone = list(dict.fromkeys([*self.principals, ""]))
+        self.observed += 1
+        others = [p for p in everyone if p != k.owner]
+        for principal in [k.owner, others[self.observed % len(others)]]:
+            if principal is None:
+                continue
+            outcome = self.both(
+                f"conversations.get_conversation({key}, {principal!r}) after the write",
+                self.stores.conversations.get_conversation(key, principal),
+                lambda principal=principal: self.model.info(key, principal),  # type: ignore[misc]
+                info_view(key),
+            )
+            if principal == k.owner:
+                seen = outcome.value
+        conv = k.conversation
+        if seen is None or conv is None:
+            return
+        if conv.created_at is None:
+            assert seen.created_at >= before, (
+                f"{key} was created at {seen.created_at}, before the write began ({before})"
+            )
+            conv.created_at = seen.created_at
+        assert seen.created_at == conv.created_at, (
+            f"created_at of {key} moved from {conv.created_at} to {seen.created_at}"
+        )
+        if conv.touched:
+            assert seen.updated_at >= before and (
+                conv.updated_at is None or seen.updated_at >= conv.updated_at
+            ), (
+                f"updated_at of {key} must move to the time of the write (>= {before}), "
+                f"got {seen.updated_at} (was {conv.updated_at})"
+            )
+        else:
+            assert seen.updated_at == conv.updated_at, (
+                f"updated_at of {key} moved from {conv.updated_at} to {seen.updated_at} "
+                "though nothing was written"
+            )
+        conv.updated_at, conv.touched = seen.updated_at, False
+
     def aim(self, slot: int, offset: int) -> int:
-        """An epoch near the key's fence, so fenced and accepted writes both happen."""
-        return max(0, self.model.at(self.key(slot)).fence + offset)
+        """An epoch near the key's fence (or the example's base before any fenced write),
+        so fenced and accepted writes both happen."""
+        return max(0, max(self.model.at(self.key(slot)).fence, self.base) + offset)
+
+
+def info_view(key: ConversationKey) -> Callable[[Any], Any]:
+    """What ``get_conversation`` returns, as the model's ``info`` tuple."""
+
+    def view(info: Any) -> Any:
+        if info is None:
+            return None
+        assert info.key == key, f"get_conversation({key}) returned key {info.key}"
+        assert info.created_at <= info.updated_at, "updated_at is before created_at"
+        return (
+            info.owner,
+            info.title,
+            info.expires_at,
+            info.last_turn_status,
+            info.tail_message_id,
+            info.message_count,
+            frozenset(info.shared_with),
+        )
+
+    return view
 
 
 def _row_view(view: Any) -> Any:
@@ -167,7 +281,7 @@ class SupervisionRules(ModelMachine):
         if aimed:
             current = self.model.at(key).supervision
             expect_epoch = None if current is None else current[2]
-            epoch = max(0, (expect_epoch or 0) + offset)
+            epoch = max(0, (self.base if expect_epoch is None else expect_epoch) + offset)
         else:
             epoch = self.aim(k, offset)
         row = SupervisionRow(status=status, message_id=mid, epoch=epoch)
@@ -342,6 +456,7 @@ class ConversationRules(ModelMachine):
             # whether a no-op append raises the fence is left to the backend
             epoch = min(epoch, self.model.at(key).fence)
         messages = [Message(m.id, m.role, m.content, m.metadata, m.compaction) for m in batch]  # type: ignore[arg-type]
+        before = self.clock()
         outcome = self.both(
             f"conversations.append_messages({key}, {principal!r}, {[m.id for m in batch]}, "
             f"create_if_absent={create}, expected_last_message_id={expected!r}, epoch={epoch})",
@@ -378,6 +493,7 @@ class ConversationRules(ModelMachine):
             assert all(a is not None and b is not None and a <= b for a, b in pairwise(stamps)), (
                 f"created_at must never go backwards along the transcript: {stamps}"
             )
+        self.observe(key, before)
 
     @rule(
         k=SLOT,
@@ -389,11 +505,13 @@ class ConversationRules(ModelMachine):
     def set_last_turn_status(self, k: int, p: int, status: Any, fenced: bool, offset: int) -> None:
         key, principal = self.key(k), self.who(p)
         epoch = self.aim(k, offset) if fenced else None
+        before = self.clock()
         self.both(
             f"conversations.set_last_turn_status({key}, {principal!r}, {status!r}, epoch={epoch})",
             self.stores.conversations.set_last_turn_status(key, principal, status, epoch=epoch),
             lambda: self.model.set_last_turn_status(key, principal, status, epoch),
         )
+        self.observe(key, before)
 
     @rule(
         k=SLOT,
@@ -405,21 +523,25 @@ class ConversationRules(ModelMachine):
     def set_title(self, k: int, p: int, title: str | None, fenced: bool, offset: int) -> None:
         key, principal = self.key(k), self.who(p)
         epoch = self.aim(k, offset) if fenced else None
+        before = self.clock()
         self.both(
             f"conversations.set_title({key}, {principal!r}, {title!r}, epoch={epoch})",
             self.stores.conversations.set_title(key, principal, title, epoch=epoch),
             lambda: self.model.set_title(key, principal, title, epoch),
         )
+        self.observe(key, before)
 
     @rule(k=SLOT, p=SLOT, other=SLOT, shared=st.booleans())
     def share(self, k: int, p: int, other: int, shared: bool) -> None:
         key, principal, with_ = self.key(k), self.who(p), self.who(other)
         method = self.stores.conversations.share if shared else self.stores.conversations.unshare
+        before = self.clock()
         self.both(
             f"conversations.{'share' if shared else 'unshare'}({key}, {principal!r}, {with_!r})",
             method(key, principal, with_),
             lambda: self.model.set_shared(key, principal, with_, shared),
         )
+        self.observe(key, before)
 
     @rule(
         k=SLOT,
@@ -431,11 +553,13 @@ class ConversationRules(ModelMachine):
     def truncate(self, k: int, p: int, mid: str, fenced: bool, offset: int) -> None:
         key, principal = self.key(k), self.who(p)
         epoch = self.aim(k, offset) if fenced else None
+        before = self.clock()
         self.both(
             f"conversations.truncate({key}, {principal!r}, {mid!r}, epoch={epoch})",
             self.stores.conversations.truncate(key, principal, mid, epoch=epoch),
             lambda: self.model.truncate(key, principal, mid, epoch),
         )
+        self.observe(key, before)
 
     @rule(k=SLOT, p=SLOT, mid=st.sampled_from(MESSAGE_IDS), into=SLOT, fresh=st.booleans())
     def branch(self, k: int, p: int, mid: str, into: int, fresh: bool) -> None:
@@ -447,6 +571,7 @@ class ConversationRules(ModelMachine):
             return
         source = self.model.readable(key, principal)
         source_ids = {m.id for m in source.messages} if source is not None else set()
+        before = self.clock()
         outcome = self.both(
             f"conversations.branch({key}, {principal!r}, {mid!r}, "
             f"new_session_id={new_key.session_id!r})",
@@ -455,6 +580,7 @@ class ConversationRules(ModelMachine):
             ),
             lambda: (self.model.branch(key, principal, mid, new_key), new_key)[1],
         )
+        self.observe(key, before)
         if not outcome.ok:
             return
         if fresh:
@@ -462,24 +588,29 @@ class ConversationRules(ModelMachine):
         copied = self.h.value(self.stores.conversations.read_messages(new_key, principal))
         conv = self.model.at(new_key).conversation
         assert conv is not None
-        assert [(m.role, m.content, dict(m.metadata), m.compaction) for m in copied] == [
-            (m.role, m.content, m.metadata, m.compaction) for m in conv.messages
-        ], "a branch must copy the prefix's roles, contents, metadata and compaction flags"
+        assert exact(
+            [(m.role, m.content, dict(m.metadata), m.compaction) for m in copied]
+        ) == exact([(m.role, m.content, m.metadata, m.compaction) for m in conv.messages]), (
+            "a branch must copy the prefix's roles, contents, metadata and compaction flags"
+        )
         new_ids = [m.id for m in copied]
         assert len(set(new_ids)) == len(new_ids) and not set(new_ids) & source_ids, (
             f"a branch gives every message a fresh id, got {new_ids} from {sorted(source_ids)}"
         )
         for m, stored in zip(conv.messages, copied, strict=True):
             m.id, m.created_at = stored.id, stored.created_at
+        self.observe(new_key, before)
 
     @rule(k=SLOT, p=SLOT)
     def delete(self, k: int, p: int) -> None:
         key, principal = self.key(k), self.who(p)
+        before = self.clock()
         self.both(
             f"conversations.delete({key}, {principal!r})",
             self.stores.conversations.delete(key, principal),
             lambda: self.model.erase(key, principal),
         )
+        self.observe(key, before)
 
     @rule(
         k=SLOT,
@@ -545,27 +676,11 @@ class ConversationRules(ModelMachine):
     @rule(k=SLOT, p=SLOT)
     def get_conversation(self, k: int, p: int) -> None:
         key, principal = self.key(k), self.who(p)
-
-        def view(info: Any) -> Any:
-            if info is None:
-                return None
-            assert info.key == key, f"get_conversation({key}) returned key {info.key}"
-            assert info.created_at <= info.updated_at, "updated_at is before created_at"
-            return (
-                info.owner,
-                info.title,
-                info.expires_at,
-                info.last_turn_status,
-                info.tail_message_id,
-                info.message_count,
-                frozenset(info.shared_with),
-            )
-
         self.both(
             f"conversations.get_conversation({key}, {principal!r})",
             self.stores.conversations.get_conversation(key, principal),
             lambda: self.model.info(key, principal),
-            view,
+            info_view(key),
         )
 
     @invariant()

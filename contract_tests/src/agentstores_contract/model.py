@@ -46,6 +46,13 @@ class ConversationModel:
     title: str | None = None
     expires_at: datetime | None = None
     last_turn_status: str | None = None
+    created_at: datetime | None = None
+    """As the store reported it when first observed; never changes afterwards."""
+    updated_at: datetime | None = None
+    """As last observed."""
+    touched: bool = True
+    """A write since the last observation must have moved ``updated_at`` to the store's
+    time of that write; without one, ``updated_at`` must not have moved at all."""
 
     @property
     def tail(self) -> str | None:
@@ -265,6 +272,7 @@ class StoresModel:
         if conv is None:
             conv = k.conversation = ConversationModel(owner=principal)
         self._commit(k, principal, epoch)
+        conv.touched = True
         out = []
         for m in fresh:
             conv.messages.append(copy.deepcopy(m))
@@ -285,6 +293,7 @@ class StoresModel:
             return
         self._check_write(k, principal, epoch)
         k.conversation.last_turn_status = status
+        k.conversation.touched = True
         self._commit(k, principal, epoch)
 
     def set_title(
@@ -292,6 +301,7 @@ class StoresModel:
     ) -> None:
         conv = self._owned(key, principal, epoch)
         conv.title = title
+        conv.touched = True
         self._commit(self.at(key), principal, epoch)
 
     def set_shared(self, key: ConversationKey, principal: str, other: str, shared: bool) -> None:
@@ -312,6 +322,7 @@ class StoresModel:
         cut = at if conv.messages[at].role == "user" else at + 1
         removed = len(conv.messages) - cut
         del conv.messages[cut:]
+        conv.touched = True
         self._commit(self.at(key), principal, epoch)
         return removed
 

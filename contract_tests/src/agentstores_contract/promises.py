@@ -130,6 +130,19 @@ PROMISES: dict[str, str] = {
     # clock
     "clock.stamps": "stored times come from the store clock",
     "clock.expiry": "expiry is decided on the store clock",
+    # generator regions and metadata side effects
+    "principals.confusables": (
+        "principals differing only by normalization, case, width or invisible characters "
+        "are distinct owners and readers"
+    ),
+    "fencing.large_epochs": "epochs and indexes up to 2**63 - 1 compare exactly in every store",
+    "json.exact": "JSON keeps every number's type and bits and every key, in every store",
+    "conversations.updated_at": (
+        "accepted writes move updated_at; reads, shares and refused writes leave it"
+    ),
+    "conversations.branch.metadata": (
+        "a branch starts with fresh stamps, no shares, status or expiry; its source is unchanged"
+    ),
 }
 
 

@@ -9,12 +9,14 @@ from .conversations import ConversationContract
 from .erasure import ErasureContract
 from .fencing import FencingContract
 from .isolation import KeyContract
+from .metadata import MetadataContract
 from .multi_record import MultiRecordContract
 from .multiprocess import MultiProcessContract
 from .oauth import OAuthContract
 from .ownership import OwnershipContract
 from .pause_tokens import PauseTokenContract
 from .recording import RecordingContract
+from .regions import RegionContract
 from .state import StateContract
 from .supervision import SupervisionContract
 
@@ -44,6 +46,8 @@ class ContractSuite(
     MultiProcessContract,
     ClockContract,
     ProtocolContract,
+    RegionContract,
+    MetadataContract,
 ):
     """The whole contract. Subclass it with a name starting with ``Test`` and override
     the ``backend`` fixture::
