@@ -121,6 +121,20 @@ PROMISES: dict[str, str] = {
     # clock
     "clock.stamps": "stored times come from the store clock",
     "clock.expiry": "expiry is decided on the store clock",
+    # lifetimes, on the store clock
+    "lifetimes.tombstone": (
+        "a tombstone refuses every late write in every store until tombstone_ttl has passed; "
+        "from then on the key is used afresh"
+    ),
+    "lifetimes.pause_token": (
+        "a pause token is claimable before expires_at and ExpiredError from it on; "
+        "claimed or abandoned stays AlreadyClaimedError"
+    ),
+    "lifetimes.expired": "Expired() sweeps from the latest expires_at on, never before",
+    "lifetimes.idle": "IdleFor(d) sweeps only once updated_at (the last write) < now - d",
+    "lifetimes.oauth_pending": (
+        "a pending OAuth authorization is live before expires_at and gone from it on"
+    ),
 }
 
 

@@ -9,6 +9,7 @@ from .conversations import ConversationContract
 from .erasure import ErasureContract
 from .fencing import FencingContract
 from .isolation import KeyContract
+from .lifetimes import LifetimeContract
 from .multiprocess import MultiProcessContract
 from .oauth import OAuthContract
 from .ownership import OwnershipContract
@@ -41,6 +42,7 @@ class ContractSuite(
     ConcurrencyContract,
     MultiProcessContract,
     ClockContract,
+    LifetimeContract,
     ProtocolContract,
 ):
     """The whole contract. Subclass it with a name starting with ``Test`` and override
