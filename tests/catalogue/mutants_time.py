@@ -3,6 +3,7 @@ expiry or retention rule wrong, judged at the wrong instant or on the wrong cloc
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import UTC, datetime
 
 from agentstores.errors import AlreadyClaimedError, ExpiredError
@@ -11,9 +12,10 @@ from agentstores.memory.data import Conversation, Header, MemoryData
 from agentstores.memory.stores import (
     MemoryAgentStateStore,
     MemoryConversationStore,
+    MemoryOAuthRepository,
     MemoryPauseTokenStore,
 )
-from agentstores.models import LastTurnStatus, StoredMessage
+from agentstores.models import LastTurnStatus, StoredMessage, UserIntegration
 from agentstores.stores import EncodedMessage, Expired, IdleFor, SweepRule
 from agentstores_contract import BackendUnderTest
 
@@ -137,6 +139,22 @@ class ExpiresAtSetOnlyOnCreate(MemoryConversationStore):
         )
 
 
+# --- OAuth -------------------------------------------------------------------------
+
+
+class PendingExpiryToTheSecond(MemoryOAuthRepository):
+    """Stores a pending authorization's ``expires_at`` cut to whole seconds (a column
+    without fractions): it expires up to a second early."""
+
+    async def _save_user_integration(self, record: UserIntegration) -> None:
+        if record.pending is not None:
+            cut = record.pending.expires_at.replace(microsecond=0)
+            record = dataclasses.replace(
+                record, pending=dataclasses.replace(record.pending, expires_at=cut)
+            )
+        await super()._save_user_integration(record)
+
+
 # --- bundles ------------------------------------------------------------------------
 
 
@@ -179,6 +197,10 @@ def expires_at_set_only_on_create() -> BackendUnderTest:
     return _backend(conversations=ExpiresAtSetOnlyOnCreate)
 
 
+def pending_expiry_to_the_second() -> BackendUnderTest:
+    return _backend(oauth=PendingExpiryToTheSecond)
+
+
 def _m(name: str, breaks: str) -> Mutant:
     return Mutant(name, f"{__name__}:{name}", breaks)
 
@@ -193,5 +215,6 @@ MUTANTS.extend(
         _m("expired_after_expires_at", "lifetimes.expired"),
         _m("idle_since_creation", "lifetimes.idle"),
         _m("expires_at_set_only_on_create", "lifetimes.expired"),
+        _m("pending_expiry_to_the_second", "lifetimes.oauth_pending"),
     ]
 )
