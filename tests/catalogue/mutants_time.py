@@ -14,8 +14,15 @@ from agentstores.memory.stores import (
     MemoryConversationStore,
     MemoryOAuthRepository,
     MemoryPauseTokenStore,
+    MemorySupervisionStore,
 )
-from agentstores.models import LastTurnStatus, StoredMessage, UserIntegration
+from agentstores.models import (
+    LastTurnStatus,
+    StoredMessage,
+    SupervisionRow,
+    SupervisionView,
+    UserIntegration,
+)
 from agentstores.stores import EncodedMessage, Expired, IdleFor, SweepRule
 from agentstores_contract import BackendUnderTest
 
@@ -68,6 +75,22 @@ class StateSaveJudgesTombstoneOnCallerClock(MemoryAgentStateStore):
         if h is not None and h.erased_until is not None and h.erased_until <= datetime.now(UTC):
             del self.data.headers[key]
         await super()._save(key, principal, blob, epoch)
+
+
+# --- supervision -------------------------------------------------------------------
+
+
+class HeartbeatToTheSecond(MemorySupervisionStore):
+    """Reads ``heartbeat_at`` back cut to whole seconds (the seconds half of a server's
+    ``TIME``): a live turn looks up to a second older and is taken over early."""
+
+    async def _read(self, key: ConversationKey, principal: str) -> SupervisionView:
+        view = await super()._read(key, principal)
+        if view.row is None or view.row.heartbeat_at is None:
+            return view
+        cut = view.row.heartbeat_at.replace(microsecond=0)
+        row: SupervisionRow = dataclasses.replace(view.row, heartbeat_at=cut)
+        return dataclasses.replace(view, row=row)
 
 
 # --- pause tokens -------------------------------------------------------------------
@@ -197,6 +220,10 @@ def expires_at_set_only_on_create() -> BackendUnderTest:
     return _backend(conversations=ExpiresAtSetOnlyOnCreate)
 
 
+def heartbeat_to_the_second() -> BackendUnderTest:
+    return _backend(supervision=HeartbeatToTheSecond)
+
+
 def pending_expiry_to_the_second() -> BackendUnderTest:
     return _backend(oauth=PendingExpiryToTheSecond)
 
@@ -216,5 +243,6 @@ MUTANTS.extend(
         _m("idle_since_creation", "lifetimes.idle"),
         _m("expires_at_set_only_on_create", "lifetimes.expired"),
         _m("pending_expiry_to_the_second", "lifetimes.oauth_pending"),
+        _m("heartbeat_to_the_second", "lifetimes.liveness"),
     ]
 )

@@ -1,6 +1,6 @@
-"""Lifetimes, judged on the store clock: how long a tombstone refuses writes, and when a
+"""Lifetimes, judged on the store clock: how long a tombstone refuses writes, when a
 pause token, a temporary conversation, an idle conversation and a pending OAuth
-authorization expire.
+authorization expire, and when a silent producer's turn is dead.
 
 On a backend with a settable clock each lifetime is checked at its exact boundary: the
 last instant it holds and the first it no longer does. Elsewhere one real wait, on the
@@ -18,10 +18,11 @@ from typing import Any
 
 import pytest
 
-from agentstores.errors import NotFoundError
+from agentstores.errors import BusyError, NotFoundError
 from agentstores.keys import ConversationKey
 from agentstores.models import Message, PendingAuthorization, SupervisionRow, UserIntegration
 from agentstores.oauth import OAuthIntegrationStore
+from agentstores.protocol.lease import LeaseConfig, claim, liveness
 from agentstores.stores import Capability, Expired, IdleFor, Stores
 
 from .backend import BackendUnderTest
@@ -161,6 +162,7 @@ class Tombstone(Lifetime):
         if outcome != "raised NotFoundError":
             problems.append(f"after the TTL the erased pause token {outcome}")
         await stores.conversations.delete(key, heir)
+        await stores.conversations.delete(self.key("source"), OWNER)
         return problems
 
 
@@ -257,10 +259,8 @@ class IdleExpiry(Lifetime):
         started = await stores.now()
         for session in ("idle", "touched"):
             await conv.append_messages(self.key(session), OWNER, [Message("m", "user", 1)])
-        info = await conv.get_conversation(self.key("idle"), OWNER)
-        assert info is not None, "setting up: the conversation is not there"
         self.alive_until = started + self.lifetime
-        self.dead_from = info.updated_at + self.lifetime + TICK
+        self.dead_from = await stores.now() + self.lifetime + TICK
 
     async def midway(self, stores: Stores) -> None:
         await stores.conversations.append_messages(
@@ -361,12 +361,72 @@ class PendingAuthorizationExpiry(Lifetime):
         return problems
 
 
+class TurnLiveness(Lifetime):
+    """A running row is live while ``now - heartbeat_at <= dead_after`` and dead (taken
+    over at the next epoch) after, ``heartbeat_at`` being the latest beat."""
+
+    promise = "lifetimes.liveness"
+
+    def config(self) -> LeaseConfig:
+        seconds = self.lifetime.total_seconds()
+        return LeaseConfig(dead_after=seconds, heartbeat_interval=seconds / 10)
+
+    async def start(self, stores: Stores) -> None:
+        started = await stores.now()
+        for session in ("silent", "beating"):
+            row = SupervisionRow("running", "turn", 1)
+            assert await stores.supervision.compare_and_swap(self.key(session), OWNER, None, row)
+        self.alive_until = started + self.lifetime
+        self.dead_from = await stores.now() + self.lifetime + TICK
+
+    async def midway(self, stores: Stores) -> None:
+        row = SupervisionRow("running", "turn", 1)
+        assert await stores.supervision.compare_and_swap(self.key("beating"), OWNER, 1, row)
+
+    async def before(self, stores: Stores) -> list[str]:
+        key, problems = self.key("silent"), []
+        view = await stores.supervision.read(key, OWNER)
+        if liveness(view, self.config().dead_after) != "live":
+            problems.append(f"a row that beat dead_after ago or less is not live: {view}")
+        try:
+            lease = await claim(stores, key, OWNER, "other", config=self.config())
+        except BusyError:
+            pass
+        else:
+            problems.append(f"a live turn was taken over ({lease.reason}, epoch {lease.epoch})")
+        return problems
+
+    async def after(self, stores: Stores) -> list[str]:
+        problems = []
+        beating = await stores.supervision.read(self.key("beating"), OWNER)
+        if beating.row is None or beating.row.heartbeat_at is None:
+            problems.append("the beating turn's row is gone")
+        elif beating.now - beating.row.heartbeat_at > self.lifetime:
+            problems.append(SLOW)
+        elif liveness(beating, self.config().dead_after) != "live":
+            problems.append("a turn that beat since it started is judged by its first beat")
+        view = await stores.supervision.read(self.key("silent"), OWNER)
+        if liveness(view, self.config().dead_after) != "dead":
+            problems.append(f"a row silent for longer than dead_after is not dead: {view}")
+        try:
+            lease = await claim(stores, self.key("silent"), OWNER, "other", config=self.config())
+        except BusyError:
+            problems.append("a turn silent for longer than dead_after could not be taken over")
+        else:
+            if (lease.reason, lease.epoch) != ("dead", 2):
+                problems.append(f"the takeover was ({lease.reason}, epoch {lease.epoch})")
+        for session in ("silent", "beating"):
+            await stores.conversations.delete(self.key(session), OWNER)
+        return problems
+
+
 LIFETIMES: tuple[type[Lifetime], ...] = (
     Tombstone,
     PauseTokenExpiry,
     ConversationExpiry,
     IdleExpiry,
     PendingAuthorizationExpiry,
+    TurnLiveness,
 )
 
 
@@ -474,6 +534,12 @@ class LifetimeContract(ContractBase):
         self, backend: BackendUnderTest, real_time_problems: dict[str, list[str]] | None
     ) -> None:
         self.check(backend, real_time_problems, IdleExpiry)
+
+    @promise("lifetimes.liveness")
+    def test_turn_liveness(
+        self, backend: BackendUnderTest, real_time_problems: dict[str, list[str]] | None
+    ) -> None:
+        self.check(backend, real_time_problems, TurnLiveness)
 
     @promise("lifetimes.oauth_pending")
     def test_pending_authorization_expiry(

@@ -135,6 +135,9 @@ PROMISES: dict[str, str] = {
     "lifetimes.oauth_pending": (
         "a pending OAuth authorization is live before expires_at and gone from it on"
     ),
+    "lifetimes.liveness": (
+        "a running turn is live while now - heartbeat_at <= dead_after, then taken over"
+    ),
 }
 
 
