@@ -603,15 +603,17 @@ def _backend(
     """Fresh memory data, with the given store classes swapped in."""
     url = f"memory://mutant-{uuid.uuid4().hex}"
 
-    def open_() -> MemoryStores:
-        bundle = MemoryStores(url, clock=clock)
+    def open_(**options: Any) -> MemoryStores:
+        bundle = MemoryStores(url, **{"clock": clock, **options})
         if data_hook is not None:
             data_hook(bundle.data)
         for attr, cls in stores.items():
             setattr(bundle, attr, cls(bundle.data))
         return bundle
 
-    return BackendUnderTest(open=open_, capabilities=frozenset(), name=url)
+    return BackendUnderTest(
+        open=open_, capabilities=MemoryStores.capabilities, name=url, open_with=open_
+    )
 
 
 def _skewed(hours: float) -> Callable[[], datetime]:
@@ -690,7 +692,11 @@ def _stores_class_backend(spec: str) -> BackendUnderTest:
     cls = load_object(spec)
     root = tempfile.mkdtemp(prefix="agentstores-mutant-")
     atexit.register(shutil.rmtree, root, True)
-    return BackendUnderTest(open=lambda: cls(f"file://{root}"), name=f"{spec} on {root}")
+    return BackendUnderTest(
+        open=lambda: cls(f"file://{root}"),
+        name=f"{spec} on {root}",
+        open_with=lambda **options: cls(f"file://{root}", **options),
+    )
 
 
 try:
@@ -757,5 +763,5 @@ MUTANTS: list[Mutant] = [
     *(_m(f"file_{n}", FILE_BREAKS.get(n, ""), racy=True) for n in FILE_MUTANTS),
 ]
 
-for _extra in ("mutants_models", "mutants_races"):
+for _extra in ("mutants_models", "mutants_races", "mutants_time"):
     MUTANTS.extend(importlib.import_module(f"tests.catalogue.{_extra}").MUTANTS)

@@ -19,7 +19,7 @@ def test_json_lists_backends_with_versions_and_failures(plugin_dir: Path) -> Non
     memory = by_name["memory"]
     assert memory["version"] == importlib.metadata.version("agentstores")
     assert memory["schemes"] == ["memory"]
-    assert memory["capabilities"] == []
+    assert memory["capabilities"] == ["settable_clock"]
     assert "lost" in memory["durability"]
     assert memory["bench_floor"] is True
     good = by_name["good"]

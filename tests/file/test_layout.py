@@ -54,7 +54,7 @@ async def test_default_url_is_the_file_backend_in_the_working_directory(
 def test_plugin_registers_the_backend() -> None:
     (info,) = agentstores_backends()
     assert info.schemes == ("file",)
-    assert info.capabilities == {"multi_process", "durable"}
+    assert info.capabilities == {"multi_process", "durable", "settable_clock"}
     assert info.bench_floor == "agentstores_file.floor:FileFloor"
     assert get_registry().by_scheme("file") is not None
 

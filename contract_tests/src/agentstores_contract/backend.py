@@ -19,12 +19,19 @@ class BackendUnderTest:
     ``open`` returns a fresh, unopened :class:`Stores` bundle; the suite opens and closes
     each one. ``url``, when set, lets other OS processes reach the same data through
     :func:`agentstores.plugins.create_stores`. ``capabilities`` defaults to the bundle's.
+
+    ``open_with(**options)`` returns a fresh, unopened bundle reaching the same data with
+    backend options on top, such as ``tombstone_ttl`` (a timedelta) and, where the backend
+    declares ``settable_clock``, ``clock``: the suite checks lifetimes with it. The contract
+    makes the tombstone TTL configurable, so a backend without ``open_with`` fails those
+    tests rather than skipping them.
     """
 
     open: Callable[[], Stores]
     url: str | None = None
     capabilities: frozenset[str] = None  # type: ignore[assignment]
     name: str = ""
+    open_with: Callable[..., Stores] | None = None
 
     def __post_init__(self) -> None:
         if self.capabilities is None or not self.name:
@@ -40,7 +47,11 @@ class BackendUnderTest:
     @classmethod
     def from_url(cls, url: str, **options: Any) -> BackendUnderTest:
         """The backend a URL names, through the plugin registry."""
-        return cls(open=lambda: create_stores(url, **options), url=url if not options else None)
+        return cls(
+            open=lambda: create_stores(url, **options),
+            url=url if not options else None,
+            open_with=lambda **more: create_stores(url, **{**options, **more}),
+        )
 
     def has(self, capability: str) -> bool:
         return capability in self.capabilities

@@ -143,6 +143,23 @@ PROMISES: dict[str, str] = {
     "conversations.branch.metadata": (
         "a branch starts with fresh stamps, no shares, status or expiry; its source is unchanged"
     ),
+    # lifetimes, on the store clock
+    "lifetimes.tombstone": (
+        "a tombstone refuses every late write in every store until tombstone_ttl has passed; "
+        "from then on the key is used afresh"
+    ),
+    "lifetimes.pause_token": (
+        "a pause token is claimable before expires_at and ExpiredError from it on; "
+        "claimed or abandoned stays AlreadyClaimedError"
+    ),
+    "lifetimes.expired": "Expired() sweeps from the latest expires_at on, never before",
+    "lifetimes.idle": "IdleFor(d) sweeps only once updated_at (the last write) < now - d",
+    "lifetimes.oauth_pending": (
+        "a pending OAuth authorization is live before expires_at and gone from it on"
+    ),
+    "lifetimes.liveness": (
+        "a running turn is live while now - heartbeat_at <= dead_after, then taken over"
+    ),
 }
 
 

@@ -22,6 +22,7 @@ pytest.register_assert_rewrite(
     "agentstores_contract.erasure",
     "agentstores_contract.fencing",
     "agentstores_contract.isolation",
+    "agentstores_contract.lifetimes",
     "agentstores_contract.machines",
     "agentstores_contract.multiprocess",
     "agentstores_contract.oauth",

@@ -9,6 +9,7 @@ from .conversations import ConversationContract
 from .erasure import ErasureContract
 from .fencing import FencingContract
 from .isolation import KeyContract
+from .lifetimes import LifetimeContract
 from .metadata import MetadataContract
 from .multi_record import MultiRecordContract
 from .multiprocess import MultiProcessContract
@@ -45,6 +46,7 @@ class ContractSuite(
     MultiRecordContract,
     MultiProcessContract,
     ClockContract,
+    LifetimeContract,
     ProtocolContract,
     RegionContract,
     MetadataContract,

@@ -12,7 +12,7 @@ def agentstores_backends() -> list[BackendInfo]:
             name="file",
             schemes=("file",),
             factory="agentstores_file.stores:FileStores",
-            capabilities=frozenset({"multi_process", "durable"}),
+            capabilities=frozenset({"multi_process", "durable", "settable_clock"}),
             distribution="agentstores-file",
             description=(
                 "Local files, the embedded default (file:///abs/path or file://./relative). "

@@ -340,7 +340,9 @@ class FileStores(Stores):
     """
 
     backend = "file"
-    capabilities: frozenset[str] = frozenset({Capability.MULTI_PROCESS, Capability.DURABLE})
+    capabilities: frozenset[str] = frozenset(
+        {Capability.MULTI_PROCESS, Capability.DURABLE, Capability.SETTABLE_CLOCK}
+    )
     engine_class: type[Engine] = Engine
     """The storage engine; a subclass may swap it (tests do, to plant a known flaw)."""
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -113,6 +114,20 @@ class MemoryData:
 
     def now(self) -> datetime:
         return self.clock()
+
+    def with_options(
+        self, *, clock: Callable[[], datetime] | None, tombstone_ttl: timedelta | None
+    ) -> MemoryData:
+        """This data seen through another clock or tombstone TTL: the records are shared,
+        only the options differ (``self`` when they do not)."""
+        same_clock = clock is None or clock is self.clock
+        same_ttl = tombstone_ttl is None or tombstone_ttl == self.tombstone_ttl
+        if same_clock and same_ttl:
+            return self
+        view = copy.copy(self)
+        view.clock = clock or self.clock
+        view.tombstone_ttl = tombstone_ttl or self.tombstone_ttl
+        return view
 
     # --- the key header ---------------------------------------------------------
 

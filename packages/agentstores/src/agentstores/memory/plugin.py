@@ -12,7 +12,7 @@ def agentstores_backends() -> list[BackendInfo]:
             name="memory",
             schemes=("memory",),
             factory="agentstores.memory.stores:MemoryStores",
-            capabilities=frozenset(),
+            capabilities=frozenset({"settable_clock"}),
             distribution="agentstores",
             description="In-process reference backend; nothing survives a restart.",
             durability="none: every write is lost when the process exits",

@@ -45,6 +45,7 @@ from ..models import (
 from ..stores import (
     UNSET,
     AgentStateStore,
+    Capability,
     ConversationStore,
     EncodedMessage,
     Expired,
@@ -672,10 +673,12 @@ class MemoryStores(Stores):
 
     Options: ``clock`` (a callable returning an aware datetime; the store clock),
     ``tombstone_ttl`` (timedelta, default 30 days), ``fresh=True`` to start empty.
+    ``clock`` and ``tombstone_ttl`` are this bundle's own: bundles of one name share the
+    records, each with its own options.
     """
 
     backend = "memory"
-    capabilities: frozenset[str] = frozenset()
+    capabilities: frozenset[str] = frozenset({Capability.SETTABLE_CLOCK})
 
     def __init__(
         self,
@@ -690,7 +693,8 @@ class MemoryStores(Stores):
         self.name = url[len("memory://") :] or "default"
         if fresh:
             forget(self.name)
-        self.data = shared_data(self.name, clock=clock, tombstone_ttl=tombstone_ttl)
+        shared = shared_data(self.name)
+        self.data = shared.with_options(clock=clock, tombstone_ttl=tombstone_ttl)
         self.supervision = MemorySupervisionStore(self.data)
         self.recording = MemoryRecordingStore(self.data)
         self.state = MemoryAgentStateStore(self.data)

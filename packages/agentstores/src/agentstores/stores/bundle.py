@@ -25,6 +25,9 @@ class Capability:
     """Expired records disappear by themselves, without the sweeper."""
     CLUSTER = "cluster"
     """Runs unchanged on a sharded/clustered server."""
+    SETTABLE_CLOCK = "settable_clock"
+    """Takes a ``clock=`` option (a callable returning an aware datetime) as its store
+    clock, so expiry can be checked at exact instants instead of by waiting."""
 
 
 class Stores(ABC):
