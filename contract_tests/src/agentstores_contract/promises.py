@@ -135,7 +135,9 @@ PROMISES: dict[str, str] = {
         "principals differing only by normalization, case, width or invisible characters "
         "are distinct owners and readers"
     ),
-    "fencing.large_epochs": "epochs and indexes up to 2**63 - 1 compare exactly in every store",
+    "fencing.large_epochs": (
+        "epochs and indexes up to 2**63 - 1 compare exactly in every store; beyond, UsageError"
+    ),
     "json.exact": "JSON keeps every number's type and bits and every key, in every store",
     "conversations.updated_at": (
         "accepted writes move updated_at; reads, shares and refused writes leave it"

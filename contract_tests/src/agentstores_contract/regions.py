@@ -7,7 +7,9 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from agentstores.errors import FencedError, NotOwnedError
+import pytest
+
+from agentstores.errors import FencedError, NotOwnedError, UsageError
 from agentstores.keys import ConversationKey
 from agentstores.models import Message, RecordedEvent, SupervisionRow
 from agentstores.stores import Stores
@@ -140,6 +142,27 @@ class RegionContract(ContractBase):
                 )
                 await stores.state.save(key, "p", {"e": high}, epoch=high)
                 assert exact(await stores.state.load(key, "p")) == exact({"e": high})
+            beyond, key = 2**63, self.key("beyond")
+            await raises(UsageError, stores.state.save(key, "p", {}, epoch=beyond), "epoch 2**63")
+            await raises(
+                UsageError,
+                stores.conversations.append_messages(
+                    key, "p", [Message("m", "user", 1)], epoch=beyond
+                ),
+                "append at epoch 2**63",
+            )
+            await raises(
+                UsageError,
+                stores.conversations.get_transcript(key, "p", index=-beyond),
+                "index -2**63",
+            )
+            for make in (
+                lambda: SupervisionRow("running", TURN, beyond),
+                lambda: RecordedEvent(beyond, "x", TURN, 0),
+            ):
+                with pytest.raises(UsageError):
+                    make()
+            assert await stores.state.load(key, "p") == {}, "a refused epoch left state behind"
 
         self.run(backend, body)
 

@@ -24,6 +24,17 @@ SPEAKERS: frozenset[str] = frozenset(get_args(Speaker))
 LAST_TURN_STATUSES: frozenset[str] = frozenset(get_args(LastTurnStatus))
 SUPERVISION_STATUSES: frozenset[str] = frozenset(get_args(SupervisionStatus))
 
+MAX_COUNTER = 2**63 - 1
+"""The largest epoch, index or limit: a signed 64-bit integer, the widest that every
+backend stores and compares exactly (PostgreSQL ``bigint``)."""
+
+
+def check_counter(value: object, what: str) -> int:
+    """``value`` as a non-negative int of at most :data:`MAX_COUNTER`, else UsageError."""
+    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= MAX_COUNTER:
+        raise UsageError(f"{what} must be an int from 0 to 2**63 - 1, got {value!r}")
+    return value
+
 
 # --- supervision -----------------------------------------------------------------
 
@@ -46,8 +57,7 @@ class SupervisionRow:
         if self.status not in SUPERVISION_STATUSES:
             raise UsageError(f"unknown supervision status {self.status!r}")
         validate_id(self.message_id, "message_id")
-        if not isinstance(self.epoch, int) or isinstance(self.epoch, bool) or self.epoch < 0:
-            raise UsageError(f"epoch must be a non-negative int, got {self.epoch!r}")
+        check_counter(self.epoch, "epoch")
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,10 +91,8 @@ class RecordedEvent:
 
     def __post_init__(self) -> None:
         validate_id(self.message_id, "message_id")
-        if not isinstance(self.index, int) or self.index < 0:
-            raise UsageError(f"index must be a non-negative int, got {self.index!r}")
-        if not isinstance(self.epoch, int) or isinstance(self.epoch, bool) or self.epoch < 0:
-            raise UsageError(f"epoch must be a non-negative int, got {self.epoch!r}")
+        check_counter(self.index, "index")
+        check_counter(self.epoch, "epoch")
 
 
 # --- conversations ----------------------------------------------------------------

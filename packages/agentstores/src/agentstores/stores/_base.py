@@ -10,7 +10,7 @@ from typing import Any
 
 from ..errors import AgentStoresError, UsageError
 from ..keys import ConversationKey
-from ..models import JSON
+from ..models import JSON, check_counter
 
 
 class _Unset:
@@ -65,17 +65,13 @@ def check_key(key: object) -> ConversationKey:
 def check_epoch(epoch: object, *, optional: bool = True) -> int | None:
     if epoch is None and optional:
         return None
-    if not isinstance(epoch, int) or isinstance(epoch, bool) or epoch < 0:
-        raise UsageError(f"epoch must be a non-negative int or None, got {epoch!r}")
-    return epoch
+    return check_counter(epoch, "epoch")
 
 
 def check_limit(limit: object, what: str = "limit", *, optional: bool = True) -> int | None:
     if limit is None and optional:
         return None
-    if not isinstance(limit, int) or isinstance(limit, bool) or limit < 0:
-        raise UsageError(f"{what} must be a non-negative int, got {limit!r}")
-    return limit
+    return check_counter(limit, what)
 
 
 def check_datetime(value: object, what: str, *, optional: bool = False) -> datetime | None:

@@ -12,6 +12,7 @@ from ..errors import UsageError
 from ..keys import ConversationKey, validate_id, validate_principal
 from ..models import (
     LAST_TURN_STATUSES,
+    MAX_COUNTER,
     SPEAKERS,
     ConversationInfo,
     LastTurnStatus,
@@ -282,8 +283,10 @@ class ConversationStore(StoreBase, ABC):
             raise UsageError(f"unknown speaker {speaker!r}; expected one of {sorted(SPEAKERS)}")
         if index is not None and time_range is not None:
             raise UsageError("pass index or time_range, not both")
-        if index is not None and (not isinstance(index, int) or isinstance(index, bool)):
-            raise UsageError(f"index must be an int, got {index!r}")
+        if index is not None and (
+            not isinstance(index, int) or isinstance(index, bool) or abs(index) > MAX_COUNTER
+        ):
+            raise UsageError(f"index must be an int from -(2**63 - 1) to 2**63 - 1, got {index!r}")
         if time_range is not None:
             if not isinstance(time_range, tuple) or len(time_range) != 2:
                 raise UsageError("time_range must be a (start, end) tuple")
