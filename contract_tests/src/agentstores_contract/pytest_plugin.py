@@ -22,6 +22,7 @@ pytest.register_assert_rewrite(
     "agentstores_contract.erasure",
     "agentstores_contract.fencing",
     "agentstores_contract.isolation",
+    "agentstores_contract.lease_lifecycle",
     "agentstores_contract.machines",
     "agentstores_contract.multiprocess",
     "agentstores_contract.oauth",
@@ -31,7 +32,9 @@ pytest.register_assert_rewrite(
     "agentstores_contract.recording",
     "agentstores_contract.scenarios",
     "agentstores_contract.state",
+    "agentstores_contract.store_edges",
     "agentstores_contract.supervision",
+    "agentstores_contract.sweep_accounting",
 )
 
 from . import profiles  # noqa: E402

@@ -9,13 +9,16 @@ from .conversations import ConversationContract
 from .erasure import ErasureContract
 from .fencing import FencingContract
 from .isolation import KeyContract
+from .lease_lifecycle import LeaseLifecycleContract
 from .multiprocess import MultiProcessContract
 from .oauth import OAuthContract
 from .ownership import OwnershipContract
 from .pause_tokens import PauseTokenContract
 from .recording import RecordingContract
 from .state import StateContract
+from .store_edges import StoreEdgesContract
 from .supervision import SupervisionContract
+from .sweep_accounting import SweepAccountingContract
 
 try:
     from .protocol import ProtocolContract
@@ -42,6 +45,9 @@ class ContractSuite(
     MultiProcessContract,
     ClockContract,
     ProtocolContract,
+    LeaseLifecycleContract,
+    SweepAccountingContract,
+    StoreEdgesContract,
 ):
     """The whole contract. Subclass it with a name starting with ``Test`` and override
     the ``backend`` fixture::
