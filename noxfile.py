@@ -116,6 +116,21 @@ def _catalogue_seeds(session: nox.Session, *args: str) -> None:
 
 
 @nox.session(python=PYTHON)
+def mutation(session: nox.Session) -> None:
+    """Mutation testing of memory:// and the protocol layer, the contract suite as the
+    test command (long; not part of `tests`). Incremental: results stay in `.mutation/`
+    and only changed functions and earlier survivors are re-tested; `-- --fresh` starts
+    over. Prints the score and the survivors (see docs/mutation.md)."""
+    session.install("packages/agentstores[crypto]", "-e", "contract_tests", *TEST_TOOLS)
+    session.install("mutmut==3.8.1")
+    fresh = ["--fresh"] if "--fresh" in session.posargs else []
+    session.run("python", "-m", "tests.mutation.workspace", *fresh)
+    with session.chdir(".mutation"):
+        session.run("mutmut", "run", "--max-children", "2", external=False)
+    session.run("python", "-m", "tests.mutation.score")
+
+
+@nox.session(python=PYTHON)
 def drill(session: nox.Session) -> None:
     """The kill-and-resume drill on the embedded file backend (or posargs: a URL)."""
     session.install("-e", "packages/agentstores", "-e", "packages/agentstores-file")

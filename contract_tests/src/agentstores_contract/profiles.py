@@ -2,7 +2,8 @@
 
 ``ci`` (default) keeps the whole suite at a minute or two on the in-memory backend;
 ``deep`` runs about ten times the examples and rounds; ``quick`` is for running the
-suite many times (the broken-backend catalogue).
+suite many times (the broken-backend catalogue); ``mutation`` is quick-sized and
+derandomized, so a mutant a run kills is killed again by the next.
 """
 
 from __future__ import annotations
@@ -32,6 +33,8 @@ class Profile:
     history_ops: int
     """Operations per client in a recorded history checked for linearizability."""
     shrink: bool = True
+    derandomize: bool = False
+    """Draw the same examples every run (a mutation run needs reproducible kills)."""
 
     def hypothesis(self, **overrides: object) -> settings:
         phases = [Phase.explicit, Phase.reuse, Phase.generate, Phase.target]
@@ -42,7 +45,7 @@ class Profile:
             stateful_step_count=self.steps,
             deadline=None,
             database=None,
-            derandomize=False,
+            derandomize=self.derandomize,
             print_blob=True,
             phases=phases,
             suppress_health_check=list(HealthCheck),
@@ -62,6 +65,17 @@ PROFILES: dict[str, Profile] = {
         shrink=False,
     ),
     "ci": Profile("ci", examples=60, steps=35, clients=16, rounds=6, processes=4, history_ops=8),
+    "mutation": Profile(
+        "mutation",
+        examples=12,
+        steps=20,
+        clients=16,
+        rounds=3,
+        processes=3,
+        history_ops=6,
+        shrink=False,
+        derandomize=True,
+    ),
     "deep": Profile(
         "deep", examples=600, steps=60, clients=32, rounds=60, processes=6, history_ops=12
     ),

@@ -162,6 +162,25 @@ PROMISES: dict[str, str] = {
     "lifetimes.liveness": (
         "a running turn is live while now - heartbeat_at <= dead_after, then taken over"
     ),
+    # outcomes pinned by mutation testing
+    "fencing.every_write": "every fenced write raises the key's fence to its epoch",
+    "erasure.erased_error": "a write on an erased key raises ErasedError, not a plain absence",
+    "erasure.spares_others": "deleting a key erases what it has and no other key's data",
+    "conversations.truncate_views": "after truncate, speaker views and recent hold what is left",
+    "listing.last_page": "a listing's last page has no cursor",
+    "conversations.branch_stamps": "a branch carries its own creation and update stamps",
+    "sweep.over_cap_scope": "over-cap ranks one owner's conversations within one tenant",
+    "visibility.supervision_now": "an invisible supervision read still reports the store clock",
+    "oauth.filters": "OAuth listings keep to the named servers, sorted by server name",
+    "protocol.lease.bounds": "LeaseConfig refuses non-positive timings and counts",
+    "protocol.lease.lost": "a lost lease keeps why, tells every on_lost callback, stops beating "
+    "and refuses later calls",
+    "protocol.lease.lifecycle": "seal, release, the context and run move a lease and its row as "
+    "documented",
+    "protocol.lease.writes": "a lease's writes reach the store under its key, principal and epoch",
+    "protocol.sweep.bounds": "a Sweeper refuses empty batches and schedules, and runs its rules",
+    "protocol.sweep.report": "a sweep report counts batches, erasures and survivors exactly",
+    "protocol.sweep.schedule": "run_forever sweeps until stopped and records a failed sweep",
 }
 
 

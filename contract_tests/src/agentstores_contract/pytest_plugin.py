@@ -22,17 +22,23 @@ pytest.register_assert_rewrite(
     "agentstores_contract.erasure",
     "agentstores_contract.fencing",
     "agentstores_contract.isolation",
+    "agentstores_contract.lease_lifecycle",
     "agentstores_contract.lifetimes",
     "agentstores_contract.machines",
+    "agentstores_contract.metadata",
+    "agentstores_contract.multi_record",
     "agentstores_contract.multiprocess",
     "agentstores_contract.oauth",
     "agentstores_contract.ownership",
     "agentstores_contract.pause_tokens",
     "agentstores_contract.protocol",
     "agentstores_contract.recording",
+    "agentstores_contract.regions",
     "agentstores_contract.scenarios",
     "agentstores_contract.state",
+    "agentstores_contract.store_edges",
     "agentstores_contract.supervision",
+    "agentstores_contract.sweep_accounting",
 )
 
 from . import profiles, seeds  # noqa: E402

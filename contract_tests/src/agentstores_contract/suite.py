@@ -9,6 +9,7 @@ from .conversations import ConversationContract
 from .erasure import ErasureContract
 from .fencing import FencingContract
 from .isolation import KeyContract
+from .lease_lifecycle import LeaseLifecycleContract
 from .lifetimes import LifetimeContract
 from .metadata import MetadataContract
 from .multi_record import MultiRecordContract
@@ -19,7 +20,9 @@ from .pause_tokens import PauseTokenContract
 from .recording import RecordingContract
 from .regions import RegionContract
 from .state import StateContract
+from .store_edges import StoreEdgesContract
 from .supervision import SupervisionContract
+from .sweep_accounting import SweepAccountingContract
 
 try:
     from .protocol import ProtocolContract
@@ -50,6 +53,9 @@ class ContractSuite(
     ProtocolContract,
     RegionContract,
     MetadataContract,
+    LeaseLifecycleContract,
+    SweepAccountingContract,
+    StoreEdgesContract,
 ):
     """The whole contract. Subclass it with a name starting with ``Test`` and override
     the ``backend`` fixture::

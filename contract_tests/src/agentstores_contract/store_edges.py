@@ -1,0 +1,189 @@
+"""Store outcomes the broader contract tests leave implicit: every fenced write raises the
+key's fence, an erased key answers ErasedError (not just "absent"), truncation leaves no
+stale speaker view, a listing's last page has no cursor, filters and ranks keep to their
+scope, and a deletion spares other keys.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+import pytest
+
+from agentstores.errors import ErasedError
+from agentstores.keys import ConversationKey
+from agentstores.models import ClientInfo, Message, RecordedEvent, UserIntegration
+from agentstores.stores import OverCap, Stores
+
+from .backend import BackendUnderTest
+from .base import ContractBase
+from .promises import promise
+
+USER = "owner"
+OTHER = "someone-else"
+
+
+async def _conversation(stores: Stores, key: ConversationKey, *ids: str) -> None:
+    messages = [Message(i, "user" if i.startswith("u") else "assistant", i) for i in ids]
+    await stores.conversations.append_messages(key, USER, messages)
+
+
+class StoreEdgesContract(ContractBase):
+    @promise("fencing.every_write")
+    def test_every_fenced_write_raises_the_fence(self, backend: BackendUnderTest) -> None:
+        key = self.key()
+
+        async def body(stores: Stores) -> None:
+            await _conversation(stores, key, "u1", "a1", "u2")
+            later = await stores.now() + timedelta(days=1)
+            c, r, s, p = stores.conversations, stores.recording, stores.state, stores.pause_tokens
+            writes = {
+                "conversations.set_title": lambda e: c.set_title(key, USER, "t", epoch=e),
+                "conversations.set_last_turn_status": lambda e: c.set_last_turn_status(
+                    key, USER, "complete", epoch=e
+                ),
+                "conversations.truncate": lambda e: c.truncate(key, USER, "u2", epoch=e),
+                "recording.put": lambda e: r.put(key, USER, RecordedEvent(1, "x", "m1", e)),
+                "recording.delete": lambda e: r.delete(key, USER, "m1", epoch=e),
+                "state.save": lambda e: s.save(key, USER, {"n": e}, epoch=e),
+                "state.delete": lambda e: s.delete(key, USER, epoch=e),
+                "pause_tokens.put": lambda e: p.put(f"t{e}", key, USER, {}, later, epoch=e),
+            }
+            for epoch, (name, write) in enumerate(writes.items(), start=1):
+                await write(10 * epoch)
+                view = await stores.supervision.read(key, USER)
+                assert view.fence == 10 * epoch, f"{name} did not raise the fence"
+            info = await stores.conversations.get_conversation(key, USER)
+            assert info is not None and info.title == "t" and info.message_count == 2
+
+        self.run(backend, body)
+
+    @promise("erasure.erased_error")
+    def test_writes_on_an_erased_key_say_erased(self, backend: BackendUnderTest) -> None:
+        key = self.key()
+
+        async def body(stores: Stores) -> None:
+            await _conversation(stores, key, "u1", "a1")
+            assert await stores.conversations.delete(key, USER)
+            with pytest.raises(ErasedError):
+                await stores.conversations.set_title(key, USER, "late")
+            with pytest.raises(ErasedError):
+                await stores.conversations.truncate(key, USER, "u1")
+            with pytest.raises(ErasedError):
+                await stores.conversations.append_messages(
+                    key, USER, [Message("u2", "user", "late")], create_if_absent=False
+                )
+            assert await stores.supervision.delete(key, USER, "a1", 1) is False
+
+        self.run(backend, body)
+
+    @promise("erasure.spares_others")
+    def test_deleting_a_key_spares_other_keys(self, backend: BackendUnderTest) -> None:
+        tenant = self.tenant()
+        stateful, doomed, kept = (ConversationKey(tenant, s) for s in ("state", "doomed", "kept"))
+
+        async def body(stores: Stores) -> None:
+            later = await stores.now() + timedelta(days=1)
+            await stores.state.save(stateful, USER, {"only": "state"})
+            assert await stores.conversations.delete(stateful, USER)
+            assert await stores.state.load(stateful, USER) == {}
+            for key in (doomed, kept):
+                await _conversation(stores, key, "u1")
+                await stores.pause_tokens.put("tok", key, USER, {"for": key.session_id}, later)
+            assert await stores.conversations.delete(doomed, USER)
+            assert await stores.pause_tokens.claim("tok", kept, USER) == {"for": "kept"}
+
+        self.run(backend, body)
+
+    @promise("conversations.truncate_views")
+    def test_truncation_leaves_no_stale_view(self, backend: BackendUnderTest) -> None:
+        key = self.key()
+
+        async def body(stores: Stores) -> None:
+            c = stores.conversations
+            await _conversation(stores, key, "u1", "a1", "u2", "a2")
+            assert await c.truncate(key, USER, "u2") == 2
+            users = await c.get_transcript(key, USER, speaker="user")
+            assert [m.message_id for m in users] == ["u1"]
+            assert [m.id for m in await c.recent(key, USER, 10)] == ["u1", "a1"]
+            await _conversation(stores, key, "u3")
+            users = await c.get_transcript(key, USER, speaker="user")
+            assert [m.message_id for m in users] == ["u1", "u3"]
+
+        self.run(backend, body)
+
+    @promise("listing.last_page")
+    def test_last_page_has_no_cursor(self, backend: BackendUnderTest) -> None:
+        tenant = self.tenant()
+
+        async def body(stores: Stores) -> None:
+            for session in ("a", "b"):
+                await _conversation(stores, ConversationKey(tenant, session), "u1")
+            for limit in (2, 3):
+                page = await stores.conversations.list_conversations(tenant, USER, limit=limit)
+                assert len(page.items) == 2 and page.next_cursor is None, limit
+            first = await stores.conversations.list_conversations(tenant, USER, limit=1)
+            assert first.next_cursor is not None
+
+        self.run(backend, body)
+
+    @promise("conversations.branch_stamps")
+    def test_branch_has_its_own_stamps(self, backend: BackendUnderTest) -> None:
+        key = self.key()
+
+        async def body(stores: Stores) -> None:
+            await _conversation(stores, key, "u1", "a1")
+            new_key = await stores.conversations.branch(key, USER, "a1")
+            info = await stores.conversations.get_conversation(new_key, USER)
+            assert info is not None and info.message_count == 2
+            assert isinstance(info.created_at, datetime)
+            assert isinstance(info.updated_at, datetime)
+
+        self.run(backend, body)
+
+    @promise("sweep.over_cap_scope")
+    def test_over_cap_ranks_one_owner_in_one_tenant(self, backend: BackendUnderTest) -> None:
+        tenant = self.tenant()
+        mine, theirs = ConversationKey(tenant, "a-mine"), ConversationKey(tenant, "b-theirs")
+
+        async def body(stores: Stores) -> None:
+            await _conversation(stores, mine, "u1")
+            await stores.conversations.append_messages(theirs, OTHER, [Message("u1", "user", 1)])
+            assert not await stores.conversations.erase_if(mine, OverCap(1))
+            assert mine not in await stores.conversations.find_sweepable(OverCap(1), limit=1000)
+            assert await stores.conversations.get_conversation(mine, USER) is not None
+
+        self.run(backend, body)
+
+    @promise("visibility.supervision_now")
+    def test_invisible_supervision_read_still_has_the_clock(
+        self, backend: BackendUnderTest
+    ) -> None:
+        key = self.key()
+
+        async def body(stores: Stores) -> None:
+            await _conversation(stores, key, "u1")
+            view = await stores.supervision.read(key, OTHER)
+            assert view.row is None and view.fence == 0
+            assert isinstance(view.now, datetime)
+
+        self.run(backend, body)
+
+    @promise("oauth.filters")
+    def test_oauth_listings_filter_and_sort(self, backend: BackendUnderTest) -> None:
+        tenant = self.tenant()
+
+        async def body(stores: Stores) -> None:
+            o = stores.oauth
+            for server in ("b", "a", "c"):
+                await o.save_user_integration(UserIntegration(tenant, "user", server))
+                await o.save_client_info(ClientInfo(tenant, server, {"id": server}))
+            everything = await o.list_user_integrations(tenant, "user")
+            assert [r.server_name for r in everything] == ["a", "b", "c"]
+            chosen = await o.list_user_integrations(tenant, "user", ["c", "a"])
+            assert [r.server_name for r in chosen] == ["a", "c"]
+            clients = await o.list_client_info(tenant, ["c", "b"])
+            assert [r.server_name for r in clients] == ["b", "c"]
+            assert [r.server_name for r in await o.list_client_info(tenant)] == ["a", "b", "c"]
+
+        self.run(backend, body)

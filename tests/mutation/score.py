@@ -1,0 +1,84 @@
+"""Print the mutation score from the workspace's results and list the survivors.
+
+The score is killed / (all mutants - equivalent ones); a timeout counts as killed (the
+suite did not pass). Equivalent mutants are the ones docs/mutation.md lists, each with
+why it behaves like the original; one listed there that is now killed is reported too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from collections import Counter
+from pathlib import Path
+
+from tests.mutation.workspace import ROOT, WORKSPACE
+
+DOC = ROOT / "docs" / "mutation.md"
+LISTED = re.compile(r"^- `(?P<name>[^`]+)`: (?P<why>.+)$")
+KILLED = {1, 3}
+TIMEOUT = {-24, 24, 152, 255, 36}
+SURVIVED = {0}
+UNTESTED = {5, 33}
+
+
+def equivalents(doc: Path = DOC) -> dict[str, str]:
+    """Mutant name -> why it is equivalent, from the section of the doc that lists them."""
+    found: dict[str, str] = {}
+    in_section = False
+    for line in doc.read_text().splitlines() if doc.exists() else []:
+        if line.startswith("## "):
+            in_section = line.lower().startswith("## equivalent mutants")
+        elif in_section and (match := LISTED.match(line)):
+            found[match["name"]] = match["why"]
+    return found
+
+
+def results(workspace: Path = WORKSPACE) -> dict[str, int | None]:
+    codes: dict[str, int | None] = {}
+    for meta in sorted((workspace / "mutants").rglob("*.meta")):
+        codes.update(json.loads(meta.read_text())["exit_code_by_key"])
+    return codes
+
+
+def status(code: int | None) -> str:
+    if code in KILLED:
+        return "killed"
+    if code in TIMEOUT:
+        return "timeout"
+    if code in SURVIVED:
+        return "survived"
+    if code in UNTESTED:
+        return "no tests"
+    if code is None:
+        return "not checked"
+    return f"suspicious ({code})"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--min-score", type=float, default=95.0, help="percent (default 95)")
+    args = parser.parse_args()
+    codes = results()
+    equivalent = equivalents()
+    by_status = Counter(status(code) for code in codes.values())
+    survivors = sorted(n for n, c in codes.items() if status(c) not in ("killed", "timeout"))
+    unexplained = [n for n in survivors if n not in equivalent]
+    stale = sorted(n for n in equivalent if n in codes and n not in survivors)
+    counted = len(codes) - sum(1 for n in survivors if n in equivalent)
+    killed = by_status["killed"] + by_status["timeout"]
+    score = 100.0 * killed / counted if counted else 0.0
+    print(f"mutants: {len(codes)}  " + "  ".join(f"{k}: {v}" for k, v in sorted(by_status.items())))
+    print(f"equivalent (listed in {DOC.relative_to(ROOT)}): {len(codes) - counted}")
+    print(f"score: {killed} killed / {counted} non-equivalent = {score:.1f}%")
+    for name in unexplained:
+        print(f"  survivor: {name}  ({status(codes[name])})")
+    for name in stale:
+        print(f"  listed as equivalent but killed: {name}")
+    return 0 if score >= args.min_score and not stale else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
