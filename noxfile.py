@@ -12,7 +12,7 @@ import nox
 
 nox.options.default_venv_backend = "uv"
 nox.options.reuse_venv = "yes"
-nox.options.error_on_missing_interpreters = False
+nox.options.error_on_missing_interpreters = True
 
 PYTHON = "3.11"
 CORE = ["-e", "packages/agentstores[crypto]", "-e", "contract_tests"]
