@@ -12,7 +12,7 @@ import traceback
 
 import agentstores.memory.data as memory_data
 from agentstores_contract import validate
-from tests.catalogue.mutants import CONTROL, MUTANTS
+from tests.catalogue.catalogue import CONTROL, MUTANTS
 
 
 def main(profile: str, seed: int, names: list[str]) -> None:

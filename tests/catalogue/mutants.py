@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import atexit
 import dataclasses
-import importlib
 import shutil
 import tempfile
 import uuid
@@ -762,6 +761,3 @@ MUTANTS: list[Mutant] = [
     _m("expiry_on_caller_clock", "clock.expiry"),
     *(_m(f"file_{n}", FILE_BREAKS.get(n, ""), racy=True) for n in FILE_MUTANTS),
 ]
-
-for _extra in ("mutants_models", "mutants_races", "mutants_time"):
-    MUTANTS.extend(importlib.import_module(f"tests.catalogue.{_extra}").MUTANTS)

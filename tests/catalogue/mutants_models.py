@@ -27,11 +27,10 @@ from agentstores.memory.stores import (
 from agentstores.models import LastTurnStatus, RecordedEvent, SupervisionRow
 from agentstores.stores import UNSET, EncodedMessage
 from agentstores_contract import BackendUnderTest
+from tests.catalogue.mutants import Mutant, _backend, _make
 
 MUTANTS: list[Mutant] = []
-"""Filled at the bottom. Defined before the catalogue import, which imports this module."""
-
-from tests.catalogue.mutants import Mutant, _backend, _make  # noqa: E402
+"""This track's mutants; filled at the bottom."""
 
 # --- ids folded before keying -------------------------------------------------------
 

@@ -21,12 +21,10 @@ from agentstores.memory.data import Conversation, MessageRow
 from agentstores.memory.stores import MemoryConversationStore, _stored, _yield
 from agentstores.models import LastTurnStatus, StoredMessage
 from agentstores.stores import UNSET, EncodedMessage, OverCap, SweepRule
+from tests.catalogue.mutants import Mutant, _make
 
 MUTANTS: list[Mutant] = []
-"""Bound before the catalogue is imported, so this module also loads first (a factory
-spec in a fresh process): the catalogue extends its list with this one on import."""
-
-from tests.catalogue.mutants import Mutant, _make  # noqa: E402
+"""This track's mutants; filled at the bottom."""
 
 
 class EraseStoreByStore(MemoryConversationStore):

@@ -25,12 +25,10 @@ from agentstores.models import (
 )
 from agentstores.stores import EncodedMessage, Expired, IdleFor, SweepRule
 from agentstores_contract import BackendUnderTest
+from tests.catalogue.mutants import Mutant, _backend
 
 MUTANTS: list[Mutant] = []
-"""Bound before the import below: ``tests.catalogue.mutants`` extends its list with this
-one when it loads, which may happen while this module is still loading."""
-
-from tests.catalogue.mutants import Mutant, _backend  # noqa: E402
+"""This track's mutants; filled at the bottom."""
 
 # --- tombstones ---------------------------------------------------------------------
 

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from agentstores_contract import Report, seeds
-from tests.catalogue.mutants import CONTROL, MUTANTS, Mutant
+from tests.catalogue.catalogue import CONTROL, MUTANTS, Mutant
 
 ROOT = Path(__file__).resolve().parents[2]
 WORKERS = 3
