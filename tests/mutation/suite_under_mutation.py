@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import agentstores
-from agentstores_contract import BackendUnderTest, ContractSuite
+from agentstores_contract import BackendUnderTest, ContractSuite, lifetimes
 
 
 def test_the_mutated_copy_is_under_test() -> None:
@@ -27,3 +27,9 @@ class TestMemoryUnderMutation(ContractSuite):
     @pytest.fixture
     def backend(self) -> BackendUnderTest:
         return BackendUnderTest.from_url(f"memory://mutation-{uuid.uuid4().hex}")
+
+    @pytest.fixture
+    def real_time_problems(self, backend: BackendUnderTest) -> None:
+        """Function-scoped like ``backend``. memory:// has a settable clock, so every
+        lifetime is checked exactly in its own test and no real-time wait is needed."""
+        assert lifetimes.exact(backend), "memory:// lost its settable clock"
