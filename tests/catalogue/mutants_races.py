@@ -17,7 +17,7 @@ from agentstores.errors import (
     StaleWriteError,
 )
 from agentstores.keys import ConversationKey
-from agentstores.memory.data import Conversation, MessageRow
+from agentstores.memory.data import Conversation, Header, MessageRow
 from agentstores.memory.stores import MemoryConversationStore, _stored, _yield
 from agentstores.models import LastTurnStatus, StoredMessage
 from agentstores.stores import UNSET, EncodedMessage, OverCap, SweepRule
@@ -27,7 +27,27 @@ MUTANTS: list[Mutant] = []
 """This track's mutants; filled at the bottom."""
 
 
-class EraseStoreByStore(MemoryConversationStore):
+class _SteppedErase(MemoryConversationStore):
+    """The reference's erase checks, shared by the mutants that break its single step."""
+
+    def _erasable(
+        self, key: ConversationKey, principal: str | None, rule: SweepRule | None
+    ) -> Header | None:
+        """The header to erase, or None when the reference would return False."""
+        d = self.data
+        h = d.header(key)
+        if h is None or h.erased_until is not None:
+            return None
+        if principal is not None and h.owner != principal:
+            raise NotOwnedError("only the owner may delete a conversation", key=key)
+        if rule is not None:
+            conv = d.conversations.get(key)
+            if conv is None or not self._matches(key, conv, rule):
+                return None
+        return h
+
+
+class EraseStoreByStore(_SteppedErase):
     """Erases one store per round trip and writes the tombstone last: readers see a
     half-erased key, and a write in between lands under no tombstone."""
 
@@ -36,15 +56,9 @@ class EraseStoreByStore(MemoryConversationStore):
     ) -> bool:
         await _yield()
         d = self.data
-        h = d.header(key)
-        if h is None or h.erased_until is not None:
+        h = self._erasable(key, principal, rule)
+        if h is None:
             return False
-        if principal is not None and h.owner != principal:
-            raise NotOwnedError("only the owner may delete a conversation", key=key)
-        if rule is not None:
-            conv = d.conversations.get(key)
-            if conv is None or not self._matches(key, conv, rule):
-                return False
         for store in (d.conversations, d.state, d.recording, d.supervision):
             store.pop(key, None)
             await asyncio.sleep(0)
@@ -55,7 +69,7 @@ class EraseStoreByStore(MemoryConversationStore):
         return True
 
 
-class EraseTombstoneLast(MemoryConversationStore):
+class EraseTombstoneLast(_SteppedErase):
     """Removes every record at once, then writes the tombstone one round trip later: an
     append in between recreates the conversation."""
 
@@ -64,15 +78,9 @@ class EraseTombstoneLast(MemoryConversationStore):
     ) -> bool:
         await _yield()
         d = self.data
-        h = d.header(key)
-        if h is None or h.erased_until is not None:
+        h = self._erasable(key, principal, rule)
+        if h is None:
             return False
-        if principal is not None and h.owner != principal:
-            raise NotOwnedError("only the owner may delete a conversation", key=key)
-        if rule is not None:
-            conv = d.conversations.get(key)
-            if conv is None or not self._matches(key, conv, rule):
-                return False
         for store in (d.conversations, d.state, d.recording, d.supervision):
             store.pop(key, None)
         for token_key in [t for t in d.tokens if t[0] == key]:
