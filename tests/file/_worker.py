@@ -139,8 +139,8 @@ async def write(url: str, worker: int, log: TextIO) -> None:
                 )
             else:
                 last = (await conv.get_transcript(mine, PRINCIPAL, index=-1, speaker="user"))[0]
-                log.write(f"begin truncate {last.message_id}\n")
-                await conv.truncate(mine, PRINCIPAL, last.message_id)
+                log.write(f"begin truncate {last.id}\n")
+                await conv.truncate(mine, PRINCIPAL, last.id)
                 pairs -= 1
             log.write("ok\n")
 

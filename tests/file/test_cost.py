@@ -91,20 +91,20 @@ async def test_append_and_indexed_reads_cost_the_same_at_100k(tmp_path: Path) ->
         assert len(costs["append"][1]) == 1 and costs["append"][1][0].seq == n + 1
         assert [m.seq for m in costs["append_batch"][1]] == list(range(n + 2, n + 7))
         assert costs["reappend"][1] == []
-        assert costs["index_first"][1][0].message_id == "m0"
-        assert costs["index_last"][1][0].message_id == "new-b4"
+        assert costs["index_first"][1][0].id == "m0"
+        assert costs["index_last"][1][0].id == "new-b4"
         users = [i for i in range(n) if i % 3 == 0]
-        assert costs["user_index"][1][0].message_id == f"m{users[2]}"
+        assert costs["user_index"][1][0].id == f"m{users[2]}"
         assert costs["user_index"][1][0].index == 2
         # users: the filled ones, then "new-1", then "new-b0" and "new-b3".
-        assert costs["user_negative"][1][0].message_id == "new-b0"
+        assert costs["user_negative"][1][0].id == "new-b0"
         assert costs["user_negative"][1][0].index == len(users) + 1
-        assert costs["assistant_negative"][1][0].message_id == "new-b4"
+        assert costs["assistant_negative"][1][0].id == "new-b4"
         assert [m.id for m in costs["recent"][1]] == ["new-b0", "new-b1", "new-b3", "new-b4"]
         assert costs["info"][1].message_count == n + 7
         # Everything appended in the measurement shares the clock's current microsecond
         # or is older; a one-instant range finds only what was stamped at that instant.
-        assert costs["time_range"][1] == [] or costs["time_range"][1][-1].message_id == "new-b4"
+        assert costs["time_range"][1] == [] or costs["time_range"][1][-1].id == "new-b4"
 
     # A time range is two binary searches over the fixed-width index.
     searches = 2 * (math.ceil(math.log2(BIG + 8)) + 1)

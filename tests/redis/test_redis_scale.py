@@ -129,7 +129,7 @@ async def test_time_range_reads_only_the_range(
     shapes = {}
     for n in (SHORT, LONG):
         last = (await stores.conversations.get_transcript(keys[n], "p", index=n - 1))[0]
-        stamp: datetime = last.timestamp
+        stamp: datetime = last.created_at
 
         async def op(k: ConversationKey = keys[n], at: datetime = stamp) -> None:
             rows = await stores.conversations.get_transcript(k, "p", time_range=(at, at), limit=3)
@@ -144,6 +144,6 @@ async def test_long_transcript_is_whole(built: tuple[RedisStores, dict[int, Any]
     info = await stores.conversations.get_conversation(keys[LONG], "p")
     assert info is not None and info.message_count >= LONG
     row = await stores.conversations.get_transcript(keys[LONG], "p", index=LONG - 1)
-    assert row[0].message_id == f"m{LONG - 1}"
+    assert row[0].id == f"m{LONG - 1}"
     users = await stores.conversations.get_transcript(keys[LONG], "p", index=7, speaker="user")
-    assert users[0].message_id == "m21" and users[0].index == 7
+    assert users[0].id == "m21" and users[0].index == 7

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from agentstores.capabilities import Capability, capability_set
 from agentstores.errors import UsageError
 from agentstores.plugins import create_stores
 from agentstores.stores import Stores
@@ -29,7 +30,7 @@ class BackendUnderTest:
 
     open: Callable[[], Stores]
     url: str | None = None
-    capabilities: frozenset[str] = None  # type: ignore[assignment]
+    capabilities: frozenset[Capability] = None  # type: ignore[assignment]
     name: str = ""
     open_with: Callable[..., Stores] | None = None
 
@@ -42,7 +43,7 @@ class BackendUnderTest:
                 self.capabilities = frozenset(probe.capabilities)
             if not self.name:
                 self.name = probe.backend or type(probe).__name__
-        self.capabilities = frozenset(self.capabilities)
+        self.capabilities = capability_set(self.capabilities)
 
     @classmethod
     def from_url(cls, url: str, **options: Any) -> BackendUnderTest:
@@ -53,8 +54,9 @@ class BackendUnderTest:
             open_with=lambda **more: create_stores(url, **{**options, **more}),
         )
 
-    def has(self, capability: str) -> bool:
-        return capability in self.capabilities
+    def has(self, capability: Capability | str) -> bool:
+        """Whether the backend declares ``capability``; an unknown name is an error."""
+        return Capability.parse(capability) in self.capabilities
 
     @property
     def label(self) -> str:

@@ -7,6 +7,7 @@ from typing import TypeVar
 
 import pytest
 
+from agentstores.capabilities import Capability
 from agentstores.keys import ConversationKey
 from agentstores.stores import Stores
 
@@ -42,10 +43,11 @@ class ContractBase:
         return runtime.run(backend, body)
 
     @staticmethod
-    def require(backend: BackendUnderTest, capability: str, why: str = "") -> None:
+    def require(backend: BackendUnderTest, capability: Capability, why: str = "") -> None:
         """Skip, saying so, unless the backend declares ``capability``."""
         if not backend.has(capability):
-            reason = f"backend {backend.label!r} does not declare capability {capability!r}"
+            name = Capability.parse(capability).value
+            reason = f"backend {backend.label!r} does not declare capability {name!r}"
             pytest.skip(f"{reason}: {why}" if why else reason)
 
     @staticmethod

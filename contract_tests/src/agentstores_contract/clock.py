@@ -48,7 +48,7 @@ class ClockContract(ContractBase):
             within(info.created_at, before, after, "conversation created_at")
             within(info.updated_at, before, after, "conversation updated_at")
             rows = await stores.conversations.get_transcript(key, "p", index=0)
-            assert rows[0].timestamp == stored[0].created_at
+            assert rows[0].created_at == stored[0].created_at
 
         self.run(backend, body)
 

@@ -27,7 +27,7 @@ from .scenarios import raises
 
 
 def ids_of(messages: Any) -> list[str]:
-    return [m.id if hasattr(m, "id") else m.message_id for m in messages]
+    return [m.id for m in messages]
 
 
 SCRIPT = [
@@ -251,7 +251,7 @@ class ConversationContract(ContractBase):
 
             async def q(**kw: Any) -> list[tuple[int, str]]:
                 rows = await conv.get_transcript(key, "p", **kw)
-                return [(r.index, r.message_id) for r in rows]
+                return [(r.index, r.id) for r in rows]
 
             assert await q() == list(enumerate(ids_of(SCRIPT)))
             assert await q(index=0, speaker="user") == [(0, "u0")]
@@ -279,8 +279,8 @@ class ConversationContract(ContractBase):
             )
             assert "a0" in inside and "a1" in inside
             users = await conv.get_transcript(key, "p", time_range=window, speaker="user")
-            assert [r.message_id for r in users] == [i for i in inside if i.startswith("u")]
-            assert all(r.index == int(r.message_id[1]) for r in users), "index counts users only"
+            assert [r.id for r in users] == [i for i in inside if i.startswith("u")]
+            assert all(r.index == int(r.id[1]) for r in users), "index counts users only"
             assert (
                 ids_of(await conv.get_transcript(key, "p", time_range=window, limit=1))
                 == inside[:1]

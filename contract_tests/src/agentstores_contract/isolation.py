@@ -146,7 +146,7 @@ class KeyContract(ContractBase):
             long_msg = Message(padded("msg-"), "user", "long id")
             await stores.conversations.append_messages(keys[1], principal, [long_msg])
             rows = await stores.conversations.get_transcript(keys[1], principal, index=-1)
-            assert rows[0].message_id == long_msg.id
+            assert rows[0].id == long_msg.id
 
         self.run(backend, body)
 

@@ -650,7 +650,7 @@ class ConversationRules(ModelMachine):
             lambda: self.model.transcript(
                 key, principal, index=at, time_range=time_range, speaker=speaker, limit=limit
             ),
-            lambda rows: [(r.index, r.role, r.content, r.message_id) for r in rows],
+            lambda rows: [(r.index, r.role, r.content, r.id) for r in rows],
         )
 
     @rule(k=SLOT, p=SLOT, limit=st.integers(1, 4))

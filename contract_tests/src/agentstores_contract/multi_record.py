@@ -626,7 +626,7 @@ async def conditional_append(
 
 async def by_speaker(s: Stores, key: ConversationKey, speaker: Any, index: int) -> str | None:
     rows = await s.conversations.get_transcript(key, OWNER, index=index, speaker=speaker)
-    return rows[0].message_id if rows else None
+    return rows[0].id if rows else None
 
 
 async def branch(s: Stores, key: ConversationKey, mid: str, new_session: str) -> Hashable:
@@ -647,7 +647,7 @@ async def assert_indexes_agree(stores: Stores, key: ConversationKey) -> None:
     stored = await conv.read_messages(key, OWNER)
     ids = [m.id for m in stored]
     assert [m.seq for m in stored] == list(range(len(stored))), "seq has gaps after the race"
-    assert [m.message_id for m in await conv.get_transcript(key, OWNER)] == ids
+    assert [m.id for m in await conv.get_transcript(key, OWNER)] == ids
     assert await info_of(stores, key) == (len(ids), ids[-1] if ids else None)
     for speaker in ("user", "assistant"):
         view = [m.id for m in stored if m.role == speaker]

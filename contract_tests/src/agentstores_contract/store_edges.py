@@ -104,11 +104,11 @@ class StoreEdgesContract(ContractBase):
             await _conversation(stores, key, "u1", "a1", "u2", "a2")
             assert await c.truncate(key, USER, "u2") == 2
             users = await c.get_transcript(key, USER, speaker="user")
-            assert [m.message_id for m in users] == ["u1"]
+            assert [m.id for m in users] == ["u1"]
             assert [m.id for m in await c.recent(key, USER, 10)] == ["u1", "a1"]
             await _conversation(stores, key, "u3")
             users = await c.get_transcript(key, USER, speaker="user")
-            assert [m.message_id for m in users] == ["u1", "u3"]
+            assert [m.id for m in users] == ["u1", "u3"]
 
         self.run(backend, body)
 

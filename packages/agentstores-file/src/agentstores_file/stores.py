@@ -35,9 +35,8 @@ from agentstores.models import (
 )
 from agentstores.stores import (
     AgentStateStore,
-    Capability,
+    AppendRequest,
     ConversationStore,
-    EncodedMessage,
     OAuthRepository,
     PauseTokenStore,
     RecordingStore,
@@ -49,6 +48,7 @@ from agentstores.stores import (
 
 from .engine import Engine
 from .fsio import FileIO, IOStats
+from .plugin import BACKEND
 
 T = TypeVar("T")
 
@@ -182,18 +182,12 @@ class FileAgentStateStore(_FileStore, AgentStateStore):
 
 class FileConversationStore(_FileStore, ConversationStore):
     async def _append_messages(
-        self,
-        key: ConversationKey,
-        principal: str,
-        messages: list[EncodedMessage],
-        *,
-        create_if_absent: bool,
-        last_turn_status: LastTurnStatus | None,
-        expected_last_message_id: Any,
-        epoch: int | None,
-        title: str | None,
-        expires_at: datetime | None,
+        self, key: ConversationKey, principal: str, request: AppendRequest
     ) -> list[StoredMessage]:
+        messages = list(request.messages)
+        create_if_absent, last_turn_status = request.create_if_absent, request.last_turn_status
+        expected_last_message_id: Any = request.expected_tail
+        epoch, title, expires_at = request.epoch, request.title, request.expires_at
         call = functools.partial(
             self.engine.append,
             key,
@@ -340,9 +334,7 @@ class FileStores(Stores):
     """
 
     backend = "file"
-    capabilities: frozenset[str] = frozenset(
-        {Capability.MULTI_PROCESS, Capability.DURABLE, Capability.SETTABLE_CLOCK}
-    )
+    capabilities = BACKEND.capabilities
     engine_class: type[Engine] = Engine
     """The storage engine; a subclass may swap it (tests do, to plant a known flaw)."""
 

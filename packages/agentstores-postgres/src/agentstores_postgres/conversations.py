@@ -28,6 +28,7 @@ from agentstores.models import (
 )
 from agentstores.stores import (
     UNSET,
+    AppendRequest,
     ConversationStore,
     EncodedMessage,
     Expired,
@@ -225,18 +226,12 @@ class PostgresConversationStore(PostgresStore, ConversationStore):
     # --- writes ---------------------------------------------------------------------
 
     async def _append_messages(
-        self,
-        key: ConversationKey,
-        principal: str,
-        messages: list[EncodedMessage],
-        *,
-        create_if_absent: bool,
-        last_turn_status: LastTurnStatus | None,
-        expected_last_message_id: Any,
-        epoch: int | None,
-        title: str | None,
-        expires_at: datetime | None,
+        self, key: ConversationKey, principal: str, request: AppendRequest
     ) -> list[StoredMessage]:
+        messages = list(request.messages)
+        create_if_absent, last_turn_status = request.create_if_absent, request.last_turn_status
+        expected_last_message_id: Any = request.expected_tail
+        epoch, title, expires_at = request.epoch, request.title, request.expires_at
         n = nonce()
         ids = [m.message.id for m in messages]
         check_tail = expected_last_message_id is not UNSET

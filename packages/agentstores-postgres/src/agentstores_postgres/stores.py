@@ -5,12 +5,13 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
-from agentstores.stores import Capability, Stores
+from agentstores.stores import Stores
 
 from .conversations import PostgresConversationStore
 from .database import Conn, Database
 from .oauth import PostgresOAuthRepository
 from .pause_tokens import PostgresPauseTokenStore
+from .plugin import BACKEND
 from .recording import PostgresRecordingStore
 from .schema import check_identifier
 from .state import PostgresAgentStateStore
@@ -33,7 +34,7 @@ class PostgresStores(Stores):
     """
 
     backend = "postgres"
-    capabilities: frozenset[str] = frozenset({Capability.MULTI_PROCESS, Capability.DURABLE})
+    capabilities = BACKEND.capabilities
 
     def __init__(self, url: str, **options: Any) -> None:
         self.config: Config = parse_url(url, **options)

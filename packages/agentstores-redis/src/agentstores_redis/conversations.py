@@ -23,7 +23,7 @@ import logging
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 from agentstores.errors import ConflictError, NotFoundError, UsageError
@@ -37,6 +37,7 @@ from agentstores.models import (
 )
 from agentstores.stores import (
     UNSET,
+    AppendRequest,
     ConversationStore,
     EncodedMessage,
     Expired,
@@ -267,18 +268,12 @@ class RedisConversationStore(RedisStoreBase, ConversationStore):
     # --- writes ---------------------------------------------------------------------
 
     async def _append_messages(
-        self,
-        key: ConversationKey,
-        principal: str,
-        messages: list[EncodedMessage],
-        *,
-        create_if_absent: bool,
-        last_turn_status: LastTurnStatus | None,
-        expected_last_message_id: Any,
-        epoch: int | None,
-        title: str | None,
-        expires_at: datetime | None,
+        self, key: ConversationKey, principal: str, request: AppendRequest
     ) -> list[StoredMessage]:
+        messages = list(request.messages)
+        create_if_absent, last_turn_status = request.create_if_absent, request.last_turn_status
+        expected_last_message_id: Any = request.expected_tail
+        epoch, title, expires_at = request.epoch, request.title, request.expires_at
         k = self._k(key)
         n = nonce()
         if expected_last_message_id is UNSET:

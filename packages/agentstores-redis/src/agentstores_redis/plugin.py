@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from agentstores.capabilities import Capability
 from agentstores.plugins import BackendInfo, hookimpl
 
 DURABILITY = (
@@ -16,29 +17,31 @@ DURABILITY = (
 )
 
 
+BACKEND = BackendInfo(
+    name="redis",
+    schemes=(
+        "redis",
+        "rediss",
+        "valkey",
+        "valkeys",
+        "redis+cluster",
+        "rediss+cluster",
+        "valkey+cluster",
+        "valkeys+cluster",
+    ),
+    factory="agentstores_redis.stores:RedisStores",
+    capabilities=frozenset({Capability.MULTI_PROCESS, Capability.NATIVE_TTL, Capability.CLUSTER}),
+    distribution="agentstores-redis",
+    description=(
+        "Redis / Valkey (standalone or cluster) via redis-py asyncio; one Lua "
+        "script per write, server TIME, native expiry"
+    ),
+    durability=DURABILITY,
+    bench_floor="agentstores_redis.floor:RedisFloor",
+)
+"""The one declaration of this backend; its ``Stores`` class reads its capabilities here."""
+
+
 @hookimpl
 def agentstores_backends() -> list[BackendInfo]:
-    return [
-        BackendInfo(
-            name="redis",
-            schemes=(
-                "redis",
-                "rediss",
-                "valkey",
-                "valkeys",
-                "redis+cluster",
-                "rediss+cluster",
-                "valkey+cluster",
-                "valkeys+cluster",
-            ),
-            factory="agentstores_redis.stores:RedisStores",
-            capabilities=frozenset({"multi_process", "native_ttl", "cluster"}),
-            distribution="agentstores-redis",
-            description=(
-                "Redis / Valkey (standalone or cluster) via redis-py asyncio; one Lua "
-                "script per write, server TIME, native expiry"
-            ),
-            durability=DURABILITY,
-            bench_floor="agentstores_redis.floor:RedisFloor",
-        )
-    ]
+    return [BACKEND]

@@ -37,6 +37,7 @@ from .keys import KeySpace
 from .lua import ALL_SCRIPTS
 from .oauth import RedisOAuthRepository
 from .pause_tokens import RedisPauseTokenStore
+from .plugin import BACKEND
 from .recording import RedisRecordingStore
 from .state import RedisAgentStateStore
 from .supervision import RedisSupervisionStore
@@ -112,9 +113,7 @@ class RedisStores(Stores):
     """Every store on Redis or Valkey; see the module docstring for URLs and options."""
 
     backend = "redis"
-    capabilities: frozenset[str] = frozenset(
-        {Capability.MULTI_PROCESS, Capability.NATIVE_TTL, Capability.CLUSTER}
-    )
+    capabilities = BACKEND.capabilities
 
     def __init__(self, url: str, **options: Any) -> None:
         driver_url, cluster, opts = parse_url(url, options)

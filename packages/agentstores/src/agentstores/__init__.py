@@ -1,22 +1,28 @@
 """agentstores: one contract for AI-agent chat persistence, many backends."""
 
 from .api import open_stores
+from .capabilities import Capability
 from .errors import (
     AgentStoresError,
     AlreadyClaimedError,
     BackendUnavailableError,
     BusyError,
     ConflictError,
+    EphemeralStoreWarning,
     ErasedError,
     ExpiredError,
     FencedError,
     InvalidKeyError,
+    LeaseLostError,
     NotFoundError,
     NotOwnedError,
+    OAuthSecretError,
+    Refusal,
     StaleWriteError,
     UnknownOutcomeError,
     UnsupportedError,
     UsageError,
+    refusal_error,
 )
 from .keys import MAX_ID_BYTES, ConversationKey
 from .models import (
@@ -24,7 +30,6 @@ from .models import (
     ConversationInfo,
     Message,
     Page,
-    PauseToken,
     PendingAuthorization,
     RecordedEvent,
     StoredMessage,
@@ -33,11 +38,16 @@ from .models import (
     TranscriptMessage,
     UserIntegration,
 )
-from .stores import UNSET, Capability, Expired, IdleFor, OverCap, Stores
+from .stores import UNSET, Expired, IdleFor, OverCap, Stores
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "refusal_error",
+    "Refusal",
+    "OAuthSecretError",
+    "LeaseLostError",
+    "EphemeralStoreWarning",
     "MAX_ID_BYTES",
     "UNSET",
     "AgentStoresError",
@@ -60,7 +70,6 @@ __all__ = [
     "NotOwnedError",
     "OverCap",
     "Page",
-    "PauseToken",
     "PendingAuthorization",
     "RecordedEvent",
     "StaleWriteError",

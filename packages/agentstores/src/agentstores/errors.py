@@ -1,19 +1,35 @@
-"""The one typed error hierarchy. Adapters translate driver errors into these at their edge."""
+"""The one typed error hierarchy, and the refusal vocabulary adapters speak.
+
+Adapters never build a refusal's error by hand: a storage engine decides a
+:class:`Refusal` and :func:`refusal_error` turns it, with its context, into the typed
+error, so every backend raises the same class with the same attributes.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+import enum
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .keys import ConversationKey
 
 
 class AgentStoresError(Exception):
     """Base of every error this library raises on purpose.
 
-    ``context`` carries what the caller needs to act (key, epoch, occupant...).
+    ``context`` carries what the caller needs to act; the common entries are also
+    attributes (``key`` here, ``epoch``/``fence``, ``tail``/``expected``, ``occupant``
+    on the classes they belong to), so callers never dig in the dict.
     """
 
     def __init__(self, message: str = "", **context: Any) -> None:
         super().__init__(message or self.__class__.__name__)
         self.context: dict[str, Any] = context
+
+    @property
+    def key(self) -> ConversationKey | None:
+        """The conversation the failed call named, when it named one."""
+        return self.context.get("key")
 
 
 class UsageError(AgentStoresError, ValueError):
@@ -33,23 +49,48 @@ class FencedError(AgentStoresError):
 
     @property
     def epoch(self) -> int | None:
+        """The epoch the refused write carried."""
         return self.context.get("epoch")
 
     @property
     def fence(self) -> int | None:
+        """The key's fence (highest epoch seen) that refused it."""
         return self.context.get("fence")
 
 
+class LeaseLostError(FencedError):
+    """The lease is no longer held (fenced by a newer epoch, or its heartbeat failed).
+
+    The producer must stop; ``__cause__`` is what ended the lease.
+    """
+
+
 class BusyError(AgentStoresError):
-    """A live turn holds the conversation; ``message_id`` names the occupant."""
+    """A live turn holds the conversation; ``occupant`` names its message id."""
+
+    @property
+    def occupant(self) -> str | None:
+        """The message id of the turn that holds the conversation."""
+        return self.context.get("occupant")
 
     @property
     def message_id(self) -> str | None:
-        return self.context.get("message_id")
+        """Same as :attr:`occupant`."""
+        return self.occupant
 
 
 class StaleWriteError(AgentStoresError):
     """The transcript tail is not what the caller expected."""
+
+    @property
+    def tail(self) -> str | None:
+        """The tail message id the store holds (``None``: empty transcript)."""
+        return self.context.get("tail")
+
+    @property
+    def expected(self) -> str | None:
+        """The tail message id the caller expected."""
+        return self.context.get("expected")
 
 
 class ConflictError(AgentStoresError):
@@ -84,20 +125,90 @@ class UnsupportedError(AgentStoresError, NotImplementedError):
     """The backend does not offer this capability."""
 
 
+class OAuthSecretError(AgentStoresError):
+    """A stored secret cannot be decrypted: wrong or missing key, or moved between records."""
+
+
+class EphemeralStoreWarning(UserWarning):
+    """The process runs on the in-memory backend: nothing survives a restart."""
+
+
+class Refusal(enum.Enum):
+    """Why a store refused a call; :func:`refusal_error` gives each its typed error."""
+
+    NOT_OWNED = "not_owned"
+    FENCED = "fenced"
+    ERASED = "erased"
+    STALE_TAIL = "stale_tail"
+    EXISTS = "exists"
+    NOT_FOUND = "not_found"
+    BUSY = "busy"
+    EXPIRED = "expired"
+    ALREADY_CLAIMED = "already_claimed"
+
+
+_ERROR_OF: dict[Refusal, type[AgentStoresError]] = {
+    Refusal.NOT_OWNED: NotOwnedError,
+    Refusal.FENCED: FencedError,
+    Refusal.ERASED: ErasedError,
+    Refusal.STALE_TAIL: StaleWriteError,
+    Refusal.EXISTS: ConflictError,
+    Refusal.NOT_FOUND: NotFoundError,
+    Refusal.BUSY: BusyError,
+    Refusal.EXPIRED: ExpiredError,
+    Refusal.ALREADY_CLAIMED: AlreadyClaimedError,
+}
+
+
+def _default_message(refusal: Refusal, context: dict[str, Any]) -> str:
+    if refusal is Refusal.NOT_OWNED:
+        return "another principal owns this conversation"
+    if refusal is Refusal.FENCED:
+        return f"epoch {context.get('epoch')} is below the fence {context.get('fence')}"
+    if refusal is Refusal.ERASED:
+        return "the conversation was erased"
+    if refusal is Refusal.STALE_TAIL:
+        return f"transcript tail is {context.get('tail')!r}, expected {context.get('expected')!r}"
+    if refusal is Refusal.EXISTS:
+        return "the record already exists"
+    if refusal is Refusal.NOT_FOUND:
+        return "no such conversation"
+    if refusal is Refusal.BUSY:
+        return f"turn {context.get('occupant')!r} is running on this conversation"
+    if refusal is Refusal.EXPIRED:
+        return "the record expired"
+    return "the token was already claimed or abandoned"
+
+
+def refusal_error(refusal: Refusal, message: str = "", **context: Any) -> AgentStoresError:
+    """The typed error for ``refusal``; ``message`` defaults to the standard wording.
+
+    Context entries whose value is ``None`` are dropped, so ``error.context`` only holds
+    what the store actually knew.
+    """
+    known = {name: value for name, value in context.items() if value is not None}
+    return _ERROR_OF[refusal](message or _default_message(refusal, known), **known)
+
+
 __all__ = [
     "AgentStoresError",
     "AlreadyClaimedError",
     "BackendUnavailableError",
     "BusyError",
     "ConflictError",
+    "EphemeralStoreWarning",
     "ErasedError",
     "ExpiredError",
     "FencedError",
     "InvalidKeyError",
+    "LeaseLostError",
     "NotFoundError",
     "NotOwnedError",
+    "OAuthSecretError",
+    "Refusal",
     "StaleWriteError",
     "UnknownOutcomeError",
     "UnsupportedError",
     "UsageError",
+    "refusal_error",
 ]

@@ -17,7 +17,6 @@ SupervisionStatus = Literal["running", "done", "errored"]
 Role = Literal["user", "assistant", "tool", "system", "other"]
 Speaker = Literal["user", "assistant", "all"]
 LastTurnStatus = Literal["running", "complete", "errored", "cancelled"]
-PauseTokenStatus = Literal["pending", "claimed", "abandoned"]
 
 ROLES: frozenset[str] = frozenset(get_args(Role))
 SPEAKERS: frozenset[str] = frozenset(get_args(Speaker))
@@ -129,13 +128,15 @@ class StoredMessage:
 
 @dataclass(frozen=True, slots=True)
 class TranscriptMessage:
-    """One row of ``get_transcript``; ``index`` counts within the speaker-filtered view."""
+    """One row of ``get_transcript``: a :class:`StoredMessage`'s ``id``, ``role``,
+    ``content`` and ``created_at``, with ``index`` counted within the speaker-filtered
+    view (``seq`` counts in the whole transcript)."""
 
     index: int
     role: Role
     content: JSON
-    message_id: str
-    timestamp: datetime
+    id: str
+    created_at: datetime
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,19 +161,6 @@ class Page:
 
     items: list[ConversationInfo]
     next_cursor: str | None
-
-
-# --- pause tokens -----------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class PauseToken:
-    token_id: str
-    key: ConversationKey
-    owner: str
-    payload: JSON
-    expires_at: datetime
-    status: PauseTokenStatus
 
 
 # --- OAuth ------------------------------------------------------------------------

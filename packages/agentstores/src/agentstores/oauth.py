@@ -34,7 +34,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from .errors import AgentStoresError, ExpiredError, NotFoundError, UsageError
+from .errors import ExpiredError, NotFoundError, OAuthSecretError, UsageError
 from .keys import validate_id, validate_principal
 from .models import JSON, ClientInfo, PendingAuthorization, UserIntegration
 from .stores.oauth import OAuthRepository
@@ -55,10 +55,6 @@ Now = Callable[[], Awaitable[datetime]]
 
 class PlaintextSecretsWarning(UserWarning):
     """OAuth secrets are being stored unencrypted (explicitly allowed)."""
-
-
-class OAuthSecretError(AgentStoresError):
-    """A stored secret cannot be decrypted: wrong or missing key, or moved between records."""
 
 
 _plaintext_warned = False

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import pluggy
 
+from .capabilities import Capability, capability_set
 from .errors import UsageError
 
 if TYPE_CHECKING:
@@ -45,7 +46,7 @@ class BackendInfo:
     name: str
     schemes: tuple[str, ...]
     factory: str
-    capabilities: frozenset[str] = frozenset()
+    capabilities: frozenset[Capability] = frozenset()
     distribution: str | None = None
     description: str = ""
     durability: str = ""
@@ -54,6 +55,10 @@ class BackendInfo:
     ``agentstores schema install``; returns a human summary of what it did."""
     bench_floor: str | None = None
     """Optional ``"module:callable"`` returning the raw-driver floor for ``agentstores bench``."""
+
+    def __post_init__(self) -> None:
+        # Names become Capability members here, so a typo is refused at discovery.
+        object.__setattr__(self, "capabilities", capability_set(self.capabilities))
 
 
 @dataclass(frozen=True, slots=True)

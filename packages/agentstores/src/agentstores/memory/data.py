@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
-from ..errors import ErasedError, FencedError, NotOwnedError
+from ..errors import Refusal
 from ..keys import ConversationKey
 from ..models import (
     ClientInfo,
@@ -18,6 +18,7 @@ from ..models import (
     SupervisionRow,
     UserIntegration,
 )
+from ..stores.kit import DEFAULT_TOMBSTONE_TTL, can_read, check_write, judge_write, raised_fence
 
 
 @dataclass
@@ -28,6 +29,10 @@ class Header:
     fence: int = 0
     shared_with: set[str] = field(default_factory=set)
     erased_until: datetime | None = None
+
+    @property
+    def erased(self) -> bool:
+        return self.erased_until is not None
 
 
 @dataclass
@@ -102,7 +107,7 @@ class MemoryData:
         self, clock: Callable[[], datetime] | None = None, tombstone_ttl: timedelta | None = None
     ) -> None:
         self.clock = clock or (lambda: datetime.now(UTC))
-        self.tombstone_ttl = tombstone_ttl or timedelta(days=30)
+        self.tombstone_ttl = tombstone_ttl or DEFAULT_TOMBSTONE_TTL
         self.headers: dict[ConversationKey, Header] = {}
         self.supervision: dict[ConversationKey, SupervisionRow] = {}
         self.recording: dict[ConversationKey, StoredRecord] = {}
@@ -141,28 +146,34 @@ class MemoryData:
 
     def is_erased(self, key: ConversationKey) -> bool:
         h = self.header(key)
-        return h is not None and h.erased_until is not None
+        return h is not None and h.erased
 
     def visible(self, key: ConversationKey, principal: str) -> bool:
         h = self.header(key)
-        if h is None or h.erased_until is not None:
+        if h is None:
             return False
-        return h.owner == principal or principal in h.shared_with
+        return can_read(
+            owner=h.owner, shared_with=h.shared_with, erased=h.erased, principal=principal
+        )
 
-    def check_write(self, key: ConversationKey, principal: str, epoch: int | None) -> Header | None:
-        """Raise for an erased key, another owner or a stale epoch; return the header."""
+    def judge_write(
+        self, key: ConversationKey, principal: str, epoch: int | None
+    ) -> Refusal | None:
+        """The key-header rule for a write by ``principal`` at ``epoch``."""
         h = self.header(key)
         if h is None:
             return None
-        if h.erased_until is not None:
-            raise ErasedError("the conversation was erased", key=key)
-        if h.owner != principal:
-            raise NotOwnedError("another principal owns this conversation", key=key)
-        if epoch is not None and epoch < h.fence:
-            raise FencedError(
-                f"epoch {epoch} is below the fence {h.fence}", key=key, epoch=epoch, fence=h.fence
+        return judge_write(
+            owner=h.owner, fence=h.fence, erased=h.erased, principal=principal, epoch=epoch
+        )
+
+    def check_write(self, key: ConversationKey, principal: str, epoch: int | None) -> None:
+        """Raise the key-header rule's refusal, if any, as its typed error."""
+        h = self.header(key)
+        if h is not None:
+            check_write(
+                key, owner=h.owner, fence=h.fence, erased=h.erased, principal=principal, epoch=epoch
             )
-        return h
 
     def commit_write(self, key: ConversationKey, principal: str, epoch: int | None) -> Header:
         """Claim the key if unowned and raise its fence to ``epoch``."""
@@ -170,8 +181,7 @@ class MemoryData:
         if h is None:
             h = Header(owner=principal)
             self.headers[key] = h
-        if epoch is not None and epoch > h.fence:
-            h.fence = epoch
+        h.fence = raised_fence(h.fence, epoch)
         return h
 
     def erase(self, key: ConversationKey) -> None:

@@ -2,20 +2,22 @@
 
 from __future__ import annotations
 
+from ..capabilities import Capability
 from ..plugins import BackendInfo, hookimpl
+
+BACKEND = BackendInfo(
+    name="memory",
+    schemes=("memory",),
+    factory="agentstores.memory.stores:MemoryStores",
+    capabilities=frozenset({Capability.SETTABLE_CLOCK}),
+    distribution="agentstores",
+    description="In-process reference backend; nothing survives a restart.",
+    durability="none: every write is lost when the process exits",
+    bench_floor="agentstores.bench.floor:MemoryFloor",
+)
+"""The one declaration of this backend; ``MemoryStores`` reads its capabilities here."""
 
 
 @hookimpl
 def agentstores_backends() -> list[BackendInfo]:
-    return [
-        BackendInfo(
-            name="memory",
-            schemes=("memory",),
-            factory="agentstores.memory.stores:MemoryStores",
-            capabilities=frozenset({"settable_clock"}),
-            distribution="agentstores",
-            description="In-process reference backend; nothing survives a restart.",
-            durability="none: every write is lost when the process exits",
-            bench_floor="agentstores.bench.floor:MemoryFloor",
-        )
-    ]
+    return [BACKEND]

@@ -8,7 +8,6 @@ in between (``await _yield()`` only lets other tasks run *before* a call starts)
 from __future__ import annotations
 
 import asyncio
-import base64
 import bisect
 import json
 import logging
@@ -16,19 +15,8 @@ import uuid
 import warnings
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
-from typing import Any
 
-from ..errors import (
-    AlreadyClaimedError,
-    ConflictError,
-    ErasedError,
-    ExpiredError,
-    FencedError,
-    NotFoundError,
-    NotOwnedError,
-    StaleWriteError,
-    UsageError,
-)
+from ..errors import EphemeralStoreWarning, Refusal, UsageError, refusal_error
 from ..keys import ConversationKey
 from ..models import (
     ClientInfo,
@@ -43,11 +31,9 @@ from ..models import (
     UserIntegration,
 )
 from ..stores import (
-    UNSET,
     AgentStateStore,
-    Capability,
+    AppendRequest,
     ConversationStore,
-    EncodedMessage,
     Expired,
     IdleFor,
     OAuthRepository,
@@ -59,13 +45,11 @@ from ..stores import (
     SweepRule,
     TranscriptQuery,
 )
+from ..stores.kit import after_cursor, decode_cursor, encode_cursor, to_micros
 from .data import Conversation, MemoryData, MessageRow, StoredRecord, Token, forget, shared_data
+from .plugin import BACKEND
 
 log = logging.getLogger(__name__)
-
-
-class EphemeralStoreWarning(UserWarning):
-    """The process runs on the in-memory backend: nothing survives a restart."""
 
 
 _warned = False
@@ -125,12 +109,10 @@ class MemorySupervisionStore(_MemoryStore, SupervisionStore):
     ) -> bool:
         await _yield()
         d = self.data
-        h = d.header(key)
-        if h is not None and h.erased_until is not None:
-            return False
-        if h is not None and h.owner != principal:
-            raise NotOwnedError("another principal owns this conversation", key=key)
-        if h is not None and row.epoch < h.fence:
+        refusal = d.judge_write(key, principal, row.epoch)
+        if refusal is Refusal.NOT_OWNED:
+            raise refusal_error(refusal, key=key)
+        if refusal is not None:
             return False
         current = d.supervision.get(key)
         if expected_epoch is None:
@@ -182,7 +164,8 @@ class MemoryRecordingStore(_MemoryStore, RecordingStore):
         if current is not None:
             stored = current.event
             if event.epoch < stored.epoch:
-                raise FencedError(
+                raise refusal_error(
+                    Refusal.FENCED,
                     f"epoch {event.epoch} is below the recording's {stored.epoch}",
                     key=key,
                     epoch=event.epoch,
@@ -250,28 +233,15 @@ class MemoryAgentStateStore(_MemoryStore, AgentStateStore):
         d.state.pop(key, None)
 
 
-def _encode_cursor(updated_at: datetime, session_id: str) -> str:
-    raw = json.dumps([updated_at.isoformat(), session_id]).encode()
-    return base64.urlsafe_b64encode(raw).decode()
-
-
-def _decode_cursor(cursor: str) -> tuple[datetime, str]:
-    try:
-        stamp, session_id = json.loads(base64.urlsafe_b64decode(cursor.encode()))
-        return datetime.fromisoformat(stamp), str(session_id)
-    except Exception as exc:
-        raise UsageError("cursor is not one this store produced") from exc
-
-
 class MemoryConversationStore(_MemoryStore, ConversationStore):
     def _owned(self, key: ConversationKey, principal: str, epoch: int | None) -> Conversation:
         """The conversation for a write by ``principal``: erased, missing, owner, fence."""
         d = self.data
         if d.is_erased(key):
-            raise ErasedError("the conversation was erased", key=key)
+            raise refusal_error(Refusal.ERASED, key=key)
         conv = d.conversations.get(key)
         if conv is None:
-            raise NotFoundError("no such conversation", key=key)
+            raise refusal_error(Refusal.NOT_FOUND, key=key)
         d.check_write(key, principal, epoch)
         return conv
 
@@ -286,36 +256,26 @@ class MemoryConversationStore(_MemoryStore, ConversationStore):
         conv.updated_at = max(conv.updated_at, self.data.now())
 
     async def _append_messages(
-        self,
-        key: ConversationKey,
-        principal: str,
-        messages: list[EncodedMessage],
-        *,
-        create_if_absent: bool,
-        last_turn_status: LastTurnStatus | None,
-        expected_last_message_id: Any,
-        epoch: int | None,
-        title: str | None,
-        expires_at: datetime | None,
+        self, key: ConversationKey, principal: str, request: AppendRequest
     ) -> list[StoredMessage]:
         await _yield()
         d = self.data
+        epoch = request.epoch
         if d.is_erased(key):
-            raise ErasedError("the conversation was erased", key=key)
+            raise refusal_error(Refusal.ERASED, key=key)
         conv = d.conversations.get(key)
-        if conv is None and not create_if_absent:
-            raise NotFoundError("no such conversation", key=key)
+        if conv is None and not request.create_if_absent:
+            raise refusal_error(Refusal.NOT_FOUND, key=key)
         d.check_write(key, principal, epoch)
+        messages = request.messages
         fresh = [m for m in messages if conv is None or m.message.id not in conv.ids]
         if messages and not fresh:
             return []
-        if expected_last_message_id is not UNSET:
+        if request.has_tail_condition:
             tail = conv.tail if conv is not None else None
-            if tail != expected_last_message_id:
-                raise StaleWriteError(
-                    f"transcript tail is {tail!r}, expected {expected_last_message_id!r}",
-                    key=key,
-                    tail=tail,
+            if tail != request.expected_tail:
+                raise refusal_error(
+                    Refusal.STALE_TAIL, key=key, tail=tail, expected=request.expected_tail
                 )
         now = d.now()
         if conv is None:
@@ -334,12 +294,12 @@ class MemoryConversationStore(_MemoryStore, ConversationStore):
                 stamp,
             )
             stored.append(_stored(row, conv.add(row)))
-        if last_turn_status is not None:
-            conv.last_turn_status = last_turn_status
-        if title is not None:
-            conv.title = title
-        if expires_at is not None:
-            conv.expires_at = expires_at
+        if request.last_turn_status is not None:
+            conv.last_turn_status = request.last_turn_status
+        if request.title is not None:
+            conv.title = request.title
+        if request.expires_at is not None:
+            conv.expires_at = request.expires_at
         conv.updated_at = max(conv.updated_at, now)
         return stored
 
@@ -386,7 +346,9 @@ class MemoryConversationStore(_MemoryStore, ConversationStore):
                 cut = position if row.role == "user" else position + 1
                 break
         else:
-            raise NotFoundError(f"no message {message_id!r} in this conversation", key=key)
+            raise refusal_error(
+                Refusal.NOT_FOUND, f"no message {message_id!r} in this conversation", key=key
+            )
         removed = conv.cut(cut)
         self._touch(key, principal, conv, epoch)
         return len(removed)
@@ -398,15 +360,17 @@ class MemoryConversationStore(_MemoryStore, ConversationStore):
         d = self.data
         source = self._readable(key, principal)
         if source is None:
-            raise NotFoundError("no such conversation", key=key)
+            raise refusal_error(Refusal.NOT_FOUND, key=key)
         for position, row in enumerate(source.messages):
             if row.id == message_id:
                 prefix = source.messages[: position + 1]
                 break
         else:
-            raise NotFoundError(f"no message {message_id!r} in this conversation", key=key)
+            raise refusal_error(
+                Refusal.NOT_FOUND, f"no message {message_id!r} in this conversation", key=key
+            )
         if d.header(new_key) is not None:
-            raise ConflictError("the branch's key is already in use", key=new_key)
+            raise refusal_error(Refusal.EXISTS, "the branch's key is already in use", key=new_key)
         now = d.now()
         copy = Conversation(owner=principal, created_at=now, updated_at=now, title=source.title)
         for row in prefix:
@@ -446,10 +410,12 @@ class MemoryConversationStore(_MemoryStore, ConversationStore):
         await _yield()
         d = self.data
         h = d.header(key)
-        if h is None or h.erased_until is not None:
+        if h is None or h.erased:
             return False
         if principal is not None and h.owner != principal:
-            raise NotOwnedError("only the owner may delete a conversation", key=key)
+            raise refusal_error(
+                Refusal.NOT_OWNED, "only the owner may delete a conversation", key=key
+            )
         if rule is not None:
             conv = d.conversations.get(key)
             if conv is None or not self._matches(key, conv, rule):
@@ -543,23 +509,22 @@ class MemoryConversationStore(_MemoryStore, ConversationStore):
         self, tenant: str, principal: str, limit: int, cursor: str | None
     ) -> Page:
         await _yield()
-        after = _decode_cursor(cursor) if cursor is not None else None
+        after = decode_cursor(cursor) if cursor is not None else None
         mine = sorted(
             (
-                (conv.updated_at, key.session_id, key, conv)
+                (to_micros(conv.updated_at), key.session_id, key, conv)
                 for key, conv in self.data.conversations.items()
                 if key.tenant == tenant and conv.owner == principal
             ),
             key=lambda item: (item[0], item[1]),
             reverse=True,
         )
-        if after is not None:
-            mine = [item for item in mine if (item[0], item[1]) < after]
+        mine = [item for item in mine if after_cursor(item[0], item[1], after)]
         page = mine[:limit]
         items = [self._info(key, conv) for _, _, key, conv in page]
         next_cursor = None
         if len(mine) > limit and page:
-            next_cursor = _encode_cursor(page[-1][0], page[-1][1])
+            next_cursor = encode_cursor(page[-1][0], page[-1][1])
         return Page(items, next_cursor)
 
     async def _find_sweepable(self, rule: SweepRule, limit: int) -> list[ConversationKey]:
@@ -588,7 +553,7 @@ class MemoryPauseTokenStore(_MemoryStore, PauseTokenStore):
         d = self.data
         d.check_write(key, principal, epoch)
         if (key, token_id) in d.tokens:
-            raise ConflictError(f"pause token {token_id!r} already exists", key=key)
+            raise refusal_error(Refusal.EXISTS, f"pause token {token_id!r} already exists", key=key)
         d.commit_write(key, principal, epoch)
         d.tokens[(key, token_id)] = Token(principal, payload_json, expires_at)
 
@@ -596,17 +561,19 @@ class MemoryPauseTokenStore(_MemoryStore, PauseTokenStore):
         d = self.data
         h = d.header(key)
         token = d.tokens.get((key, token_id))
-        if h is None or h.erased_until is not None or h.owner != principal or token is None:
-            raise NotFoundError("no such pause token", key=key)
+        if h is None or h.erased or h.owner != principal or token is None:
+            raise refusal_error(Refusal.NOT_FOUND, "no such pause token", key=key)
         return token
 
     async def _claim(self, token_id: str, key: ConversationKey, principal: str) -> bytes:
         await _yield()
         token = self._token(token_id, key, principal)
         if token.status != "pending":
-            raise AlreadyClaimedError(f"pause token {token_id!r} is {token.status}", key=key)
+            raise refusal_error(
+                Refusal.ALREADY_CLAIMED, f"pause token {token_id!r} is {token.status}", key=key
+            )
         if token.expires_at <= self.data.now():
-            raise ExpiredError(f"pause token {token_id!r} expired", key=key)
+            raise refusal_error(Refusal.EXPIRED, f"pause token {token_id!r} expired", key=key)
         token.status = "claimed"
         return token.payload_json
 
@@ -678,7 +645,7 @@ class MemoryStores(Stores):
     """
 
     backend = "memory"
-    capabilities: frozenset[str] = frozenset({Capability.SETTABLE_CLOCK})
+    capabilities = BACKEND.capabilities
 
     def __init__(
         self,

@@ -23,6 +23,7 @@ from ..errors import (
     ConflictError,
     ErasedError,
     FencedError,
+    LeaseLostError,
     UsageError,
 )
 from ..keys import ConversationKey, validate_id
@@ -81,13 +82,6 @@ class LeaseConfig:
 
 
 DEFAULT_CONFIG = LeaseConfig()
-
-
-class LeaseLostError(FencedError):
-    """The lease is no longer held (fenced by a newer epoch, or its heartbeat failed).
-
-    The producer must stop; ``__cause__`` is what ended the lease.
-    """
 
 
 def heartbeat_age(row: SupervisionRow, now: datetime) -> float | None:
@@ -461,7 +455,7 @@ async def claim(
             raise BusyError(
                 f"turn {row.message_id!r} is running on this conversation",
                 key=key,
-                message_id=row.message_id,
+                occupant=row.message_id,
                 epoch=row.epoch,
             )
         expected = row.epoch if row is not None else None

@@ -1,8 +1,10 @@
 """The store ABCs adapters subclass. Each writes only storage code; these hold the rest."""
 
-from ._base import UNSET, StoreBase
-from .bundle import Capability, Stores
+from ..capabilities import Capability
+from ._base import UNSET, StoreBase, Unset
+from .bundle import Stores
 from .conversations import (
+    AppendRequest,
     ConversationStore,
     EncodedMessage,
     Expired,
@@ -18,6 +20,7 @@ from .state import AgentStateStore
 from .supervision import SupervisionStore
 
 __all__ = [
+    "AppendRequest",
     "UNSET",
     "AgentStateStore",
     "Capability",
@@ -34,4 +37,5 @@ __all__ = [
     "SupervisionStore",
     "SweepRule",
     "TranscriptQuery",
+    "Unset",
 ]

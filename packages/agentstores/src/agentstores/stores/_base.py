@@ -2,24 +2,22 @@
 
 from __future__ import annotations
 
+import enum
 import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import datetime
-from typing import Any
+from typing import Final, Literal, overload
 
 from ..errors import AgentStoresError, UsageError
 from ..keys import ConversationKey
 from ..models import JSON, check_counter
 
 
-class _Unset:
-    _instance: _Unset | None = None
+class Unset(enum.Enum):
+    """The type of :data:`UNSET`: an optional argument the caller did not pass."""
 
-    def __new__(cls) -> _Unset:
-        if cls._instance is None:
-            cls._instance = super().__new__(cls)
-        return cls._instance
+    UNSET = "UNSET"
 
     def __repr__(self) -> str:
         return "UNSET"
@@ -28,7 +26,7 @@ class _Unset:
         return False
 
 
-UNSET: Any = _Unset()
+UNSET: Final = Unset.UNSET
 """Marks an optional argument the caller did not pass (distinct from ``None``)."""
 
 
@@ -40,8 +38,15 @@ class StoreBase:
         return None
 
     @asynccontextmanager
-    async def edge(self, operation: str, key: ConversationKey | None = None) -> AsyncIterator[None]:
-        """Run adapter code, translating driver errors and adding context."""
+    async def translating_errors(
+        self, operation: str, key: ConversationKey | None = None
+    ) -> AsyncIterator[None]:
+        """Run adapter code, turning driver errors into typed ones with their context.
+
+        A typed error passes unchanged; any other exception goes through
+        :meth:`translate_error`, gains ``operation`` and ``key`` context, and is raised
+        from the original. An exception ``translate_error`` does not know propagates.
+        """
         try:
             yield
         except AgentStoresError:
@@ -57,24 +62,40 @@ class StoreBase:
 
 
 def check_key(key: object) -> ConversationKey:
+    """``key`` if it is a :class:`ConversationKey`; ``UsageError`` otherwise."""
     if not isinstance(key, ConversationKey):
         raise UsageError(f"expected a ConversationKey, got {type(key).__name__}")
     return key
 
 
+@overload
+def check_epoch(epoch: object, *, optional: Literal[False]) -> int: ...
+@overload
+def check_epoch(epoch: object, *, optional: Literal[True] = ...) -> int | None: ...
 def check_epoch(epoch: object, *, optional: bool = True) -> int | None:
+    """A valid epoch (0 to 2**63 - 1), or ``None`` when optional and not given."""
     if epoch is None and optional:
         return None
     return check_counter(epoch, "epoch")
 
 
+@overload
+def check_limit(limit: object, what: str = ..., *, optional: Literal[False]) -> int: ...
+@overload
+def check_limit(limit: object, what: str = ..., *, optional: Literal[True] = ...) -> int | None: ...
 def check_limit(limit: object, what: str = "limit", *, optional: bool = True) -> int | None:
+    """A valid count (0 to 2**63 - 1), or ``None`` when optional and not given."""
     if limit is None and optional:
         return None
     return check_counter(limit, what)
 
 
+@overload
+def check_datetime(value: object, what: str, *, optional: Literal[False] = ...) -> datetime: ...
+@overload
+def check_datetime(value: object, what: str, *, optional: Literal[True]) -> datetime | None: ...
 def check_datetime(value: object, what: str, *, optional: bool = False) -> datetime | None:
+    """``value`` if it is a timezone-aware datetime (``None`` allowed when optional)."""
     if value is None and optional:
         return None
     if not isinstance(value, datetime) or value.tzinfo is None:
@@ -95,4 +116,5 @@ def encode_json(value: JSON, what: str, max_bytes: int) -> bytes:
 
 
 def decode_json(raw: bytes | str) -> JSON:
+    """The value canonical JSON bytes (or text) hold."""
     return json.loads(raw)

@@ -6,28 +6,13 @@ from abc import ABC, abstractmethod
 from datetime import datetime
 from types import TracebackType
 
+from ..capabilities import Capability, capability_set
 from .conversations import ConversationStore
 from .oauth import OAuthRepository
 from .pause_tokens import PauseTokenStore
 from .recording import RecordingStore
 from .state import AgentStateStore
 from .supervision import SupervisionStore
-
-
-class Capability:
-    """Names of optional behaviours a backend declares; the suite gates tests on them."""
-
-    MULTI_PROCESS = "multi_process"
-    """Correct for many OS processes sharing one store (not only tasks in one process)."""
-    DURABLE = "durable"
-    """Acknowledged writes survive a restart of the process that made them."""
-    NATIVE_TTL = "native_ttl"
-    """Expired records disappear by themselves, without the sweeper."""
-    CLUSTER = "cluster"
-    """Runs unchanged on a sharded/clustered server."""
-    SETTABLE_CLOCK = "settable_clock"
-    """Takes a ``clock=`` option (a callable returning an aware datetime) as its store
-    clock, so expiry can be checked at exact instants instead of by waiting."""
 
 
 class Stores(ABC):
@@ -38,7 +23,7 @@ class Stores(ABC):
     """
 
     backend: str = ""
-    capabilities: frozenset[str] = frozenset()
+    capabilities: frozenset[Capability] = frozenset()
 
     supervision: SupervisionStore
     recording: RecordingStore
@@ -48,6 +33,11 @@ class Stores(ABC):
     oauth: OAuthRepository
 
     _opened: bool = False
+
+    def __init_subclass__(cls, **kwargs: object) -> None:
+        super().__init_subclass__(**kwargs)
+        # A name that is not a Capability is refused when the class is defined.
+        cls.capabilities = capability_set(cls.capabilities)
 
     async def open(self) -> Stores:
         if not self._opened:

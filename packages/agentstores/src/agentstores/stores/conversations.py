@@ -6,7 +6,6 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
 
 from ..errors import UsageError
 from ..keys import ConversationKey, validate_id, validate_principal
@@ -22,9 +21,11 @@ from ..models import (
     StoredMessage,
     TranscriptMessage,
 )
+from . import composed_reads
 from ._base import (
     UNSET,
     StoreBase,
+    Unset,
     check_datetime,
     check_epoch,
     check_key,
@@ -101,6 +102,28 @@ class EncodedMessage:
     metadata_json: bytes
 
 
+@dataclass(frozen=True, slots=True)
+class AppendRequest:
+    """A validated ``append_messages`` call, as adapters receive it.
+
+    ``expected_tail`` is the tail condition: a message id, ``None`` for "the transcript
+    is empty", or ``UNSET`` for no condition (see :attr:`has_tail_condition`).
+    """
+
+    messages: tuple[EncodedMessage, ...]
+    create_if_absent: bool = True
+    last_turn_status: LastTurnStatus | None = None
+    expected_tail: str | Unset | None = UNSET
+    epoch: int | None = None
+    title: str | None = None
+    expires_at: datetime | None = None
+
+    @property
+    def has_tail_condition(self) -> bool:
+        """Whether the caller asked for the tail to be checked."""
+        return self.expected_tail is not UNSET
+
+
 class ConversationStore(StoreBase, ABC):
     """Rules every backend keeps (CONTRACTS.md §4); the ones adapters implement:
 
@@ -139,11 +162,23 @@ class ConversationStore(StoreBase, ABC):
         *,
         create_if_absent: bool = True,
         last_turn_status: LastTurnStatus | None = None,
-        expected_last_message_id: str | None = UNSET,
+        expected_last_message_id: str | Unset | None = UNSET,
         epoch: int | None = None,
         title: str | None = None,
         expires_at: datetime | None = None,
     ) -> list[StoredMessage]:
+        """Append ``messages`` atomically (all or none); see the class docstring's steps.
+
+        Returns the messages stored by this call (``[]`` when every id was present).
+
+        Raises:
+            UsageError: a bad argument (batch too big, duplicate id, oversized message).
+            ErasedError: the conversation was erased.
+            NotFoundError: it does not exist and ``create_if_absent`` is False.
+            NotOwnedError: another principal owns it.
+            FencedError: ``epoch`` is below the key's fence.
+            StaleWriteError: the tail is not ``expected_last_message_id``.
+        """
         key = check_key(key)
         principal = validate_principal(principal)
         if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence):
@@ -170,17 +205,19 @@ class ConversationStore(StoreBase, ABC):
         epoch = check_epoch(epoch)
         _check_title(title)
         check_datetime(expires_at, "expires_at", optional=True)
-        async with self.edge("conversations.append_messages", key):
+        async with self.translating_errors("conversations.append_messages", key):
             return await self._append_messages(
                 key,
                 principal,
-                encoded,
-                create_if_absent=bool(create_if_absent),
-                last_turn_status=last_turn_status,
-                expected_last_message_id=expected_last_message_id,
-                epoch=epoch,
-                title=title,
-                expires_at=expires_at,
+                AppendRequest(
+                    messages=tuple(encoded),
+                    create_if_absent=bool(create_if_absent),
+                    last_turn_status=last_turn_status,
+                    expected_tail=expected_last_message_id,
+                    epoch=epoch,
+                    title=title,
+                    expires_at=expires_at,
+                ),
             )
 
     async def set_last_turn_status(
@@ -196,7 +233,7 @@ class ConversationStore(StoreBase, ABC):
         principal = validate_principal(principal)
         _check_status(status)
         epoch = check_epoch(epoch)
-        async with self.edge("conversations.set_last_turn_status", key):
+        async with self.translating_errors("conversations.set_last_turn_status", key):
             await self._set_last_turn_status(key, principal, status, epoch)
 
     async def set_title(
@@ -207,7 +244,7 @@ class ConversationStore(StoreBase, ABC):
         principal = validate_principal(principal)
         _check_title(title)
         epoch = check_epoch(epoch)
-        async with self.edge("conversations.set_title", key):
+        async with self.translating_errors("conversations.set_title", key):
             await self._set_title(key, principal, title, epoch)
 
     async def share(self, key: ConversationKey, principal: str, with_principal: str) -> None:
@@ -215,14 +252,14 @@ class ConversationStore(StoreBase, ABC):
         key = check_key(key)
         principal = validate_principal(principal)
         with_principal = validate_principal(with_principal)
-        async with self.edge("conversations.share", key):
+        async with self.translating_errors("conversations.share", key):
             await self._set_shared(key, principal, with_principal, True)
 
     async def unshare(self, key: ConversationKey, principal: str, with_principal: str) -> None:
         key = check_key(key)
         principal = validate_principal(principal)
         with_principal = validate_principal(with_principal)
-        async with self.edge("conversations.unshare", key):
+        async with self.translating_errors("conversations.unshare", key):
             await self._set_shared(key, principal, with_principal, False)
 
     async def truncate(
@@ -233,7 +270,7 @@ class ConversationStore(StoreBase, ABC):
         principal = validate_principal(principal)
         validate_id(message_id, "message_id")
         epoch = check_epoch(epoch)
-        async with self.edge("conversations.truncate", key):
+        async with self.translating_errors("conversations.truncate", key):
             return await self._truncate(key, principal, message_id, epoch)
 
     async def branch(
@@ -254,7 +291,7 @@ class ConversationStore(StoreBase, ABC):
         new_key = ConversationKey(key.tenant, new_session_id)
         if new_key == key:
             raise UsageError("a branch needs a session id of its own")
-        async with self.edge("conversations.branch", key):
+        async with self.translating_errors("conversations.branch", key):
             await self._branch(key, principal, message_id, new_key)
         return new_key
 
@@ -262,7 +299,7 @@ class ConversationStore(StoreBase, ABC):
         """Erase the conversation in every store; True if something was erased."""
         key = check_key(key)
         principal = validate_principal(principal)
-        async with self.edge("conversations.delete", key):
+        async with self.translating_errors("conversations.delete", key):
             return await self._erase(key, principal, None)
 
     # --- reads ----------------------------------------------------------------------
@@ -296,7 +333,7 @@ class ConversationStore(StoreBase, ABC):
         query = TranscriptQuery(speaker=speaker, index=index, time_range=time_range, limit=limit)
         if limit == 0:
             return []
-        async with self.edge("conversations.get_transcript", key):
+        async with self.translating_errors("conversations.get_transcript", key):
             return await self._get_transcript(key, principal, query)
 
     async def recent(self, key: ConversationKey, principal: str, limit: int) -> list[StoredMessage]:
@@ -307,14 +344,14 @@ class ConversationStore(StoreBase, ABC):
         assert checked is not None
         if checked == 0:
             return []
-        async with self.edge("conversations.recent", key):
+        async with self.translating_errors("conversations.recent", key):
             return await self._recent(key, principal, checked)
 
     async def history(self, key: ConversationKey, principal: str) -> list[StoredMessage]:
         """The latest compaction message and everything after it (all if none)."""
         key = check_key(key)
         principal = validate_principal(principal)
-        async with self.edge("conversations.history", key):
+        async with self.translating_errors("conversations.history", key):
             return await self._history(key, principal)
 
     async def read_messages(
@@ -327,7 +364,7 @@ class ConversationStore(StoreBase, ABC):
         limit = check_limit(limit)
         if limit == 0:
             return []
-        async with self.edge("conversations.read_messages", key):
+        async with self.translating_errors("conversations.read_messages", key):
             return await self._read_messages(key, principal, start, limit)
 
     async def get_conversation(
@@ -335,7 +372,7 @@ class ConversationStore(StoreBase, ABC):
     ) -> ConversationInfo | None:
         key = check_key(key)
         principal = validate_principal(principal)
-        async with self.edge("conversations.get_conversation", key):
+        async with self.translating_errors("conversations.get_conversation", key):
             return await self._get_conversation(key, principal)
 
     async def list_conversations(
@@ -350,7 +387,7 @@ class ConversationStore(StoreBase, ABC):
             raise UsageError(f"limit must be between 1 and {MAX_PAGE}")
         if cursor is not None and not isinstance(cursor, str):
             raise UsageError("cursor must be a str from a previous page")
-        async with self.edge("conversations.list_conversations"):
+        async with self.translating_errors("conversations.list_conversations"):
             return await self._list_conversations(tenant, principal, checked, cursor)
 
     # --- retention (used by the sweeper; no principal: an administrative path) -------
@@ -360,33 +397,23 @@ class ConversationStore(StoreBase, ABC):
         rule = check_rule(rule)
         checked = check_limit(limit, optional=False)
         assert checked is not None
-        async with self.edge("conversations.find_sweepable"):
+        async with self.translating_errors("conversations.find_sweepable"):
             return await self._find_sweepable(rule, checked)
 
     async def erase_if(self, key: ConversationKey, rule: SweepRule) -> bool:
         """Erase ``key`` iff it still matches ``rule``, checked atomically with the erase."""
         key = check_key(key)
         rule = check_rule(rule)
-        async with self.edge("conversations.erase_if", key):
+        async with self.translating_errors("conversations.erase_if", key):
             return await self._erase(key, None, rule)
 
     # --- what adapters implement ---------------------------------------------------
 
     @abstractmethod
     async def _append_messages(
-        self,
-        key: ConversationKey,
-        principal: str,
-        messages: list[EncodedMessage],
-        *,
-        create_if_absent: bool,
-        last_turn_status: LastTurnStatus | None,
-        expected_last_message_id: Any,
-        epoch: int | None,
-        title: str | None,
-        expires_at: datetime | None,
+        self, key: ConversationKey, principal: str, request: AppendRequest
     ) -> list[StoredMessage]:
-        """``expected_last_message_id`` is ``UNSET`` when no tail condition was given."""
+        """Keep the class docstring's steps 1-4 atomically."""
 
     @abstractmethod
     async def _set_last_turn_status(
@@ -424,18 +451,21 @@ class ConversationStore(StoreBase, ABC):
         absent). ``rule`` set: the sweeper's delete, only if ``rule`` still holds.
         """
 
-    @abstractmethod
+    # Composed from _read_messages and _get_conversation (see composed_reads); an
+    # adapter overrides these only to be faster.
+
     async def _get_transcript(
         self, key: ConversationKey, principal: str, query: TranscriptQuery
-    ) -> list[TranscriptMessage]: ...
+    ) -> list[TranscriptMessage]:
+        return await composed_reads.get_transcript(self, key, principal, query)
 
-    @abstractmethod
     async def _recent(
         self, key: ConversationKey, principal: str, limit: int
-    ) -> list[StoredMessage]: ...
+    ) -> list[StoredMessage]:
+        return await composed_reads.recent(self, key, principal, limit)
 
-    @abstractmethod
-    async def _history(self, key: ConversationKey, principal: str) -> list[StoredMessage]: ...
+    async def _history(self, key: ConversationKey, principal: str) -> list[StoredMessage]:
+        return await composed_reads.history(self, key, principal)
 
     @abstractmethod
     async def _read_messages(

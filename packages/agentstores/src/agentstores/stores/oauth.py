@@ -28,7 +28,7 @@ class OAuthRepository(StoreBase, ABC):
         validate_id(tenant, "tenant")
         validate_principal(user)
         names = _check_names(server_names)
-        async with self.edge("oauth.list_user_integrations"):
+        async with self.translating_errors("oauth.list_user_integrations"):
             return await self._list_user_integrations(tenant, user, names)
 
     async def get_user_integration(
@@ -37,12 +37,12 @@ class OAuthRepository(StoreBase, ABC):
         validate_id(tenant, "tenant")
         validate_principal(user)
         validate_id(server_name, "server_name")
-        async with self.edge("oauth.get_user_integration"):
+        async with self.translating_errors("oauth.get_user_integration"):
             return await self._get_user_integration(tenant, user, server_name)
 
     async def find_by_pending_state(self, state: str) -> UserIntegration | None:
         validate_id(state, "state")
-        async with self.edge("oauth.find_by_pending_state"):
+        async with self.translating_errors("oauth.find_by_pending_state"):
             return await self._find_by_pending_state(state)
 
     async def save_user_integration(self, record: UserIntegration) -> None:
@@ -53,14 +53,14 @@ class OAuthRepository(StoreBase, ABC):
         validate_id(record.server_name, "server_name")
         if record.pending is not None:
             validate_id(record.pending.state, "state")
-        async with self.edge("oauth.save_user_integration"):
+        async with self.translating_errors("oauth.save_user_integration"):
             await self._save_user_integration(record)
 
     async def delete_user_integration(self, tenant: str, user: str, server_name: str) -> bool:
         validate_id(tenant, "tenant")
         validate_principal(user)
         validate_id(server_name, "server_name")
-        async with self.edge("oauth.delete_user_integration"):
+        async with self.translating_errors("oauth.delete_user_integration"):
             return await self._delete_user_integration(tenant, user, server_name)
 
     async def list_client_info(
@@ -68,13 +68,13 @@ class OAuthRepository(StoreBase, ABC):
     ) -> list[ClientInfo]:
         validate_id(tenant, "tenant")
         names = _check_names(server_names)
-        async with self.edge("oauth.list_client_info"):
+        async with self.translating_errors("oauth.list_client_info"):
             return await self._list_client_info(tenant, names)
 
     async def get_client_info(self, tenant: str, server_name: str) -> ClientInfo | None:
         validate_id(tenant, "tenant")
         validate_id(server_name, "server_name")
-        async with self.edge("oauth.get_client_info"):
+        async with self.translating_errors("oauth.get_client_info"):
             return await self._get_client_info(tenant, server_name)
 
     async def save_client_info(self, record: ClientInfo) -> None:
@@ -82,7 +82,7 @@ class OAuthRepository(StoreBase, ABC):
             raise UsageError("record must be a ClientInfo")
         validate_id(record.tenant, "tenant")
         validate_id(record.server_name, "server_name")
-        async with self.edge("oauth.save_client_info"):
+        async with self.translating_errors("oauth.save_client_info"):
             await self._save_client_info(record)
 
     @abstractmethod

@@ -43,14 +43,14 @@ class PauseTokenStore(StoreBase, ABC):
         checked = check_datetime(expires_at, "expires_at")
         assert checked is not None
         epoch = check_epoch(epoch)
-        async with self.edge("pause_tokens.put", key):
+        async with self.translating_errors("pause_tokens.put", key):
             await self._put(token_id, key, principal, raw, checked, epoch)
 
     async def claim(self, token_id: str, key: ConversationKey, principal: str) -> JSON:
         validate_id(token_id, "token_id")
         key = check_key(key)
         principal = validate_principal(principal)
-        async with self.edge("pause_tokens.claim", key):
+        async with self.translating_errors("pause_tokens.claim", key):
             raw = await self._claim(token_id, key, principal)
         return decode_json(raw)
 
@@ -58,7 +58,7 @@ class PauseTokenStore(StoreBase, ABC):
         validate_id(token_id, "token_id")
         key = check_key(key)
         principal = validate_principal(principal)
-        async with self.edge("pause_tokens.abandon", key):
+        async with self.translating_errors("pause_tokens.abandon", key):
             await self._abandon(token_id, key, principal)
 
     @abstractmethod

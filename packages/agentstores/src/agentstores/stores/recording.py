@@ -32,13 +32,13 @@ class RecordingStore(StoreBase, ABC):
         if not isinstance(event, RecordedEvent):
             raise UsageError(f"event must be a RecordedEvent, got {type(event).__name__}")
         message = encode_json(event.message, "recorded message", MAX_RECORDING_BYTES)
-        async with self.edge("recording.put", key):
+        async with self.translating_errors("recording.put", key):
             return await self._put(key, principal, event, message)
 
     async def read(self, key: ConversationKey, principal: str) -> RecordedEvent | None:
         key = check_key(key)
         principal = validate_principal(principal)
-        async with self.edge("recording.read", key):
+        async with self.translating_errors("recording.read", key):
             return await self._read(key, principal)
 
     async def delete(
@@ -48,7 +48,7 @@ class RecordingStore(StoreBase, ABC):
         principal = validate_principal(principal)
         validate_id(message_id, "message_id")
         epoch = check_epoch(epoch)
-        async with self.edge("recording.delete", key):
+        async with self.translating_errors("recording.delete", key):
             return await self._delete(key, principal, message_id, epoch)
 
     @abstractmethod

@@ -29,7 +29,7 @@ class AgentStateStore(StoreBase, ABC):
     async def load(self, key: ConversationKey, principal: str) -> dict[str, Any]:
         key = check_key(key)
         principal = validate_principal(principal)
-        async with self.edge("state.load", key):
+        async with self.translating_errors("state.load", key):
             raw = await self._load(key, principal)
         if raw is None:
             return {}
@@ -50,7 +50,7 @@ class AgentStateStore(StoreBase, ABC):
             raise UsageError(f"state must be a mapping, got {type(state).__name__}")
         blob = encode_json(dict(state), "agent state", MAX_STATE_BYTES)
         epoch = check_epoch(epoch)
-        async with self.edge("state.save", key):
+        async with self.translating_errors("state.save", key):
             await self._save(key, principal, blob, epoch)
 
     async def delete(
@@ -59,7 +59,7 @@ class AgentStateStore(StoreBase, ABC):
         key = check_key(key)
         principal = validate_principal(principal)
         epoch = check_epoch(epoch)
-        async with self.edge("state.delete", key):
+        async with self.translating_errors("state.delete", key):
             await self._delete(key, principal, epoch)
 
     @abstractmethod

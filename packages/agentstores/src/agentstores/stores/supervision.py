@@ -3,17 +3,11 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Protocol, runtime_checkable
 
 from ..errors import UsageError
 from ..keys import ConversationKey, validate_id, validate_principal
 from ..models import SupervisionRow, SupervisionView
 from ._base import StoreBase, check_epoch, check_key
-
-
-@runtime_checkable
-class SupervisionReader(Protocol):
-    async def read(self, key: ConversationKey, principal: str) -> SupervisionView: ...
 
 
 class SupervisionStore(StoreBase, ABC):
@@ -45,13 +39,13 @@ class SupervisionStore(StoreBase, ABC):
         expected_epoch = check_epoch(expected_epoch)
         if not isinstance(row, SupervisionRow):
             raise UsageError(f"row must be a SupervisionRow, got {type(row).__name__}")
-        async with self.edge("supervision.compare_and_swap", key):
+        async with self.translating_errors("supervision.compare_and_swap", key):
             return await self._compare_and_swap(key, principal, expected_epoch, row)
 
     async def read(self, key: ConversationKey, principal: str) -> SupervisionView:
         key = check_key(key)
         principal = validate_principal(principal)
-        async with self.edge("supervision.read", key):
+        async with self.translating_errors("supervision.read", key):
             return await self._read(key, principal)
 
     async def delete(
@@ -62,7 +56,7 @@ class SupervisionStore(StoreBase, ABC):
         validate_id(message_id, "message_id")
         checked = check_epoch(epoch, optional=False)
         assert checked is not None
-        async with self.edge("supervision.delete", key):
+        async with self.translating_errors("supervision.delete", key):
             return await self._delete(key, principal, message_id, checked)
 
     @abstractmethod

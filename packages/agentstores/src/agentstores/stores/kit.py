@@ -1,0 +1,182 @@
+"""The adapter kit: every rule an adapter needs that is not storage, written once.
+
+An engine written in Python (memory, file, and any new adapter) calls these instead of
+writing them again. Adapters whose atomicity lives in the server (PL/pgSQL, Lua) keep a
+server-side copy of :func:`judge_write`; the contract suite keeps every copy equal.
+
+- :func:`encode_cursor` / :func:`decode_cursor`: the one keyset cursor of
+  ``list_conversations`` (``updated_at`` in microseconds, then the session id);
+- :func:`to_micros` / :func:`from_micros`: exact store-clock time as an integer;
+- :func:`writer_nonce`: a fork-safe unique label a write leaves behind, so a write whose
+  reply was lost can be recognised on read-back;
+- :func:`judge_write` / :func:`check_write` / :func:`can_read` / :func:`raised_fence`:
+  the key-header rule (erased, owner, fence, then commit) and the visibility rule;
+- :data:`DEFAULT_TOMBSTONE_TTL`: how long an erased key refuses late writes.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import itertools
+import json
+import os
+import secrets
+import uuid
+from collections.abc import Collection
+from datetime import UTC, datetime, timedelta
+
+from ..errors import Refusal, UsageError, refusal_error
+from ..keys import ConversationKey
+
+DEFAULT_TOMBSTONE_TTL = timedelta(days=30)
+"""How long an erased conversation's tombstone refuses late writes, unless configured."""
+
+UNIX_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MICROSECOND = timedelta(microseconds=1)
+
+
+# --- time ------------------------------------------------------------------------------
+
+
+def to_micros(moment: datetime) -> int:
+    """Exact microseconds since the Unix epoch of an aware datetime."""
+    return (moment - UNIX_EPOCH) // _MICROSECOND
+
+
+def from_micros(micros: int | bytes | str) -> datetime:
+    """The aware UTC datetime ``micros`` microseconds after the Unix epoch."""
+    return UNIX_EPOCH + timedelta(microseconds=int(micros))
+
+
+# --- the listing cursor ----------------------------------------------------------------
+
+
+def encode_cursor(updated_micros: int, session_id: str) -> str:
+    """The opaque cursor that resumes a newest-first listing after this row."""
+    raw = json.dumps([updated_micros, session_id], separators=(",", ":")).encode()
+    return base64.urlsafe_b64encode(raw).decode()
+
+
+def decode_cursor(cursor: str) -> tuple[int, str]:
+    """``(updated_micros, session_id)`` of a cursor :func:`encode_cursor` made.
+
+    Raises:
+        UsageError: ``cursor`` is not one this library produced.
+    """
+    try:
+        updated, session_id = json.loads(base64.urlsafe_b64decode(cursor.encode()))
+    except (ValueError, TypeError, binascii.Error) as exc:
+        raise UsageError("cursor is not one this store produced") from exc
+    if not isinstance(updated, int) or isinstance(updated, bool) or not isinstance(session_id, str):
+        raise UsageError("cursor is not one this store produced")
+    return updated, session_id
+
+
+def after_cursor(updated_micros: int, session_id: str, cursor: tuple[int, str] | None) -> bool:
+    """Whether a row comes strictly after ``cursor`` in newest-first keyset order."""
+    if cursor is None:
+        return True
+    return (updated_micros, session_id) < cursor
+
+
+# --- the writer nonce ------------------------------------------------------------------
+
+_process_bits = secrets.randbits(64) << 64
+_counter = itertools.count(1)
+
+
+def _reseed() -> None:
+    """A forked child must never repeat its parent's nonces."""
+    global _process_bits, _counter
+    _process_bits = secrets.randbits(64) << 64
+    _counter = itertools.count(1)
+
+
+os.register_at_fork(after_in_child=_reseed)
+
+
+def writer_nonce() -> uuid.UUID:
+    """A label unique across processes and calls: 64 random bits per process, a counter.
+
+    A write records it beside what it changes; after a lost reply, reading it back says
+    whether the write landed. Cheaper than ``uuid4`` (no OS randomness per call); use
+    ``.hex`` where the store wants text.
+    """
+    return uuid.UUID(int=_process_bits | next(_counter))
+
+
+# --- the key-header rule ---------------------------------------------------------------
+
+
+def judge_write(
+    *, owner: str | None, fence: int, erased: bool, principal: str, epoch: int | None
+) -> Refusal | None:
+    """Whether a write by ``principal`` at ``epoch`` may proceed under this key header.
+
+    In order: an erased key refuses (``ERASED``); a key owned by another principal
+    refuses (``NOT_OWNED``); an epoch below the fence refuses (``FENCED``). ``owner``
+    ``None`` means no header yet: the write may claim the key. ``None`` means proceed;
+    the caller then commits with :func:`raised_fence`.
+    """
+    if erased:
+        return Refusal.ERASED
+    if owner is None:
+        return None
+    if owner != principal:
+        return Refusal.NOT_OWNED
+    if epoch is not None and epoch < fence:
+        return Refusal.FENCED
+    return None
+
+
+def check_write(
+    key: ConversationKey,
+    *,
+    owner: str | None,
+    fence: int,
+    erased: bool,
+    principal: str,
+    epoch: int | None,
+) -> None:
+    """:func:`judge_write`, raising its refusal as the typed error.
+
+    Raises:
+        ErasedError: the key is erased.
+        NotOwnedError: another principal owns the key.
+        FencedError: ``epoch`` is below the key's fence (``.epoch`` and ``.fence`` set).
+    """
+    refusal = judge_write(owner=owner, fence=fence, erased=erased, principal=principal, epoch=epoch)
+    if refusal is not None:
+        raise refusal_error(refusal, key=key, epoch=epoch, fence=fence)
+
+
+def raised_fence(fence: int, epoch: int | None) -> int:
+    """The fence after an accepted write at ``epoch``: never lowered."""
+    return fence if epoch is None or epoch <= fence else epoch
+
+
+def can_read(
+    *, owner: str | None, shared_with: Collection[str], erased: bool, principal: str
+) -> bool:
+    """Whether ``principal`` sees the key at all: it exists, is not erased, and is theirs
+    or shared with them. Anyone else sees exactly what an absent key gives."""
+    if owner is None or erased:
+        return False
+    return owner == principal or principal in shared_with
+
+
+__all__ = [
+    "DEFAULT_TOMBSTONE_TTL",
+    "UNIX_EPOCH",
+    "after_cursor",
+    "can_read",
+    "check_write",
+    "decode_cursor",
+    "encode_cursor",
+    "from_micros",
+    "judge_write",
+    "raised_fence",
+    "to_micros",
+    "writer_nonce",
+]
