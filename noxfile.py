@@ -16,6 +16,8 @@ nox.options.error_on_missing_interpreters = True
 
 PYTHON = "3.11"
 CORE = ["-e", "packages/agentstores[crypto]", "-e", "contract_tests"]
+TEMPLATE = "templates/agentstores-template"
+"""The adapter skeleton a new backend copies: installed, registered and checked in tests-core."""
 TEST_TOOLS = ["pytest>=8", "pytest-asyncio>=0.24", "pytest-timeout>=2.3", "hypothesis>=6.100"]
 PASSED_ENV = ("AGENTSTORES_TEST_POSTGRES_URL", "AGENTSTORES_TEST_REDIS_URL", "MONGODB_URI")
 
@@ -44,6 +46,8 @@ def typecheck(session: nox.Session) -> None:
         "packages/agentstores-postgres",
         "-e",
         "packages/agentstores-redis",
+        "-e",
+        TEMPLATE,
         "mypy>=1.11",
         *TEST_TOOLS,
     )
@@ -53,15 +57,23 @@ def typecheck(session: nox.Session) -> None:
         "packages/agentstores-file/src/agentstores_file",
         "packages/agentstores-postgres/src/agentstores_postgres",
         "packages/agentstores-redis/src/agentstores_redis",
+        f"{TEMPLATE}/src/agentstores_template",
     )
 
 
 @nox.session(name="tests-core", python=PYTHON, tags=["tests"])
 def tests_core(session: nox.Session) -> None:
-    """Core units, the suite against memory://, the broken-backend catalogue, the protocol."""
-    session.install(*CORE, "-e", "packages/agentstores-file", *TEST_TOOLS)
+    """Core units, the suite against memory://, the broken-backend catalogue, the protocol,
+    the template adapter."""
+    session.install(*CORE, "-e", "packages/agentstores-file", "-e", TEMPLATE, *TEST_TOOLS)
     _pytest(
-        session, "tests/core", "tests/contract", "tests/catalogue", "tests/protocol", "tests/bench"
+        session,
+        "tests/core",
+        "tests/contract",
+        "tests/catalogue",
+        "tests/protocol",
+        "tests/bench",
+        "tests/template",
     )
 
 

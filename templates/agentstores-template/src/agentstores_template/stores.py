@@ -1,0 +1,58 @@
+"""``TemplateStores``: the bundle ``open_stores("template://...")`` yields.
+
+Parse the URL and options here, build the shared :class:`Context`, and give each store
+module its part of it. ``_open`` connects, ``_close`` disconnects, ``now`` is the store's
+own clock (the one liveness and expiry use).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from agentstores.errors import UsageError
+from agentstores.stores import Stores
+from agentstores.stores.kit import DEFAULT_TOMBSTONE_TTL
+
+from ._base import Context
+from .conversations import TemplateConversationStore
+from .oauth import TemplateOAuthRepository
+from .pause_tokens import TemplatePauseTokenStore
+from .plugin import BACKEND
+from .recording import TemplateRecordingStore
+from .state import TemplateAgentStateStore
+from .supervision import TemplateSupervisionStore
+
+
+class TemplateStores(Stores):
+    """``template://...``. Options: ``tombstone_ttl`` (a timedelta; default 30 days)."""
+
+    backend = BACKEND.name
+    capabilities = BACKEND.capabilities
+
+    def __init__(self, url: str = "template://", *, tombstone_ttl: timedelta | None = None):
+        if not url.startswith("template://"):
+            raise UsageError(f"not a template:// URL: {url!r}")
+        self.ctx = Context(url, tombstone_ttl or DEFAULT_TOMBSTONE_TTL)
+        self.supervision = TemplateSupervisionStore(self.ctx)
+        self.recording = TemplateRecordingStore(self.ctx)
+        self.state = TemplateAgentStateStore(self.ctx)
+        self.conversations = TemplateConversationStore(self.ctx)
+        self.pause_tokens = TemplatePauseTokenStore(self.ctx)
+        self.oauth = TemplateOAuthRepository(self.ctx)
+
+    async def now(self) -> datetime:
+        raise NotImplementedError(
+            "Stores rule now: the store's own clock, timezone-aware UTC (the server's, "
+            "where there is one)"
+        )
+
+    async def _open(self) -> None:
+        raise NotImplementedError(
+            "Stores rule open: connect the driver and check the schema (once per bundle)"
+        )
+
+    async def _close(self) -> None:
+        raise NotImplementedError("Stores rule close: release what _open took")
+
+
+__all__ = ["TemplateStores"]

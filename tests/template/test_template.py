@@ -1,0 +1,141 @@
+"""The template adapter: it installs, registers, implements exactly the abstract methods,
+and ``agentstores check`` refuses it with every missing method named, not a traceback."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import inspect
+import json
+import os
+import subprocess
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from agentstores import stores as abcs
+from agentstores.keys import ConversationKey
+from agentstores.plugins import create_stores, get_registry
+from agentstores_template.stores import TemplateStores
+
+ROOT = Path(__file__).resolve().parents[2]
+PAIRS = {
+    "supervision": abcs.SupervisionStore,
+    "recording": abcs.RecordingStore,
+    "state": abcs.AgentStateStore,
+    "conversations": abcs.ConversationStore,
+    "pause_tokens": abcs.PauseTokenStore,
+    "oauth": abcs.OAuthRepository,
+}
+
+
+class OpenedTemplate(TemplateStores):
+    """The template with its bundle methods written: the stores are what is missing."""
+
+    async def now(self) -> datetime:
+        return datetime.now(UTC)
+
+    async def _open(self) -> None:
+        return None
+
+    async def _close(self) -> None:
+        return None
+
+
+def opened_template() -> OpenedTemplate:
+    return OpenedTemplate()
+
+
+def run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+
+
+def test_installed_with_one_entry_point() -> None:
+    assert importlib.metadata.version("agentstores-template") == "0.1.0"
+    points = [
+        ep
+        for ep in importlib.metadata.entry_points(group="agentstores")
+        if ep.value == "agentstores_template.plugin"
+    ]
+    assert [ep.name for ep in points] == ["template"]
+
+
+def test_registered_and_listed() -> None:
+    info = get_registry(refresh=True).by_scheme("template")
+    assert info is not None and info.name == "template"
+    assert info.distribution == "agentstores-template"
+    stores = create_stores("template://")
+    assert isinstance(stores, TemplateStores) and stores.capabilities == info.capabilities
+    listed = run("-m", "agentstores.cli", "backends", "--json")
+    template = {b["name"]: b for b in json.loads(listed.stdout)["backends"]}["template"]
+    assert template["schemes"] == ["template"] and template["version"] == "0.1.0"
+
+
+def test_implements_exactly_the_abstract_methods() -> None:
+    """Nothing more (a skeleton to fill), nothing less (it must instantiate)."""
+    stores = TemplateStores()
+    assert set(vars(TemplateStores)) >= set(abcs.Stores.__abstractmethods__)
+    for attribute, abc in PAIRS.items():
+        store = getattr(stores, attribute)
+        assert isinstance(store, abc)
+        written = {
+            name
+            for name, value in vars(type(store)).items()
+            if inspect.isfunction(value) and not name.startswith("__")
+        }
+        assert written == set(abc.__abstractmethods__), attribute
+
+
+async def test_every_method_says_which_rule_it_keeps() -> None:
+    with pytest.raises(NotImplementedError, match="Stores rule open"):
+        await TemplateStores().open()
+    with pytest.raises(NotImplementedError, match=r"kit\.check_write"):
+        await opened_template().state.save(ConversationKey("t", "s"), "p", {})
+
+
+def test_check_refuses_it_naming_the_open_it_lacks() -> None:
+    result = run("-m", "agentstores.cli", "check", "template://", "--profile", "quick")
+    output = result.stdout + result.stderr
+    assert result.returncode == 1, output  # promises fail: the check convention
+    assert "Traceback" not in output
+    assert "not implemented by the backend (NotImplementedError):\n  TemplateStores._open\n" in (
+        result.stdout
+    )
+    rows = [line for line in result.stdout.splitlines() if line.startswith("[")]
+    failed = [line for line in rows if "FAILED" in line]
+    assert failed and all("not implemented: TemplateStores._open" in line for line in failed)
+    assert "replay a failure" not in result.stdout, "a missing method has nothing to replay"
+
+
+def test_check_names_every_store_method_the_suite_reached() -> None:
+    result = run(
+        "-m",
+        "agentstores_contract",
+        "tests.template.test_template:opened_template",
+        "--profile",
+        "quick",
+        "--json",
+    )
+    assert result.returncode == 1, result.stderr
+    report = json.loads(result.stdout)
+    assert report["error"] is None
+    missing = set(report["not_implemented"])
+    assert {
+        "TemplateConversationStore._append_messages",
+        "TemplateSupervisionStore._compare_and_swap",
+        "TemplateAgentStateStore._save",
+        "TemplateRecordingStore._put",
+        "TemplatePauseTokenStore._put",
+        "TemplateOAuthRepository._save_user_integration",
+    } <= missing
+    failed = [p for p in report["promises"] if p["outcome"] == "failed"]
+    assert failed and all(p["reason"].startswith("not implemented: ") for p in failed), [
+        p["reason"] for p in failed if not p["reason"].startswith("not implemented: ")
+    ]
