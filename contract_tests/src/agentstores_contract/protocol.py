@@ -30,6 +30,7 @@ from agentstores.protocol import (
 )
 from agentstores.stores import IdleFor, OverCap, Stores
 
+from . import not_implemented
 from .backend import BackendUnderTest
 from .base import ContractBase
 from .promises import promise, register_promise
@@ -129,6 +130,7 @@ class ProtocolContract(ContractBase):
                         *(claim(s, key, USER, f"m{i}", config=LONG) for i, s in enumerate(bundles)),
                         return_exceptions=True,
                     )
+                    not_implemented.note_all(results)
                     won = [r for r in results if isinstance(r, Lease)]
                     lost = [r for r in results if not isinstance(r, Lease)]
                     assert len(won) == 1, f"{len(won)} producers claimed one turn: {won}"
@@ -144,6 +146,7 @@ class ProtocolContract(ContractBase):
                         *(claim(s, key, USER, "same", config=LONG) for s in bundles),
                         return_exceptions=True,
                     )
+                    not_implemented.note_all(resumed)
                     leases = [r for r in resumed if isinstance(r, Lease)]
                     others = [r for r in resumed if not isinstance(r, Lease)]
                     assert all(isinstance(r, ConflictError) for r in others), others

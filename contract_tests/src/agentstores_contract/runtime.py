@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 
 from agentstores.stores import Capability, Stores
 
+from . import not_implemented
 from .backend import BackendUnderTest
 
 T = TypeVar("T")
@@ -79,6 +80,7 @@ async def capture(awaitable: Awaitable[Any]) -> Outcome:
     try:
         value = await awaitable
     except Exception as exc:
+        not_implemented.note(exc)
         return Outcome(error=exc, invoked=invoked, completed=time.perf_counter_ns())
     return Outcome(value=value, invoked=invoked, completed=time.perf_counter_ns())
 
@@ -87,4 +89,5 @@ def capture_sync(fn: Callable[[], T]) -> Outcome:
     try:
         return Outcome(value=fn())
     except Exception as exc:
+        not_implemented.note(exc)
         return Outcome(error=exc)

@@ -7,14 +7,14 @@ import json
 import shlex
 import tempfile
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Generator, Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from . import profiles, seeds
+from . import not_implemented, profiles, seeds
 from .backend import BackendUnderTest, as_backend
 from .promises import PROMISES, promises_of
 
@@ -28,6 +28,8 @@ class TestResult:
     outcome: str = PASSED
     reason: str = ""
     duration: float = 0.0
+    not_implemented: list[str] = field(default_factory=list)
+    """Backend methods the failure ran into ``NotImplementedError`` from."""
 
 
 @dataclass
@@ -75,6 +77,11 @@ class Report:
     def skipped(self) -> list[PromiseResult]:
         return [p for p in self.promises if p.outcome == SKIPPED]
 
+    @property
+    def not_implemented(self) -> list[str]:
+        """Backend methods a failed test ran into ``NotImplementedError`` from, sorted."""
+        return sorted({m for t in self.tests if t.outcome == FAILED for m in t.not_implemented})
+
     def by_name(self) -> dict[str, PromiseResult]:
         return {p.name: p for p in self.promises}
 
@@ -97,6 +104,9 @@ class Report:
                 f"{p.name:<{name_w}}  {p.outcome.upper():<7}  {len(p.tests):>5}  "
                 f"{_one_line(detail)[:room]}"
             )
+        if self.not_implemented:
+            lines.append("not implemented by the backend (NotImplementedError):")
+            lines += [f"  {method}" for method in self.not_implemented]
         if self.error:
             lines.append(f"run error: {self.error}")
         if self.replays:
@@ -112,6 +122,7 @@ class Report:
             "ok": self.ok,
             "duration": round(self.duration, 3),
             "error": self.error,
+            "not_implemented": self.not_implemented,
             "seed": self.seed,
             "replays": self.replays,
             "promises": [
@@ -180,6 +191,20 @@ class Collector:
                 f"collecting {report.nodeid or 'tests'}: {_one_line(str(report.longrepr))[-800:]}"
             )
 
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(
+        self, item: pytest.Item, call: pytest.CallInfo[None]
+    ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+        report = yield
+        noted = not_implemented.take()
+        test = self.tests.get(item.nodeid)
+        if report.failed and test is not None:
+            raised = call.excinfo.value if call.excinfo is not None else None
+            for method in not_implemented.methods_in(raised) + noted:
+                if method not in test.not_implemented:
+                    test.not_implemented.append(method)
+        return report
+
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         test = self.tests.get(report.nodeid)
         if test is None:
@@ -187,7 +212,9 @@ class Collector:
         test.duration += report.duration
         if report.failed and test.outcome != FAILED:
             test.outcome, test.reason = FAILED, _reason(report)
-            if report.when != "call":
+            if test.not_implemented:
+                test.reason = f"not implemented: {', '.join(test.not_implemented)}"
+            elif report.when != "call":
                 test.reason = f"in {report.when}: {test.reason}"
         elif report.skipped and test.outcome == PASSED:
             test.outcome, test.reason = SKIPPED, _reason(report)
@@ -201,7 +228,10 @@ class Collector:
         tests = [t for t in self.tests.values() if name in t.promises]
         failed = [t for t in tests if t.outcome == FAILED]
         skipped = [t for t in tests if t.outcome == SKIPPED]
-        if failed:
+        missing = sorted({m for t in failed for m in t.not_implemented})
+        if failed and all(t.not_implemented for t in failed):
+            outcome, reason = FAILED, f"not implemented: {', '.join(missing)}"
+        elif failed:
             outcome = FAILED
             reason = "; ".join(f"{t.nodeid.split('::')[-1]}: {_one_line(t.reason)}" for t in failed)
         elif len(skipped) == len(tests):
@@ -303,7 +333,9 @@ def validate(
         error = "no contract tests were collected"
     ordered = [collector.results[n] for n in collector.pending if n in collector.results]
     replays = {
-        p.name: _replay(target, p.name, chosen, run_seed) for p in ordered if p.outcome == FAILED
+        p.name: _replay(target, p.name, chosen, run_seed)
+        for p in ordered
+        if p.outcome == FAILED and not p.reason.startswith("not implemented: ")
     }
     return Report(
         label,
