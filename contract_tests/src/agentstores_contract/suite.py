@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from .base import ContractBase
 from .clock import ClockContract
 from .concurrency import ConcurrencyContract
 from .conversations import ConversationContract
@@ -17,21 +16,13 @@ from .multiprocess import MultiProcessContract
 from .oauth import OAuthContract
 from .ownership import OwnershipContract
 from .pause_tokens import PauseTokenContract
+from .protocol import ProtocolContract
 from .recording import RecordingContract
 from .regions import RegionContract
 from .state import StateContract
 from .store_edges import StoreEdgesContract
 from .supervision import SupervisionContract
 from .sweep_accounting import SweepAccountingContract
-
-try:
-    from .protocol import ProtocolContract
-except ModuleNotFoundError as exc:
-    if exc.name != f"{__package__}.protocol":
-        raise
-
-    class ProtocolContract(ContractBase):  # type: ignore[no-redef]
-        """Placeholder while the protocol contract module is not installed."""
 
 
 class ContractSuite(
