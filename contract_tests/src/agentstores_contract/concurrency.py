@@ -23,6 +23,7 @@ from .base import ContractBase
 from .linearizability import Operation, check, format_history
 from .promises import promise
 from .runtime import Outcome, capture, clients, race
+from .scenarios import check_fenced, check_stale, check_stale_in_race
 
 Planned = tuple[Any, Callable[[], Awaitable[Any]]]
 """A history operation: its hashable description and the thunk that performs it."""
@@ -101,7 +102,12 @@ class ConcurrencyContract(ContractBase):
                     assert all(isinstance(o.error, StaleWriteError) for o in losers), (
                         f"round {r}: losers must get StaleWriteError: {describe(outcomes)}"
                     )
-                    tail = f"r{r}c{winners[0]}b"
+                    expected, tail = tail, f"r{r}c{winners[0]}b"
+                    for loser in losers:
+                        assert isinstance(loser.error, StaleWriteError)
+                        check_stale(
+                            loser.error, tail=tail, expected=expected, what=f"round {r}'s loser"
+                        )
                     length += 2
                     stored = await stores.conversations.read_messages(key, "p")
                     assert [m.id for m in stored][-2:] == [f"r{r}c{winners[0]}", tail], (
@@ -242,7 +248,8 @@ class ConcurrencyContract(ContractBase):
             async def save() -> str:
                 try:
                     await s.state.save(key, "p", {"tag": tag}, epoch=epoch)
-                except FencedError:
+                except FencedError as exc:
+                    check_fenced(exc, epoch, "a fenced state.save")
                     return "fenced"
                 return "ok"
 
@@ -275,7 +282,8 @@ class ConcurrencyContract(ContractBase):
                     await s.conversations.append_messages(
                         key, "p", [Message(mid, "user", 0)], expected_last_message_id=seen
                     )
-                except StaleWriteError:
+                except StaleWriteError as exc:
+                    check_stale_in_race(exc, seen, "a conditional append")
                     return "stale"
                 return "ok"
 

@@ -12,7 +12,6 @@ import pytest
 from agentstores.errors import (
     ConflictError,
     NotFoundError,
-    StaleWriteError,
     UsageError,
 )
 from agentstores.keys import ConversationKey
@@ -23,7 +22,7 @@ from .backend import BackendUnderTest
 from .base import ContractBase
 from .machines import ConversationMachine, run_machine
 from .promises import promise
-from .scenarios import raises
+from .scenarios import raises, stale
 
 
 def ids_of(messages: Any) -> list[str]:
@@ -125,24 +124,26 @@ class ConversationContract(ContractBase):
 
         async def body(stores: Stores) -> None:
             conv = stores.conversations
-            await raises(
-                StaleWriteError,
+            await stale(
                 conv.append_messages(key, "p", SCRIPT[:1], expected_last_message_id="zz"),
-                "a missing conversation's tail is None",
+                tail=None,
+                expected="zz",
+                what="a missing conversation's tail is None",
             )
             assert await conv.get_conversation(key, "p") is None, "a stale append created the key"
             await conv.append_messages(key, "p", SCRIPT[:1], expected_last_message_id=None)
             await conv.append_messages(key, "p", SCRIPT[1:2], expected_last_message_id="u0")
-            exc = await raises(
-                StaleWriteError,
+            await stale(
                 conv.append_messages(key, "p", SCRIPT[2:4], expected_last_message_id="u0"),
-                "appending on a tail that moved",
+                tail="a0",
+                expected="u0",
+                what="appending on a tail that moved",
             )
-            assert isinstance(exc, StaleWriteError)
-            await raises(
-                StaleWriteError,
+            await stale(
                 conv.append_messages(key, "p", SCRIPT[2:4], expected_last_message_id=None),
-                "expecting an empty transcript",
+                tail="a0",
+                expected=None,
+                what="expecting an empty transcript",
             )
             assert ids_of(await conv.read_messages(key, "p")) == ["u0", "a0"]
             info = await conv.get_conversation(key, "p")
@@ -158,10 +159,11 @@ class ConversationContract(ContractBase):
         async def body(stores: Stores) -> None:
             conv = stores.conversations
             await conv.append_messages(key, "p", SCRIPT[:1])
-            await raises(
-                StaleWriteError,
+            await stale(
                 conv.append_messages(key, "p", batch, expected_last_message_id="nope"),
-                "a refused batch",
+                tail="u0",
+                expected="nope",
+                what="a refused batch",
             )
             await raises(
                 UsageError,

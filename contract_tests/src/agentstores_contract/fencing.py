@@ -16,7 +16,7 @@ from agentstores.stores import Stores
 from .backend import BackendUnderTest
 from .base import ContractBase
 from .promises import promise
-from .scenarios import TURN, populate, snapshot
+from .scenarios import TURN, check_fenced, populate, snapshot
 
 Write = Callable[[Stores, ConversationKey, str, "int | None", str], Awaitable[Any]]
 """``write(stores, key, principal, epoch, tag)``: one mutating call; ``tag`` keeps ids unique."""
@@ -92,11 +92,13 @@ async def taken_over(stores: Stores, key: ConversationKey, owner: str) -> None:
     ), "setting up: the takeover CAS must succeed"
 
 
-async def refused(write: Awaitable[Any], what: str) -> None:
-    """A fenced write raises FencedError or returns False."""
+async def refused(write: Awaitable[Any], epoch: int, what: str) -> None:
+    """A fenced write at ``epoch`` raises FencedError (naming the epoch and a fence above
+    it) or returns False."""
     try:
         result = await write
-    except FencedError:
+    except FencedError as exc:
+        check_fenced(exc, epoch, what)
         return
     if result is False:
         return
@@ -117,6 +119,7 @@ class FencingContract(ContractBase):
             for stale in (OLD, OLD - 1, 0):
                 await refused(
                     write(stores, key, "owner", stale, f"stale-{stale}"),
+                    stale,
                     f"{name} at epoch {stale} after a takeover at {NEW}",
                 )
                 after = await snapshot(stores, key, "owner")
@@ -149,7 +152,7 @@ class FencingContract(ContractBase):
                 assert result is not False, f"{name} without an epoch was refused"
                 view = await stores.supervision.read(key, "owner")
                 assert view.fence == NEW, f"{name} without an epoch moved the fence to {view.fence}"
-                await refused(_state_save(stores, key, "owner", OLD, "x"), "state.save after it")
+                await refused(_state_save(stores, key, "owner", OLD, "x"), OLD, "state.save after")
                 await stores.state.save(key, "owner", {"ok": 1}, epoch=NEW)
 
         self.run(backend, body)
@@ -164,9 +167,10 @@ class FencingContract(ContractBase):
             ), "a lease below an epoch written through the state store"
             await refused(
                 stores.recording.put(key, "p", RecordedEvent(0, "x", "m", 6)),
+                6,
                 "recording.put below the state store's epoch",
             )
-            await refused(_append(stores, key, "p", 6, "m6"), "append below the state's epoch")
+            await refused(_append(stores, key, "p", 6, "m6"), 6, "append below the state's epoch")
             assert await stores.supervision.compare_and_swap(
                 key, "p", None, SupervisionRow("running", "m", 7)
             )
@@ -174,8 +178,8 @@ class FencingContract(ContractBase):
             await stores.conversations.append_messages(
                 other, "p", [Message("m", "user", 1)], epoch=9
             )
-            await refused(_state_save(stores, other, "p", 8, "x"), "state.save below an append")
-            await refused(_token_put(stores, other, "p", 8, "t"), "pause put below an append")
+            await refused(_state_save(stores, other, "p", 8, "x"), 8, "state.save below an append")
+            await refused(_token_put(stores, other, "p", 8, "t"), 8, "pause put below an append")
             assert (await stores.supervision.read(other, "p")).fence == 9
 
         self.run(backend, body)

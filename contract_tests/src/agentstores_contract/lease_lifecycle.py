@@ -27,6 +27,7 @@ from agentstores.stores import Stores
 from .backend import BackendUnderTest
 from .base import ContractBase
 from .promises import promise
+from .scenarios import check_fenced, check_stale
 
 USER = "owner"
 LONG = LeaseConfig(dead_after=60.0, heartbeat_interval=1.0)
@@ -244,8 +245,9 @@ class LeaseLifecycleContract(ContractBase):
             info = await stores.conversations.get_conversation(key, USER)
             assert info is not None and info.title == "first"
             await lease.append([Message("a1", "assistant", "x")], title="renamed")
-            with pytest.raises(StaleWriteError):
+            with pytest.raises(StaleWriteError) as moved:
                 await lease.append([Message("a2", "assistant", "y")], expected_last_message_id="u1")
+            check_stale(moved.value, tail="a1", expected="u1", what="a lease's append on a1")
             await lease.set_last_turn_status("complete")
             info = await stores.conversations.get_conversation(key, USER)
             assert info is not None
@@ -258,11 +260,13 @@ class LeaseLifecycleContract(ContractBase):
             assert await lease.drop_recording() is False
             recorded = await stores.recording.read(key, USER)
             assert recorded is not None and recorded.epoch == heir.epoch
-            with pytest.raises(FencedError):
+            with pytest.raises(FencedError) as refused:
                 await lease.append([Message("a3", "assistant", "stale")])
+            check_fenced(refused.value, lease.epoch, "a taken-over lease's append")
             paused = Lease(stores, key, USER, "a1", lease.epoch, config=LONG)
-            with pytest.raises(FencedError):
+            with pytest.raises(FencedError) as refused:
                 await paused.set_last_turn_status("errored")
+            check_fenced(refused.value, lease.epoch, "a paused lease's set_last_turn_status")
             info = await stores.conversations.get_conversation(key, USER)
             assert info is not None and info.last_turn_status == "complete"
             assert info.message_count == 2

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 from datetime import datetime, timedelta
 
-from agentstores.errors import FencedError, NotFoundError, NotOwnedError, StaleWriteError
+from agentstores.errors import NotFoundError, NotOwnedError
 from agentstores.keys import ConversationKey
 from agentstores.models import ConversationInfo, Message
 from agentstores.stores import Stores
@@ -14,7 +14,7 @@ from agentstores.stores import Stores
 from .backend import BackendUnderTest
 from .base import ContractBase
 from .promises import promise
-from .scenarios import raises
+from .scenarios import fenced, raises, stale
 
 OWNER, READER, STRANGER = "owner", "reader", "stranger"
 EPOCH = 5
@@ -73,27 +73,28 @@ class MetadataContract(ContractBase):
                     conv.set_last_turn_status(key, STRANGER, "errored"),
                     "set_last_turn_status by a stranger",
                 ),
-                "a fenced set_last_turn_status": raises(
-                    FencedError,
+                "a fenced set_last_turn_status": fenced(
                     conv.set_last_turn_status(key, OWNER, "errored", epoch=EPOCH - 1),
+                    EPOCH - 1,
                     "a fenced set_last_turn_status",
                 ),
-                "a fenced set_title": raises(
-                    FencedError,
+                "a fenced set_title": fenced(
                     conv.set_title(key, OWNER, "late", epoch=EPOCH - 1),
+                    EPOCH - 1,
                     "a fenced set_title",
                 ),
-                "a fenced append": raises(
-                    FencedError,
+                "a fenced append": fenced(
                     conv.append_messages(key, OWNER, [Message("late", "user", "x")], epoch=0),
+                    0,
                     "a fenced append",
                 ),
-                "a conditional append on a stale tail": raises(
-                    StaleWriteError,
+                "a conditional append on a stale tail": stale(
                     conv.append_messages(
                         key, OWNER, [Message("s", "user", "x")], expected_last_message_id="u0"
                     ),
-                    "a conditional append on a stale tail",
+                    tail=SCRIPT[-1].id,
+                    expected="u0",
+                    what="a conditional append on a stale tail",
                 ),
                 "truncate at an unknown id": raises(
                     NotFoundError, conv.truncate(key, OWNER, "nope"), "truncate at an unknown id"

@@ -27,7 +27,7 @@ from .base import ContractBase
 from .linearizability import Operation, Step, check, format_history
 from .promises import promise
 from .runtime import capture, clients, race
-from .scenarios import ABSENT_READS, snapshot
+from .scenarios import ABSENT_READS, check_stale_in_race, snapshot
 
 OWNER = "p"
 IDLE = timedelta(milliseconds=400)
@@ -619,7 +619,8 @@ async def conditional_append(
 ) -> str:
     try:
         await s.conversations.append_messages(key, OWNER, list(pair), expected_last_message_id=tail)
-    except StaleWriteError:
+    except StaleWriteError as exc:
+        check_stale_in_race(exc, tail, "a conditional append")
         return "stale"
     return "ok"
 

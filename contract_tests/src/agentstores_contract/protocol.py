@@ -35,6 +35,7 @@ from .backend import BackendUnderTest
 from .base import ContractBase
 from .promises import promise, register_promise
 from .runtime import clients
+from .scenarios import check_fenced, check_stale
 
 T = TypeVar("T")
 
@@ -111,7 +112,8 @@ async def _stale_writes(stores: Stores, key: ConversationKey, epoch: int) -> dic
     for name, call in attempts.items():
         try:
             result = await call()
-        except FencedError:
+        except FencedError as exc:
+            check_fenced(exc, epoch, f"a stale {name}")
             result = False
         outcomes[name] = "refused" if result is False else result
     return outcomes
@@ -214,8 +216,9 @@ class ProtocolContract(ContractBase):
                 assert heir.reason == "dead"
                 assert heir.epoch == dead.epoch + 1
                 assert heir.previous_age is not None and heir.previous_age > SHORT.dead_after
-                with pytest.raises(FencedError):
+                with pytest.raises(FencedError) as refused:
                     await dead.save_state({"late": True})
+                check_fenced(refused.value, dead.epoch, "the dead producer's save_state")
                 await heir.save_state({"heir": True})
                 assert await second.state.load(key, USER) == {"heir": True}
 
@@ -261,8 +264,9 @@ class ProtocolContract(ContractBase):
                 await heir.save_state({"pos": 5})
 
                 # The paused producer wakes up and carries on as if nothing happened.
-                with pytest.raises(FencedError):
+                with pytest.raises(FencedError) as refused:
                     await paused.record(7, "abcdefg")
+                check_fenced(refused.value, paused.epoch, "the paused producer's record")
                 with pytest.raises(LeaseLostError):
                     await paused.append([Message("a1", "assistant", "abcdefg")])
                 outcomes = await _stale_writes(first, key, paused.epoch)
@@ -307,6 +311,7 @@ class ProtocolContract(ContractBase):
                     config=LONG,
                 )
             assert not isinstance(info.value, BusyError)
+            check_stale(info.value, tail="a1", expected="u1", what="start_turn on a moved tail")
             assert (await stores.supervision.read(key, USER)).row is None, "lease not released"
             ids = [m.id for m in await stores.conversations.read_messages(key, USER)]
             assert ids == ["u1", "a1"]

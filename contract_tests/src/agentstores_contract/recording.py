@@ -10,6 +10,7 @@ from .backend import BackendUnderTest
 from .base import ContractBase
 from .machines import RecordingMachine, run_machine
 from .promises import promise
+from .scenarios import check_fenced
 
 
 class RecordingContract(ContractBase):
@@ -34,8 +35,8 @@ class RecordingContract(ContractBase):
             assert await rec.put(key, "p", RecordedEvent(6, "hello world!", "m1", 2))
             try:
                 await rec.put(key, "p", RecordedEvent(9, "stale", "m1", 1))
-            except FencedError:
-                pass
+            except FencedError as exc:
+                check_fenced(exc, 1, "a put below the stored epoch")
             else:
                 raise AssertionError("a put below the stored epoch must raise FencedError")
             assert await rec.read(key, "p") == RecordedEvent(6, "hello world!", "m1", 2)

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from agentstores.errors import FencedError, NotOwnedError, UsageError
+from agentstores.errors import NotOwnedError, UsageError
 from agentstores.keys import ConversationKey
 from agentstores.models import Message, RecordedEvent, SupervisionRow
 from agentstores.stores import Stores
@@ -18,7 +18,7 @@ from .backend import BackendUnderTest
 from .base import ContractBase
 from .machines import exact
 from .promises import promise
-from .scenarios import raises
+from .scenarios import fenced, raises
 from .strategies import CONFUSABLE_GROUPS, EPOCH_BOUNDARIES, EXACT_JSON
 
 TURN = "turn"
@@ -115,21 +115,19 @@ class RegionContract(ContractBase):
                 assert not await stores.supervision.compare_and_swap(
                     key, "p", low, SupervisionRow("running", TURN, high)
                 ), f"supervision CAS expecting {low} matched a row at {high}"
-                await raises(
-                    FencedError,
-                    stores.state.save(key, "p", {"e": low}, epoch=low),
-                    f"state, {what}",
+                await fenced(
+                    stores.state.save(key, "p", {"e": low}, epoch=low), low, f"state, {what}"
                 )
-                await raises(
-                    FencedError,
+                await fenced(
                     stores.conversations.append_messages(
                         key, "p", [Message("m", "user", "x")], epoch=low
                     ),
+                    low,
                     f"append, {what}",
                 )
-                await raises(
-                    FencedError,
+                await fenced(
                     stores.recording.put(key, "p", RecordedEvent(0, "x", TURN, low)),
+                    low,
                     f"recording, {what}",
                 )
                 assert await stores.recording.put(key, "p", RecordedEvent(high, "new", TURN, high))

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
+from agentstores.errors import FencedError, StaleWriteError
 from agentstores.keys import ConversationKey
 from agentstores.models import Message, RecordedEvent, SupervisionRow
 from agentstores.stores import Stores
@@ -17,6 +18,50 @@ async def raises(error: type[BaseException], awaitable: Any, what: str) -> BaseE
     except error as exc:
         return exc
     raise AssertionError(f"{what}: expected {error.__name__}")
+
+
+def check_fenced(exc: FencedError, epoch: int, what: str) -> None:
+    """A ``FencedError`` names the epoch the refused write carried and a fence above it."""
+    assert type(exc.epoch) is int and exc.epoch == epoch, (
+        f"{what}: FencedError.epoch is {exc.epoch!r}, the write carried {epoch!r}"
+    )
+    assert type(exc.fence) is int and exc.fence > epoch, (
+        f"{what}: FencedError.fence is {exc.fence!r}, not a fence above the epoch {epoch!r}"
+    )
+
+
+async def fenced(awaitable: Any, epoch: int, what: str) -> FencedError:
+    """Await a write carrying ``epoch`` that must raise a ``FencedError`` saying so."""
+    exc = await raises(FencedError, awaitable, what)
+    assert isinstance(exc, FencedError)
+    check_fenced(exc, epoch, what)
+    return exc
+
+
+def check_stale(exc: StaleWriteError, *, tail: str | None, expected: str | None, what: str) -> None:
+    """A ``StaleWriteError`` names the tail it found and the tail the caller expected."""
+    assert exc.tail == tail, f"{what}: StaleWriteError.tail is {exc.tail!r}, the tail is {tail!r}"
+    assert exc.expected == expected, (
+        f"{what}: StaleWriteError.expected is {exc.expected!r}, the caller expected {expected!r}"
+    )
+
+
+def check_stale_in_race(exc: StaleWriteError, expected: str | None, what: str) -> None:
+    """:func:`check_stale` when racing writers leave the tail unknown: only not ``expected``."""
+    assert exc.expected == expected, (
+        f"{what}: StaleWriteError.expected is {exc.expected!r}, the caller expected {expected!r}"
+    )
+    assert exc.tail != expected, f"{what}: StaleWriteError.tail is the expected {expected!r}"
+
+
+async def stale(
+    awaitable: Any, *, tail: str | None, expected: str | None, what: str
+) -> StaleWriteError:
+    """Await a conditional append that must raise a ``StaleWriteError`` naming both tails."""
+    exc = await raises(StaleWriteError, awaitable, what)
+    assert isinstance(exc, StaleWriteError)
+    check_stale(exc, tail=tail, expected=expected, what=what)
+    return exc
 
 
 TURN = "turn-1"
