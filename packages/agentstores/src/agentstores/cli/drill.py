@@ -33,7 +33,7 @@ def register(subparsers: Any) -> None:
     p.add_argument(
         "--fast",
         action="store_true",
-        help="about four times quicker timings than the seed's (heartbeat 0.25s, dead 1s)",
+        help="about four times quicker timings than the defaults (heartbeat 0.25s, dead 1s)",
     )
     p.add_argument("--heartbeat", type=float, help=f"heartbeat interval (s, {seed.heartbeat})")
     p.add_argument("--dead-after", type=float, help=f"dead after (s, {seed.dead_after})")

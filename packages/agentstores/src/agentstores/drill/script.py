@@ -16,7 +16,7 @@ from ..keys import ConversationKey
 
 @dataclass(frozen=True, slots=True)
 class Timings:
-    """Seconds (and characters). Defaults are the seed's: beat 1 s, dead after 3 s,
+    """Seconds (and characters). Defaults, as agent servers run: beat 1 s, dead after 3 s,
     recording flush 0.5 s, state checkpoint 5 s; the answer is revealed ``chunk``
     characters every ``tick``."""
 
@@ -45,7 +45,7 @@ class Timings:
 
     @classmethod
     def fast(cls) -> Timings:
-        """Roughly four times quicker than the seed's timings (for tests)."""
+        """Roughly four times quicker than the default timings (for tests)."""
         return cls(
             heartbeat=0.25,
             dead_after=1.0,

@@ -36,7 +36,7 @@ from ..models import (
     SupervisionRow,
     SupervisionView,
 )
-from ..stores import UNSET, Stores
+from ..stores import UNSET, Stores, Unset
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +49,7 @@ LeaseStatus = Literal["held", "lost", "sealed", "released"]
 
 @dataclass(frozen=True, slots=True)
 class LeaseConfig:
-    """Timings of a lease (seconds). The defaults are the seed's: beat 1 s, dead after 3 s.
+    """Timings of a lease (seconds). Defaults: beat every 1 s, dead after 3 s without one.
 
     ``heartbeat_timeout`` bounds one heartbeat write (default: ``dead_after``): a beat
     slower than that may already have let another producer take over.
@@ -302,7 +302,7 @@ class Lease:
         *,
         create_if_absent: bool = False,
         last_turn_status: LastTurnStatus | None = None,
-        expected_last_message_id: str | None = UNSET,
+        expected_last_message_id: str | Unset | None = UNSET,
         title: str | None = None,
         expires_at: datetime | None = None,
     ) -> list[StoredMessage]:

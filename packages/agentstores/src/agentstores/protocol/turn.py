@@ -1,7 +1,7 @@
 """Starting a turn: claim the lease first, then check the transcript tail.
 
 Checking the tail before claiming leaves a window in which another turn starts and
-appends; claiming first closes it (the seed's peers check in the other order).
+appends; claiming first closes it (agent servers that check first leave it open).
 """
 
 from __future__ import annotations

@@ -125,7 +125,7 @@ class AppendRequest:
 
 
 class ConversationStore(StoreBase, ABC):
-    """Rules every backend keeps (CONTRACTS.md §4); the ones adapters implement:
+    """The durable transcript: rules every backend keeps (the contract suite checks each):
 
     Ownership and visibility live in the key's header shared by all stores of one
     backend: the first principal to write anything under a key owns it; writes by
