@@ -670,6 +670,7 @@ class MemoryStores(Stores):
         self.oauth = MemoryOAuthRepository(self.data)
 
     async def now(self) -> datetime:
+        """The bundle's store clock (``clock=`` when given, else this machine's UTC)."""
         return self.data.now()
 
     async def _open(self) -> None:

@@ -36,6 +36,12 @@ async def start_turn(
     tail mismatch the lease is released and :class:`StaleWriteError` raised
     (:class:`BusyError` comes from the claim instead). The heartbeat is not started:
     use ``async with lease`` or ``lease.run``.
+
+    Raises:
+        BusyError: another live turn holds the conversation.
+        StaleWriteError: the tail is not ``expected_last_message_id`` (``.tail`` and
+            ``.expected`` set); the lease was released.
+        ConflictError, ErasedError, NotOwnedError: as for :func:`claim`.
     """
     lease = await claim(stores, key, principal, message_id, config=config)
     try:

@@ -40,12 +40,18 @@ class Stores(ABC):
         cls.capabilities = capability_set(cls.capabilities)
 
     async def open(self) -> Stores:
+        """Connect and set up (idempotent); returns the bundle.
+
+        Raises:
+            BackendUnavailableError: the backend cannot be reached or is not set up.
+        """
         if not self._opened:
             await self._open()
             self._opened = True
         return self
 
     async def close(self) -> None:
+        """Release connections and workers (idempotent)."""
         if self._opened:
             self._opened = False
             await self._close()
