@@ -18,8 +18,8 @@ from .supervision import SupervisionStore
 class Stores(ABC):
     """The bundle ``open_stores(url)`` yields. Use as ``async with``.
 
-    Adapters set the six store attributes in ``__init__`` and implement ``_open``,
-    ``_close`` and ``now``.
+    Adapters set the six store attributes in ``__init__`` and implement ``now``; they
+    override ``_open`` and ``_close`` when they hold connections or workers.
     """
 
     backend: str = ""
@@ -71,8 +71,8 @@ class Stores(ABC):
     async def now(self) -> datetime:
         """The store's clock (timezone-aware UTC): the one liveness and expiry use."""
 
-    @abstractmethod
-    async def _open(self) -> None: ...
+    async def _open(self) -> None:
+        """Connect and set up; nothing by default (a backend with nothing to connect)."""
 
-    @abstractmethod
-    async def _close(self) -> None: ...
+    async def _close(self) -> None:
+        """Release what ``_open`` took; nothing by default."""
