@@ -73,6 +73,8 @@ class Stores(ABC):
 
     async def _open(self) -> None:
         """Connect and set up; nothing by default (a backend with nothing to connect)."""
+        return None
 
     async def _close(self) -> None:
         """Release what ``_open`` took; nothing by default."""
+        return None
