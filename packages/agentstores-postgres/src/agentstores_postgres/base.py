@@ -11,7 +11,7 @@ from agentstores.errors import AgentStoresError
 
 from .database import Database
 from .errors import translate
-from .schema import quote_ident
+from .migrations import quote_ident
 
 
 class PostgresStore:

@@ -13,7 +13,7 @@ from .oauth import PostgresOAuthRepository
 from .pause_tokens import PostgresPauseTokenStore
 from .plugin import BACKEND
 from .recording import PostgresRecordingStore
-from .schema import check_identifier
+from .migrations import check_identifier
 from .state import PostgresAgentStateStore
 from .supervision import PostgresSupervisionStore
 from .urls import Config, parse_url

@@ -14,7 +14,7 @@ _CAS = "SELECT __S__.sup_cas($1, $2, $3, $4, $5, $6, $7, $8, $9)"
 # The hot path (heartbeats and takeovers: a row is expected) is one UPDATE of the
 # supervision row alone, the same shape as the raw floor: the row carries copies of the
 # header's owner and fence, and its epoch is itself part of the key's fence (see
-# schema.py). A CAS that does not win takes a second round trip (_WHY) to tell "not
+# sql/0001_tables_and_indexes.sql). A CAS that does not win takes a second round trip (_WHY) to tell "not
 # yours" (NotOwnedError) from "lost" (False); winning, the common case, takes one.
 #
 # It takes no header lock, unlike every other write, and stays linearizable: every
