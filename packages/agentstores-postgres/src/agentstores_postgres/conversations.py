@@ -38,7 +38,7 @@ from agentstores.stores import (
     TranscriptQuery,
 )
 
-from .base import VISIBLE, PostgresStore, nonce
+from ._base import VISIBLE, PostgresStoreBase, nonce
 from .database import Conn, Verdict
 
 _APPEND = (
@@ -222,7 +222,7 @@ def _appended(
     ]
 
 
-class PostgresConversationStore(PostgresStore, ConversationStore):
+class PostgresConversationStore(PostgresStoreBase, ConversationStore):
     # --- writes ---------------------------------------------------------------------
 
     async def _append_messages(

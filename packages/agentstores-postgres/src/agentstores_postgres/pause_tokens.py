@@ -7,7 +7,7 @@ from datetime import datetime
 from agentstores.keys import ConversationKey
 from agentstores.stores import PauseTokenStore
 
-from .base import PostgresStore, nonce
+from ._base import PostgresStoreBase, nonce
 from .database import Conn, Verdict
 
 _PUT = "SELECT __S__.token_put($1, $2, $3, $4, $5, $6, $7, $8, $9)"
@@ -19,7 +19,7 @@ SELECT status, nonce, payload FROM __S__.pause_tokens
 """
 
 
-class PostgresPauseTokenStore(PostgresStore, PauseTokenStore):
+class PostgresPauseTokenStore(PostgresStoreBase, PauseTokenStore):
     async def _put(
         self,
         token_id: str,

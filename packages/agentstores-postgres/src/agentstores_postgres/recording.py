@@ -8,7 +8,7 @@ from agentstores.keys import ConversationKey
 from agentstores.models import RecordedEvent
 from agentstores.stores import RecordingStore
 
-from .base import VISIBLE, PostgresStore, nonce
+from ._base import VISIBLE, PostgresStoreBase, nonce
 from .database import Conn, Verdict
 
 _PUT = "SELECT __S__.rec_put($1, $2, $3, $4, $5, $6, $7, $8, $9)"
@@ -22,7 +22,7 @@ _DELETE = "SELECT __S__.rec_delete($1, $2, $3, $4, $5, $6)"
 _EVIDENCE = "SELECT nonce FROM __S__.recording WHERE tenant = $1 AND session_id = $2"
 
 
-class PostgresRecordingStore(PostgresStore, RecordingStore):
+class PostgresRecordingStore(PostgresStoreBase, RecordingStore):
     async def _put(
         self, key: ConversationKey, principal: str, event: RecordedEvent, message_json: bytes
     ) -> bool:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from agentstores.keys import ConversationKey
 from agentstores.stores import AgentStateStore
 
-from .base import VISIBLE, PostgresStore, nonce
+from ._base import VISIBLE, PostgresStoreBase, nonce
 from .database import Conn, Verdict
 
 _LOAD = f"""
@@ -19,7 +19,7 @@ _DELETE = "SELECT __S__.state_delete($1, $2, $3, $4, $5)"
 _EVIDENCE = "SELECT nonce FROM __S__.agent_state WHERE tenant = $1 AND session_id = $2"
 
 
-class PostgresAgentStateStore(PostgresStore, AgentStateStore):
+class PostgresAgentStateStore(PostgresStoreBase, AgentStateStore):
     async def _load(self, key: ConversationKey, principal: str) -> bytes | None:
         async def run(conn: Conn) -> bytes | None:
             blob = await conn.fetchval(self.sql(_LOAD), key.tenant, key.session_id, principal)

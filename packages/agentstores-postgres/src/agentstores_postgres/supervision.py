@@ -7,7 +7,7 @@ from agentstores.keys import ConversationKey
 from agentstores.models import SupervisionRow, SupervisionView
 from agentstores.stores import SupervisionStore
 
-from .base import VISIBLE, PostgresStore, nonce
+from ._base import VISIBLE, PostgresStoreBase, nonce
 from .database import Conn, Verdict
 
 _CAS = "SELECT __S__.sup_cas($1, $2, $3, $4, $5, $6, $7, $8, $9)"
@@ -45,7 +45,7 @@ _DELETE = "SELECT __S__.sup_delete($1, $2, $3, $4, $5, $6)"
 _EVIDENCE = "SELECT nonce, epoch FROM __S__.supervision WHERE tenant = $1 AND session_id = $2"
 
 
-class PostgresSupervisionStore(PostgresStore, SupervisionStore):
+class PostgresSupervisionStore(PostgresStoreBase, SupervisionStore):
     async def _compare_and_swap(
         self,
         key: ConversationKey,

@@ -14,12 +14,14 @@ from .errors import translate
 from .migrations import quote_ident
 
 
-class PostgresStore:
-    """Mixin for the store classes: ``self.db``, ``self.s`` (quoted schema), ``self.ttl``."""
+class PostgresStoreBase:
+    """Mixin of every PostgreSQL store: the database, the quoted schema name, the
+    tombstone retention the server-side functions are given."""
 
     def __init__(self, db: Database, tombstone_ttl: timedelta) -> None:
         self.db = db
-        self.s = quote_ident(db.schema)
+        self.quoted_schema = quote_ident(db.schema)
+        """The schema name as SQL writes it, substituted for ``__S__``."""
         self.ttl = tombstone_ttl
 
     def translate_error(self, exc: Exception) -> AgentStoresError | None:
@@ -31,7 +33,7 @@ class PostgresStore:
         cache: dict[str, str] = self.__dict__.setdefault("_sql", {})
         rendered = cache.get(text)
         if rendered is None:
-            rendered = cache[text] = text.replace("__S__", self.s)
+            rendered = cache[text] = text.replace("__S__", self.quoted_schema)
         return rendered
 
 
