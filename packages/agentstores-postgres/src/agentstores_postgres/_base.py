@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
-import os
-import uuid
 from datetime import timedelta
 
 from agentstores.errors import AgentStoresError
@@ -35,28 +32,6 @@ class PostgresStoreBase:
         if rendered is None:
             rendered = cache[text] = text.replace("__S__", self.quoted_schema)
         return rendered
-
-
-_PROCESS = uuid.uuid4().int >> 64 << 64
-_counter = itertools.count(1)
-
-
-def _reseed() -> None:
-    """A forked child must not repeat its parent's nonces."""
-    global _PROCESS, _counter
-    _PROCESS = uuid.uuid4().int >> 64 << 64
-    _counter = itertools.count(1)
-
-
-os.register_at_fork(after_in_child=_reseed)
-
-
-def nonce() -> uuid.UUID:
-    """A fresh writer nonce: recorded in the rows a write produces, read back to reconcile.
-
-    64 random bits per process and a counter: unique across processes and calls, and
-    cheaper than a uuid4 per call (which reads the OS's random source)."""
-    return uuid.UUID(int=_PROCESS | next(_counter))
 
 
 VISIBLE = "k.erased_at IS NULL AND (k.owner = $3 OR $3 = ANY (k.shared_with))"

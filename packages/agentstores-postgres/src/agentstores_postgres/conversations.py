@@ -12,12 +12,10 @@ Every write is one call of a server-side function (see ``migrations.py`` and its
 
 from __future__ import annotations
 
-import base64
 import json
 from datetime import datetime, timedelta
 from typing import Any
 
-from agentstores.errors import UsageError
 from agentstores.keys import ConversationKey
 from agentstores.models import (
     ConversationInfo,
@@ -37,8 +35,15 @@ from agentstores.stores import (
     SweepRule,
     TranscriptQuery,
 )
+from agentstores.stores.kit import (
+    decode_cursor,
+    encode_cursor,
+    from_micros,
+    to_micros,
+    writer_nonce,
+)
 
-from ._base import VISIBLE, PostgresStoreBase, nonce
+from ._base import VISIBLE, PostgresStoreBase
 from .database import Conn, Verdict
 
 _APPEND = (
@@ -161,22 +166,6 @@ DELETE FROM __S__.keys
 PURGE_BATCH = 1000
 
 
-def _encode_cursor(updated_at: datetime, session_id: str) -> str:
-    raw = json.dumps([updated_at.isoformat(), session_id]).encode()
-    return base64.urlsafe_b64encode(raw).decode()
-
-
-def _decode_cursor(cursor: str) -> tuple[datetime, str]:
-    try:
-        stamp, session_id = json.loads(base64.urlsafe_b64decode(cursor.encode()))
-        moment = datetime.fromisoformat(stamp)
-        if moment.tzinfo is None:
-            raise ValueError("naive")
-        return moment, str(session_id)
-    except Exception as exc:
-        raise UsageError("cursor is not one this store produced") from exc
-
-
 def _stored(r: Any) -> StoredMessage:
     return StoredMessage(
         id=r["message_id"],
@@ -232,7 +221,7 @@ class PostgresConversationStore(PostgresStoreBase, ConversationStore):
         create_if_absent, last_turn_status = request.create_if_absent, request.last_turn_status
         expected_last_message_id: Any = request.expected_tail
         epoch, title, expires_at = request.epoch, request.title, request.expires_at
-        n = nonce()
+        n = writer_nonce()
         ids = [m.message.id for m in messages]
         check_tail = expected_last_message_id is not UNSET
         args = (
@@ -284,7 +273,7 @@ class PostgresConversationStore(PostgresStoreBase, ConversationStore):
     async def _set_last_turn_status(
         self, key: ConversationKey, principal: str, status: LastTurnStatus, epoch: int | None
     ) -> None:
-        n = nonce()
+        n = writer_nonce()
         args = (key.tenant, key.session_id, principal, status, epoch, n, self.ttl)
 
         async def run(conn: Conn) -> None:
@@ -297,7 +286,7 @@ class PostgresConversationStore(PostgresStoreBase, ConversationStore):
     async def _set_title(
         self, key: ConversationKey, principal: str, title: str | None, epoch: int | None
     ) -> None:
-        n = nonce()
+        n = writer_nonce()
         args = (key.tenant, key.session_id, principal, title, epoch, n, self.ttl)
 
         async def run(conn: Conn) -> None:
@@ -308,7 +297,7 @@ class PostgresConversationStore(PostgresStoreBase, ConversationStore):
     async def _set_shared(
         self, key: ConversationKey, principal: str, with_principal: str, shared: bool
     ) -> None:
-        n = nonce()
+        n = writer_nonce()
         args = (key.tenant, key.session_id, principal, with_principal, shared, n, self.ttl)
 
         async def run(conn: Conn) -> None:
@@ -323,7 +312,7 @@ class PostgresConversationStore(PostgresStoreBase, ConversationStore):
     async def _truncate(
         self, key: ConversationKey, principal: str, message_id: str, epoch: int | None
     ) -> int:
-        n = nonce()
+        n = writer_nonce()
         args = (key.tenant, key.session_id, principal, message_id, epoch, n, self.ttl)
 
         async def run(conn: Conn) -> int:
@@ -335,7 +324,7 @@ class PostgresConversationStore(PostgresStoreBase, ConversationStore):
     async def _branch(
         self, key: ConversationKey, principal: str, message_id: str, new_key: ConversationKey
     ) -> None:
-        n = nonce()
+        n = writer_nonce()
         args = (key.tenant, key.session_id, principal, message_id, new_key.session_id, n, self.ttl)
 
         async def run(conn: Conn) -> None:
@@ -350,7 +339,7 @@ class PostgresConversationStore(PostgresStoreBase, ConversationStore):
     async def _erase(
         self, key: ConversationKey, principal: str | None, rule: SweepRule | None
     ) -> bool:
-        n = nonce()
+        n = writer_nonce()
         kind: str | None = None
         idle: timedelta | None = None
         keep: int | None = None
@@ -439,20 +428,26 @@ class PostgresConversationStore(PostgresStoreBase, ConversationStore):
     async def _list_conversations(
         self, tenant: str, principal: str, limit: int, cursor: str | None
     ) -> Page:
-        after = _decode_cursor(cursor) if cursor is not None else None
+        after = decode_cursor(cursor) if cursor is not None else None
 
         async def run(conn: Conn) -> Page:
             if after is None:
                 rows = await conn.fetch(self.sql(_LIST_FIRST), tenant, principal, limit + 1)
             else:
+                updated_micros, session_id = after
                 rows = await conn.fetch(
-                    self.sql(_LIST_AFTER), tenant, principal, limit + 1, after[0], after[1]
+                    self.sql(_LIST_AFTER),
+                    tenant,
+                    principal,
+                    limit + 1,
+                    from_micros(updated_micros),
+                    session_id,
                 )
             items = [_info(r) for r in rows[:limit]]
             next_cursor = None
             if len(rows) > limit and items:
                 last = items[-1]
-                next_cursor = _encode_cursor(last.updated_at, last.key.session_id)
+                next_cursor = encode_cursor(to_micros(last.updated_at), last.key.session_id)
             return Page(items, next_cursor)
 
         return await self.db.read(run)

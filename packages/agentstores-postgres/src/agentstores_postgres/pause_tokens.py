@@ -6,8 +6,9 @@ from datetime import datetime
 
 from agentstores.keys import ConversationKey
 from agentstores.stores import PauseTokenStore
+from agentstores.stores.kit import writer_nonce
 
-from ._base import PostgresStoreBase, nonce
+from ._base import PostgresStoreBase
 from .database import Conn, Verdict
 
 _PUT = "SELECT __S__.token_put($1, $2, $3, $4, $5, $6, $7, $8, $9)"
@@ -29,7 +30,7 @@ class PostgresPauseTokenStore(PostgresStoreBase, PauseTokenStore):
         expires_at: datetime,
         epoch: int | None,
     ) -> None:
-        n = nonce()
+        n = writer_nonce()
         args = (
             key.tenant,
             key.session_id,
@@ -52,7 +53,7 @@ class PostgresPauseTokenStore(PostgresStoreBase, PauseTokenStore):
         await self.db.write(run, reconcile, what="pause_tokens.put")
 
     async def _claim(self, token_id: str, key: ConversationKey, principal: str) -> bytes:
-        n = nonce()
+        n = writer_nonce()
         args = (key.tenant, key.session_id, token_id, principal, n, self.ttl)
 
         async def run(conn: Conn) -> bytes:
@@ -72,7 +73,7 @@ class PostgresPauseTokenStore(PostgresStoreBase, PauseTokenStore):
         return await self.db.write(run, reconcile, what="pause_tokens.claim")
 
     async def _abandon(self, token_id: str, key: ConversationKey, principal: str) -> None:
-        n = nonce()
+        n = writer_nonce()
         args = (key.tenant, key.session_id, token_id, principal, n, self.ttl)
 
         async def run(conn: Conn) -> None:

@@ -7,8 +7,9 @@ import json
 from agentstores.keys import ConversationKey
 from agentstores.models import RecordedEvent
 from agentstores.stores import RecordingStore
+from agentstores.stores.kit import writer_nonce
 
-from ._base import VISIBLE, PostgresStoreBase, nonce
+from ._base import VISIBLE, PostgresStoreBase
 from .database import Conn, Verdict
 
 _PUT = "SELECT __S__.rec_put($1, $2, $3, $4, $5, $6, $7, $8, $9)"
@@ -26,7 +27,7 @@ class PostgresRecordingStore(PostgresStoreBase, RecordingStore):
     async def _put(
         self, key: ConversationKey, principal: str, event: RecordedEvent, message_json: bytes
     ) -> bool:
-        n = nonce()
+        n = writer_nonce()
         args = (
             key.tenant,
             key.session_id,

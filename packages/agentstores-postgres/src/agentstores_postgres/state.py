@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from agentstores.keys import ConversationKey
 from agentstores.stores import AgentStateStore
+from agentstores.stores.kit import writer_nonce
 
-from ._base import VISIBLE, PostgresStoreBase, nonce
+from ._base import VISIBLE, PostgresStoreBase
 from .database import Conn, Verdict
 
 _LOAD = f"""
@@ -30,7 +31,7 @@ class PostgresAgentStateStore(PostgresStoreBase, AgentStateStore):
     async def _save(
         self, key: ConversationKey, principal: str, blob: bytes, epoch: int | None
     ) -> None:
-        n = nonce()
+        n = writer_nonce()
         args = (key.tenant, key.session_id, principal, blob, epoch, n, self.ttl)
 
         async def run(conn: Conn) -> None:

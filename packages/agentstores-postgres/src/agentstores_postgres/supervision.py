@@ -6,16 +6,18 @@ from agentstores.errors import NotOwnedError
 from agentstores.keys import ConversationKey
 from agentstores.models import SupervisionRow, SupervisionView
 from agentstores.stores import SupervisionStore
+from agentstores.stores.kit import writer_nonce
 
-from ._base import VISIBLE, PostgresStoreBase, nonce
+from ._base import VISIBLE, PostgresStoreBase
 from .database import Conn, Verdict
 
 _CAS = "SELECT __S__.sup_cas($1, $2, $3, $4, $5, $6, $7, $8, $9)"
 # The hot path (heartbeats and takeovers: a row is expected) is one UPDATE of the
 # supervision row alone, the same shape as the raw floor: the row carries copies of the
 # header's owner and fence, and its epoch is itself part of the key's fence (see
-# sql/0001_tables_and_indexes.sql). A CAS that does not win takes a second round trip (_WHY) to tell "not
-# yours" (NotOwnedError) from "lost" (False); winning, the common case, takes one.
+# sql/0001_tables_and_indexes.sql). A CAS that does not win takes a second round trip
+# (_WHY) to tell "not yours" (NotOwnedError) from "lost" (False); winning, the common
+# case, takes one.
 #
 # It takes no header lock, unlike every other write, and stays linearizable: every
 # condition is on this row and is re-checked by the UPDATE on the row's latest version.
@@ -53,7 +55,7 @@ class PostgresSupervisionStore(PostgresStoreBase, SupervisionStore):
         expected_epoch: int | None,
         row: SupervisionRow,
     ) -> bool:
-        n = nonce()
+        n = writer_nonce()
         args = (
             key.tenant,
             key.session_id,
