@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
+from typing import Any, TypeVar
 
 from agentstores.errors import AgentStoresError
 
-from .database import Database
-from .errors import translate
+from .database import Conn, Database, Reconcile
+from .errors import translate, translate_refusal
 from .migrations import quote_ident
+
+T = TypeVar("T")
 
 
 class PostgresStoreBase:
@@ -23,6 +27,25 @@ class PostgresStoreBase:
 
     def translate_error(self, exc: Exception) -> AgentStoresError | None:
         return translate(exc)
+
+    async def write(
+        self,
+        run: Callable[[Conn], Awaitable[T]],
+        reconcile: Reconcile[T] | None,
+        *,
+        what: str,
+        **call: Any,
+    ) -> T:
+        """:meth:`Database.write`, with a refusal the server raises turned into its typed
+        error here, carrying what the call knows and the server does not send back
+        (``key``, the ``epoch`` the write carried, the tail it ``expected``)."""
+        try:
+            return await self.db.write(run, reconcile, what=what)
+        except Exception as exc:
+            refused = translate_refusal(exc, **call)
+            if refused is None:
+                raise
+            raise refused from exc
 
     def sql(self, text: str) -> str:
         """``text`` with ``__S__`` replaced by the quoted schema name (cached: asyncpg's

@@ -13,6 +13,7 @@ Every write is one call of a server-side function (see ``migrations.py`` and its
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -25,7 +26,6 @@ from agentstores.models import (
     TranscriptMessage,
 )
 from agentstores.stores import (
-    UNSET,
     AppendRequest,
     ConversationStore,
     EncodedMessage,
@@ -194,7 +194,7 @@ def _info(r: Any) -> ConversationInfo:
 
 
 def _appended(
-    messages: list[EncodedMessage], first_seq: int, stamp: datetime, skip: set[str]
+    messages: Sequence[EncodedMessage], first_seq: int, stamp: datetime, skip: set[str]
 ) -> list[StoredMessage]:
     fresh = [m for m in messages if m.message.id not in skip]
     return [
@@ -217,13 +217,10 @@ class PostgresConversationStore(PostgresStoreBase, ConversationStore):
     async def _append_messages(
         self, key: ConversationKey, principal: str, request: AppendRequest
     ) -> list[StoredMessage]:
-        messages = list(request.messages)
-        create_if_absent, last_turn_status = request.create_if_absent, request.last_turn_status
-        expected_last_message_id: Any = request.expected_tail
-        epoch, title, expires_at = request.epoch, request.title, request.expires_at
+        messages = request.messages
         n = writer_nonce()
         ids = [m.message.id for m in messages]
-        check_tail = expected_last_message_id is not UNSET
+        expected_tail = request.expected_tail if request.has_tail_condition else None
         args = (
             key.tenant,
             key.session_id,
@@ -233,13 +230,13 @@ class PostgresConversationStore(PostgresStoreBase, ConversationStore):
             [m.content_json for m in messages],
             [m.metadata_json for m in messages],
             [m.message.compaction for m in messages],
-            create_if_absent,
-            last_turn_status,
-            check_tail,
-            expected_last_message_id if check_tail else None,
-            epoch,
-            title,
-            expires_at,
+            request.create_if_absent,
+            request.last_turn_status,
+            request.has_tail_condition,
+            expected_tail,
+            request.epoch,
+            request.title,
+            request.expires_at,
             n,
             self.ttl,
         )
@@ -261,7 +258,14 @@ class PostgresConversationStore(PostgresStoreBase, ConversationStore):
             skip = {i for i in ids if i not in ours}
             return Verdict.landed(_appended(messages, rows[0]["seq"], rows[0]["created_at"], skip))
 
-        return await self.db.write(run, reconcile, what="conversations.append_messages")
+        return await self.write(
+            run,
+            reconcile,
+            what="conversations.append_messages",
+            key=key,
+            epoch=request.epoch,
+            expected=expected_tail,
+        )
 
     def _conversation_written(self, key: ConversationKey, n: Any) -> Any:
         async def reconcile(conn: Conn) -> Verdict[None]:
@@ -279,8 +283,12 @@ class PostgresConversationStore(PostgresStoreBase, ConversationStore):
         async def run(conn: Conn) -> None:
             await conn.execute(self.sql(_SET_STATUS), *args)
 
-        await self.db.write(
-            run, self._conversation_written(key, n), what="conversations.set_last_turn_status"
+        await self.write(
+            run,
+            self._conversation_written(key, n),
+            what="conversations.set_last_turn_status",
+            key=key,
+            epoch=epoch,
         )
 
     async def _set_title(
@@ -292,7 +300,13 @@ class PostgresConversationStore(PostgresStoreBase, ConversationStore):
         async def run(conn: Conn) -> None:
             await conn.execute(self.sql(_SET_TITLE), *args)
 
-        await self.db.write(run, self._conversation_written(key, n), what="conversations.set_title")
+        await self.write(
+            run,
+            self._conversation_written(key, n),
+            what="conversations.set_title",
+            key=key,
+            epoch=epoch,
+        )
 
     async def _set_shared(
         self, key: ConversationKey, principal: str, with_principal: str, shared: bool
@@ -307,7 +321,7 @@ class PostgresConversationStore(PostgresStoreBase, ConversationStore):
             r = await conn.fetchrow(self.sql(_KEY_NONCE), key.tenant, key.session_id)
             return Verdict.landed(None) if r is not None and r["nonce"] == n else Verdict.unknown()
 
-        await self.db.write(run, reconcile, what="conversations.share")
+        await self.write(run, reconcile, what="conversations.share", key=key)
 
     async def _truncate(
         self, key: ConversationKey, principal: str, message_id: str, epoch: int | None
@@ -319,7 +333,7 @@ class PostgresConversationStore(PostgresStoreBase, ConversationStore):
             return int(await conn.fetchval(self.sql(_TRUNCATE), *args))
 
         # The count removed is not recorded, so a lost truncate cannot be reconciled.
-        return await self.db.write(run, None, what="conversations.truncate")
+        return await self.write(run, None, what="conversations.truncate", key=key, epoch=epoch)
 
     async def _branch(
         self, key: ConversationKey, principal: str, message_id: str, new_key: ConversationKey
@@ -334,7 +348,7 @@ class PostgresConversationStore(PostgresStoreBase, ConversationStore):
             r = await conn.fetchrow(self.sql(_KEY_NONCE), new_key.tenant, new_key.session_id)
             return Verdict.landed(None) if r is not None and r["nonce"] == n else Verdict.unknown()
 
-        await self.db.write(run, reconcile, what="conversations.branch")
+        await self.write(run, reconcile, what="conversations.branch", key=key)
 
     async def _erase(
         self, key: ConversationKey, principal: str | None, rule: SweepRule | None
@@ -361,7 +375,7 @@ class PostgresConversationStore(PostgresStoreBase, ConversationStore):
             return Verdict.unknown()
 
         what = "conversations.delete" if rule is None else "conversations.erase_if"
-        return await self.db.write(run, reconcile, what=what)
+        return await self.write(run, reconcile, what=what, key=key)
 
     # --- reads ----------------------------------------------------------------------
 

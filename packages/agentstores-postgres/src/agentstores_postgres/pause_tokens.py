@@ -50,7 +50,7 @@ class PostgresPauseTokenStore(PostgresStoreBase, PauseTokenStore):
             r = await conn.fetchrow(self.sql(_EVIDENCE), key.tenant, key.session_id, token_id)
             return Verdict.landed(None) if r is not None and r["nonce"] == n else Verdict.unknown()
 
-        await self.db.write(run, reconcile, what="pause_tokens.put")
+        await self.write(run, reconcile, what="pause_tokens.put", key=key, epoch=epoch)
 
     async def _claim(self, token_id: str, key: ConversationKey, principal: str) -> bytes:
         n = writer_nonce()
@@ -70,7 +70,7 @@ class PostgresPauseTokenStore(PostgresStoreBase, PauseTokenStore):
                 return Verdict.not_landed()
             return Verdict.unknown()
 
-        return await self.db.write(run, reconcile, what="pause_tokens.claim")
+        return await self.write(run, reconcile, what="pause_tokens.claim", key=key)
 
     async def _abandon(self, token_id: str, key: ConversationKey, principal: str) -> None:
         n = writer_nonce()
@@ -85,4 +85,4 @@ class PostgresPauseTokenStore(PostgresStoreBase, PauseTokenStore):
                 return Verdict.landed(None)
             return Verdict.unknown()
 
-        await self.db.write(run, reconcile, what="pause_tokens.abandon")
+        await self.write(run, reconcile, what="pause_tokens.abandon", key=key)

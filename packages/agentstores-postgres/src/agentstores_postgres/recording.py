@@ -47,7 +47,7 @@ class PostgresRecordingStore(PostgresStoreBase, RecordingStore):
             found = await conn.fetchval(self.sql(_EVIDENCE), key.tenant, key.session_id)
             return Verdict.landed(True) if found == n else Verdict.unknown()
 
-        return await self.db.write(run, reconcile, what="recording.put")
+        return await self.write(run, reconcile, what="recording.put", key=key, epoch=event.epoch)
 
     async def _read(self, key: ConversationKey, principal: str) -> RecordedEvent | None:
         async def run(conn: Conn) -> RecordedEvent | None:
@@ -66,4 +66,4 @@ class PostgresRecordingStore(PostgresStoreBase, RecordingStore):
         async def run(conn: Conn) -> bool:
             return bool(await conn.fetchval(self.sql(_DELETE), *args))
 
-        return await self.db.write(run, None, what="recording.delete")
+        return await self.write(run, None, what="recording.delete", key=key, epoch=epoch)

@@ -41,7 +41,7 @@ class PostgresAgentStateStore(PostgresStoreBase, AgentStateStore):
             found = await conn.fetchval(self.sql(_EVIDENCE), key.tenant, key.session_id)
             return Verdict.landed(None) if found == n else Verdict.unknown()
 
-        await self.db.write(run, reconcile, what="state.save")
+        await self.write(run, reconcile, what="state.save", key=key, epoch=epoch)
 
     async def _delete(self, key: ConversationKey, principal: str, epoch: int | None) -> None:
         args = (key.tenant, key.session_id, principal, epoch, self.ttl)
@@ -49,4 +49,4 @@ class PostgresAgentStateStore(PostgresStoreBase, AgentStateStore):
         async def run(conn: Conn) -> None:
             await conn.execute(self.sql(_DELETE), *args)
 
-        await self.db.write(run, None, what="state.delete")
+        await self.write(run, None, what="state.delete", key=key, epoch=epoch)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from agentstores.errors import NotOwnedError
+from agentstores.errors import Refusal, refusal_error
 from agentstores.keys import ConversationKey
 from agentstores.models import SupervisionRow, SupervisionView
 from agentstores.stores import SupervisionStore
@@ -75,7 +75,7 @@ class PostgresSupervisionStore(PostgresStoreBase, SupervisionStore):
                 return True
             why = await conn.fetchrow(self.sql(_WHY), key.tenant, key.session_id)
             if why is not None and not why["erased"] and why["owner"] != principal:
-                raise NotOwnedError("another principal owns this conversation")
+                raise refusal_error(Refusal.NOT_OWNED, key=key)
             return False
 
         async def reconcile(conn: Conn) -> Verdict[bool]:
@@ -121,4 +121,4 @@ class PostgresSupervisionStore(PostgresStoreBase, SupervisionStore):
         async def run(conn: Conn) -> bool:
             return bool(await conn.fetchval(self.sql(_DELETE), *args))
 
-        return await self.db.write(run, None, what="supervision.delete")
+        return await self.write(run, None, what="supervision.delete", key=key)
