@@ -5,7 +5,7 @@ which every write replaces with ``os.replace``) instead of on the separate lock 
 that is never replaced. A writer that waited on the old inode gets its lock after the
 rename, while a newcomer locks the new inode at the same time: two writers in the
 critical section at once, so two compare-and-swaps with the same expectation both win
-(lost updates; RESEARCH.md measured it). Temp names are made unique so the flaw shows
+(lost updates, measured). Temp names are made unique so the flaw shows
 as lost updates rather than as writers clobbering one temp file.
 """
 

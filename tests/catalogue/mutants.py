@@ -51,7 +51,8 @@ from agentstores.models import (
     TranscriptMessage,
     UserIntegration,
 )
-from agentstores.stores import UNSET, EncodedMessage, TranscriptQuery
+from agentstores.stores import UNSET, AppendRequest, EncodedMessage, TranscriptQuery
+from agentstores.stores.kit import decode_cursor, encode_cursor
 from agentstores_contract import BackendUnderTest
 from agentstores_contract.backend import load_object
 
@@ -262,107 +263,96 @@ class StateFenceOfItsOwn(MemoryAgentStateStore):
 # --- conversations ------------------------------------------------------------------
 
 
-class _AppendOverride(MemoryConversationStore):
-    async def _append_messages(
-        self,
-        key: ConversationKey,
-        principal: str,
-        messages: list[EncodedMessage],
-        **options: Any,
-    ) -> list[StoredMessage]:
-        return await super()._append_messages(key, principal, messages, **options)
-
-
 def _renamed(m: EncodedMessage, new_id: str) -> EncodedMessage:
     return dataclasses.replace(m, message=dataclasses.replace(m.message, id=new_id))
 
 
-class AppendIgnoresEpoch(_AppendOverride):
+class AppendIgnoresEpoch(MemoryConversationStore):
     async def _append_messages(
-        self, key: ConversationKey, principal: str, messages: list[EncodedMessage], **options: Any
+        self, key: ConversationKey, principal: str, request: AppendRequest
     ) -> list[StoredMessage]:
-        options["epoch"] = None
-        return await super()._append_messages(key, principal, messages, **options)
+        request = dataclasses.replace(request, epoch=None)
+        return await super()._append_messages(key, principal, request)
 
 
-class AppendNotIdempotent(_AppendOverride):
+class AppendNotIdempotent(MemoryConversationStore):
     """Appends a message again when its id is already present (as a copy)."""
 
     async def _append_messages(
-        self, key: ConversationKey, principal: str, messages: list[EncodedMessage], **options: Any
+        self, key: ConversationKey, principal: str, request: AppendRequest
     ) -> list[StoredMessage]:
         conv = self.data.conversations.get(key)
         if conv is not None:
-            messages = [
-                dataclasses.replace(
-                    m, message=dataclasses.replace(m.message, id=m.message.id + "~")
-                )
-                if m.message.id in conv.ids
-                else m
-                for m in messages
-            ]
-        return await super()._append_messages(key, principal, messages, **options)
+            messages = tuple(
+                _renamed(m, m.message.id + "~") if m.message.id in conv.ids else m
+                for m in request.messages
+            )
+            request = dataclasses.replace(request, messages=messages)
+        return await super()._append_messages(key, principal, request)
 
 
-class RacyConditionalAppend(_AppendOverride):
+class RacyConditionalAppend(MemoryConversationStore):
     """Checks the tail, awaits, then appends unconditionally."""
 
     async def _append_messages(
-        self, key: ConversationKey, principal: str, messages: list[EncodedMessage], **options: Any
+        self, key: ConversationKey, principal: str, request: AppendRequest
     ) -> list[StoredMessage]:
-        expected = options["expected_last_message_id"]
+        messages = request.messages
         conv = self.data.conversations.get(key)
         already = (
             conv is not None and bool(messages) and all(m.message.id in conv.ids for m in messages)
         )
-        if expected is not UNSET and not already:
+        if request.has_tail_condition and not already:
             tail = conv.tail if conv is not None else None
-            if tail != expected:
+            if tail != request.expected_tail:
                 raise StaleWriteError(f"tail is {tail!r}", key=key)
             await asyncio.sleep(0)
-            options["expected_last_message_id"] = UNSET
-        return await super()._append_messages(key, principal, messages, **options)
+            request = dataclasses.replace(request, expected_tail=UNSET)
+        return await super()._append_messages(key, principal, request)
 
 
-class LostUpdateAppend(_AppendOverride):
+class LostUpdateAppend(MemoryConversationStore):
     """Reads the transcript, awaits, writes it back with the new messages: a concurrent
     append in between is lost."""
 
     async def _append_messages(
-        self, key: ConversationKey, principal: str, messages: list[EncodedMessage], **options: Any
+        self, key: ConversationKey, principal: str, request: AppendRequest
     ) -> list[StoredMessage]:
         conv = self.data.conversations.get(key)
         if conv is None:
-            return await super()._append_messages(key, principal, messages, **options)
+            return await super()._append_messages(key, principal, request)
         length = len(conv.messages)
         await asyncio.sleep(0)
         conv.cut(length)
         with _atomically():
-            return await super()._append_messages(key, principal, messages, **options)
+            return await super()._append_messages(key, principal, request)
 
 
-class BatchNotAtomic(_AppendOverride):
+class BatchNotAtomic(MemoryConversationStore):
     """Writes the first message of a batch before finding the tail condition false."""
 
     async def _append_messages(
-        self, key: ConversationKey, principal: str, messages: list[EncodedMessage], **options: Any
+        self, key: ConversationKey, principal: str, request: AppendRequest
     ) -> list[StoredMessage]:
-        expected = options["expected_last_message_id"]
         conv = self.data.conversations.get(key)
         tail = conv.tail if conv is not None else None
-        if expected is not UNSET and tail != expected and len(messages) > 1:
-            first = {**options, "expected_last_message_id": UNSET}
-            await super()._append_messages(key, principal, messages[:1], **first)
-        return await super()._append_messages(key, principal, messages, **options)
+        if (
+            request.has_tail_condition
+            and tail != request.expected_tail
+            and len(request.messages) > 1
+        ):
+            first = dataclasses.replace(request, messages=request.messages[:1], expected_tail=UNSET)
+            await super()._append_messages(key, principal, first)
+        return await super()._append_messages(key, principal, request)
 
 
-class CreateIfAbsentIgnored(_AppendOverride):
+class CreateIfAbsentIgnored(MemoryConversationStore):
     async def _append_messages(
-        self, key: ConversationKey, principal: str, messages: list[EncodedMessage], **options: Any
+        self, key: ConversationKey, principal: str, request: AppendRequest
     ) -> list[StoredMessage]:
         if not self.data.is_erased(key):
-            options["create_if_absent"] = True
-        return await super()._append_messages(key, principal, messages, **options)
+            request = dataclasses.replace(request, create_if_absent=True)
+        return await super()._append_messages(key, principal, request)
 
 
 class IndexIgnoresSpeaker(MemoryConversationStore):
@@ -460,8 +450,8 @@ class InclusiveCursor(MemoryConversationStore):
     ) -> Page:
         if cursor is None:
             return await super()._list_conversations(tenant, principal, limit, cursor)
-        stamp, session = reference._decode_cursor(cursor)
-        nudged = reference._encode_cursor(stamp + timedelta(microseconds=1), session)
+        stamp, session = decode_cursor(cursor)
+        nudged = encode_cursor(stamp + 1, session)
         return await super()._list_conversations(tenant, principal, limit, nudged)
 
 

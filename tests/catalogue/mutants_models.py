@@ -25,7 +25,7 @@ from agentstores.memory.stores import (
     MemorySupervisionStore,
 )
 from agentstores.models import LastTurnStatus, RecordedEvent, SupervisionRow
-from agentstores.stores import UNSET, EncodedMessage
+from agentstores.stores import AppendRequest
 from agentstores_contract import BackendUnderTest
 from tests.catalogue.mutants import Mutant, _backend, _make
 
@@ -279,13 +279,14 @@ class ContentThroughDoubles(MemoryConversationStore):
     """Stores message content the way a JavaScript service would: big ints become doubles."""
 
     async def _append_messages(
-        self, key: ConversationKey, principal: str, messages: list[EncodedMessage], **options: Any
+        self, key: ConversationKey, principal: str, request: AppendRequest
     ) -> Any:
-        messages = [
+        messages = tuple(
             dataclasses.replace(m, content_json=_reencode(m.content_json, parse_int=_double_int))
-            for m in messages
-        ]
-        return await super()._append_messages(key, principal, messages, **options)
+            for m in request.messages
+        )
+        request = dataclasses.replace(request, messages=messages)
+        return await super()._append_messages(key, principal, request)
 
 
 def _integral_to_int(value: Any) -> Any:
@@ -331,18 +332,19 @@ class MetadataKeysNfc(MemoryConversationStore):
     """Normalises metadata keys to NFC: two keys differing only by normalisation merge."""
 
     async def _append_messages(
-        self, key: ConversationKey, principal: str, messages: list[EncodedMessage], **options: Any
+        self, key: ConversationKey, principal: str, request: AppendRequest
     ) -> Any:
-        messages = [
+        messages = tuple(
             dataclasses.replace(
                 m,
                 metadata_json=json.dumps(
                     _nfc_keys(json.loads(m.metadata_json)), ensure_ascii=False
                 ).encode(),
             )
-            for m in messages
-        ]
-        return await super()._append_messages(key, principal, messages, **options)
+            for m in request.messages
+        )
+        request = dataclasses.replace(request, messages=messages)
+        return await super()._append_messages(key, principal, request)
 
 
 content_through_doubles = _make(conversations=ContentThroughDoubles)
@@ -378,23 +380,23 @@ class StaleAppendBumpsUpdatedAt(MemoryConversationStore):
     still reorders the listing."""
 
     async def _append_messages(
-        self, key: ConversationKey, principal: str, messages: list[EncodedMessage], **options: Any
+        self, key: ConversationKey, principal: str, request: AppendRequest
     ) -> Any:
         conv = self.data.conversations.get(key)
-        if conv is not None and options["expected_last_message_id"] is not UNSET:
+        if conv is not None and request.has_tail_condition:
             conv.updated_at = max(conv.updated_at, self.data.now())
-        return await super()._append_messages(key, principal, messages, **options)
+        return await super()._append_messages(key, principal, request)
 
 
 class NoOpAppendBumpsUpdatedAt(MemoryConversationStore):
     """The idempotent re-append returns ``[]`` but still touches the conversation."""
 
     async def _append_messages(
-        self, key: ConversationKey, principal: str, messages: list[EncodedMessage], **options: Any
+        self, key: ConversationKey, principal: str, request: AppendRequest
     ) -> Any:
-        stored = await super()._append_messages(key, principal, messages, **options)
+        stored = await super()._append_messages(key, principal, request)
         conv = self.data.conversations.get(key)
-        if messages and not stored and conv is not None:
+        if request.messages and not stored and conv is not None:
             conv.updated_at = max(conv.updated_at, self.data.now())
         return stored
 

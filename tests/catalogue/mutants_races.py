@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from datetime import datetime
-from typing import Any
 
 from agentstores.errors import (
     ConflictError,
@@ -19,8 +17,8 @@ from agentstores.errors import (
 from agentstores.keys import ConversationKey
 from agentstores.memory.data import Conversation, Header, MessageRow
 from agentstores.memory.stores import MemoryConversationStore, _stored, _yield
-from agentstores.models import LastTurnStatus, StoredMessage
-from agentstores.stores import UNSET, EncodedMessage, OverCap, SweepRule
+from agentstores.models import StoredMessage
+from agentstores.stores import AppendRequest, OverCap, SweepRule
 from tests.catalogue.mutants import Mutant, _make
 
 MUTANTS: list[Mutant] = []
@@ -186,32 +184,23 @@ class AppendBatchInterleaves(MemoryConversationStore):
     truncates see half a batch."""
 
     async def _append_messages(
-        self,
-        key: ConversationKey,
-        principal: str,
-        messages: list[EncodedMessage],
-        *,
-        create_if_absent: bool,
-        last_turn_status: LastTurnStatus | None,
-        expected_last_message_id: Any,
-        epoch: int | None,
-        title: str | None,
-        expires_at: datetime | None,
+        self, key: ConversationKey, principal: str, request: AppendRequest
     ) -> list[StoredMessage]:
         await _yield()
         d = self.data
+        messages, epoch = request.messages, request.epoch
         if d.is_erased(key):
             raise ErasedError("the conversation was erased", key=key)
         conv = d.conversations.get(key)
-        if conv is None and not create_if_absent:
+        if conv is None and not request.create_if_absent:
             raise NotFoundError("no such conversation", key=key)
         d.check_write(key, principal, epoch)
         fresh = [m for m in messages if conv is None or m.message.id not in conv.ids]
         if messages and not fresh:
             return []
-        if expected_last_message_id is not UNSET:
+        if request.has_tail_condition:
             tail = conv.tail if conv is not None else None
-            if tail != expected_last_message_id:
+            if tail != request.expected_tail:
                 raise StaleWriteError(f"transcript tail is {tail!r}", key=key, tail=tail)
         now = d.now()
         if conv is None:
@@ -232,12 +221,12 @@ class AppendBatchInterleaves(MemoryConversationStore):
                 stamp,
             )
             stored.append(_stored(row, conv.add(row)))
-        if last_turn_status is not None:
-            conv.last_turn_status = last_turn_status
-        if title is not None:
-            conv.title = title
-        if expires_at is not None:
-            conv.expires_at = expires_at
+        if request.last_turn_status is not None:
+            conv.last_turn_status = request.last_turn_status
+        if request.title is not None:
+            conv.title = request.title
+        if request.expires_at is not None:
+            conv.expires_at = request.expires_at
         conv.updated_at = max(conv.updated_at, now)
         return stored
 

@@ -17,13 +17,12 @@ from agentstores.memory.stores import (
     MemorySupervisionStore,
 )
 from agentstores.models import (
-    LastTurnStatus,
     StoredMessage,
     SupervisionRow,
     SupervisionView,
     UserIntegration,
 )
-from agentstores.stores import EncodedMessage, Expired, IdleFor, SweepRule
+from agentstores.stores import AppendRequest, Expired, IdleFor, SweepRule
 from agentstores_contract import BackendUnderTest
 from tests.catalogue.mutants import Mutant, _backend
 
@@ -133,31 +132,11 @@ class ExpiresAtSetOnlyOnCreate(MemoryConversationStore):
     later ones: a temporary conversation cannot be extended."""
 
     async def _append_messages(
-        self,
-        key: ConversationKey,
-        principal: str,
-        messages: list[EncodedMessage],
-        *,
-        create_if_absent: bool,
-        last_turn_status: LastTurnStatus | None,
-        expected_last_message_id: object,
-        epoch: int | None,
-        title: str | None,
-        expires_at: datetime | None,
+        self, key: ConversationKey, principal: str, request: AppendRequest
     ) -> list[StoredMessage]:
         if key in self.data.conversations:
-            expires_at = None
-        return await super()._append_messages(
-            key,
-            principal,
-            messages,
-            create_if_absent=create_if_absent,
-            last_turn_status=last_turn_status,
-            expected_last_message_id=expected_last_message_id,
-            epoch=epoch,
-            title=title,
-            expires_at=expires_at,
-        )
+            request = dataclasses.replace(request, expires_at=None)
+        return await super()._append_messages(key, principal, request)
 
 
 # --- OAuth -------------------------------------------------------------------------

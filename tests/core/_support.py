@@ -37,6 +37,14 @@ PLUGINS: dict[str, str] = {
         def agentstores_backend():  # misspelled hook name
             return []
     """,
+    "typo_plugin": """
+        from agentstores.plugins import BackendInfo, hookimpl
+
+        @hookimpl
+        def agentstores_backends():
+            return [BackendInfo(name="typo", schemes=("typo",), factory="good_factory:make",
+                                capabilities=frozenset({"durabel"}))]
+    """,
     "wrongtype_plugin": """
         from agentstores.plugins import hookimpl
 
@@ -51,6 +59,7 @@ ENTRY_POINTS = {
     "broken": "broken_plugin",
     "misspelled": "misspelled_plugin",
     "wrongtype": "wrongtype_plugin",
+    "typo": "typo_plugin",
 }
 
 

@@ -34,6 +34,8 @@ def test_broken_plugins_are_reported_and_the_others_load(plugin_dir: Path) -> No
     assert "this plugin is broken on purpose" in failures["broken"]
     assert "agentstores_backend" in failures["misspelled"]  # check_pending names the typo
     assert "BackendInfo" in failures["wrongtype"]
+    assert "unknown capability 'durabel'" in failures["typo"]  # a typo is refused, by name
+    assert "typo" not in got["backends"]
     assert "good" not in failures
     assert got["factory_imported"] is False  # discovery never imports a factory module
 
@@ -62,8 +64,8 @@ def test_opening_a_url_imports_only_its_backend(plugin_dir: Path) -> None:
 @pytest.mark.parametrize(
     ("disabled", "expect_good", "expect_failures"),
     [
-        ("broken,misspelled,wrongtype", True, set()),
-        ("good", False, {"broken", "misspelled", "wrongtype"}),
+        ("broken,misspelled,wrongtype,typo", True, set()),
+        ("good", False, {"broken", "misspelled", "wrongtype", "typo"}),
         ("all", False, set()),
         ("1", False, set()),
     ],
@@ -75,7 +77,7 @@ def test_disable_env(
     assert ("good" in got["backends"]) == expect_good
     assert "memory" in got["backends"]  # builtins stay
     assert expect_failures <= set(got["failures"])
-    for name in {"broken", "misspelled", "wrongtype"} - expect_failures:
+    for name in {"broken", "misspelled", "wrongtype", "typo"} - expect_failures:
         assert name not in got["failures"]
     if disabled in {"all", "1"}:
         assert got["failures"] == {} and set(got["backends"]) == {"memory"}

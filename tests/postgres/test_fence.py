@@ -7,9 +7,9 @@ import uuid
 
 import pytest
 
-from agentstores.errors import FencedError
+from agentstores.errors import FencedError, NotOwnedError, StaleWriteError
 from agentstores.keys import ConversationKey
-from agentstores.models import SupervisionRow
+from agentstores.models import Message, RecordedEvent, SupervisionRow
 from agentstores_postgres.stores import PostgresStores
 
 from .conftest import PgServer
@@ -49,3 +49,39 @@ async def test_deleting_the_row_keeps_its_epoch_as_the_fence(pg: PgServer) -> No
         with pytest.raises(FencedError) as info:
             await stores.state.save(key, P, {"late": True}, epoch=6)
         assert info.value.fence == 7
+
+
+async def test_refusals_carry_what_the_write_carried_and_what_refused_it(pg: PgServer) -> None:
+    """The server sends back the fence and the tail; the epoch and the expected tail come
+    from the call: every refusal names both sides, and the key."""
+    key = _key()
+    async with PostgresStores(pg.url) as stores:
+        conv = stores.conversations
+        await conv.append_messages(key, P, [Message("m1", "user", "hi")], epoch=5)
+        with pytest.raises(FencedError) as fenced:
+            await stores.state.save(key, P, {"late": True}, epoch=4)
+        assert (fenced.value.epoch, fenced.value.fence, fenced.value.key) == (4, 5, key)
+        with pytest.raises(FencedError) as fenced:
+            await conv.append_messages(key, P, [Message("m2", "user", "x")], epoch=2)
+        assert (fenced.value.epoch, fenced.value.fence) == (2, 5)
+        # the recording refuses an epoch below its own, with that epoch as the fence
+        await stores.recording.put(key, P, RecordedEvent(0, "a", "r", 7))
+        with pytest.raises(FencedError) as fenced:
+            await stores.recording.put(key, P, RecordedEvent(1, "b", "r", 6))
+        assert (fenced.value.epoch, fenced.value.fence) == (6, 7)
+        with pytest.raises(StaleWriteError) as stale:
+            await conv.append_messages(
+                key, P, [Message("m3", "user", "x")], expected_last_message_id="m0"
+            )
+        assert (stale.value.tail, stale.value.expected, stale.value.key) == ("m1", "m0", key)
+        with pytest.raises(NotOwnedError) as stranger:
+            await stores.state.save(key, "stranger", {})
+        assert stranger.value.key == key
+        assert await stores.supervision.compare_and_swap(
+            key, P, None, SupervisionRow("running", "a", 8)
+        )
+        with pytest.raises(NotOwnedError) as stranger:
+            await stores.supervision.compare_and_swap(
+                key, "stranger", 8, SupervisionRow("running", "b", 9)
+            )
+        assert stranger.value.key == key

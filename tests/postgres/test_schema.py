@@ -16,7 +16,8 @@ from agentstores.cli import main as cli_main
 from agentstores.errors import BackendUnavailableError, UsageError
 from agentstores.keys import ConversationKey
 from agentstores.models import SupervisionRow
-from agentstores_postgres.schema import FUNCTIONS, SCHEMA_VERSION, install
+from agentstores_postgres.migrations import FUNCTIONS, MIGRATIONS, SCHEMA_VERSION, fingerprint
+from agentstores_postgres.schema import install
 from agentstores_postgres.stores import PostgresStores
 from tests.servers.postgres import Installation, with_query
 
@@ -205,3 +206,13 @@ def test_bad_names_and_options_are_usage_errors() -> None:
         PostgresStores("postgresql://u@h/db", no_such_option=1)
     with pytest.raises(UsageError):
         PostgresStores("mysql://u@h/db")
+
+
+RELEASED_FINGERPRINTS = {1: "2de620ef9c3f24c5", 2: "843b57d6c86d5539"}
+"""What installed schemas record: a released migration file must never change."""
+
+
+def test_released_migrations_are_unchanged() -> None:
+    assert [m.version for m in MIGRATIONS] == list(range(1, SCHEMA_VERSION + 1))
+    for version, recorded in RELEASED_FINGERPRINTS.items():
+        assert fingerprint(version) == recorded, f"migration {version} was edited"

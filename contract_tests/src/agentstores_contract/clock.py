@@ -1,4 +1,4 @@
-"""The store's clock: stamps and expiry use it, never the caller's (§0)."""
+"""The store's clock: stamps and expiry use it, never the caller's."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Atomicity under real concurrency, and linearizability of recorded histories (§0-§5).
+"""Atomicity under real concurrency, and linearizability of recorded histories.
 
 Many clients (asyncio tasks, each with a bundle of its own where the backend has
 connections) race one key from behind a barrier.

@@ -1,4 +1,4 @@
-"""ConversationStore: transcript, metadata, truncate/branch, listing, sweeping (§4)."""
+"""ConversationStore: transcript, metadata, truncate/branch, listing, sweeping."""
 
 from __future__ import annotations
 

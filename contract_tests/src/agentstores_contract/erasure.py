@@ -1,4 +1,4 @@
-"""Erasure: delete cascades through every store and leaves a tombstone (§0, §4)."""
+"""Erasure: delete cascades through every store and leaves a tombstone."""
 
 from __future__ import annotations
 

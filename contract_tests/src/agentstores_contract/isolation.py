@@ -1,4 +1,4 @@
-"""Keys: validation in every store, maximum lengths, and isolation of distinct keys (§0)."""
+"""Keys: validation in every store, maximum lengths, and isolation of distinct keys."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Owner-only writes, no existence leak to unshared readers, read-only sharing (§0)."""
+"""Owner-only writes, no existence leak to unshared readers, read-only sharing."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""PauseTokenStore: single-use continuation tokens (CONTRACTS.md §5)."""
+"""PauseTokenStore: single-use continuation tokens."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The protocol layer on a real backend (CONTRACTS.md §7): lease, fencing, stale guard,
+"""The protocol layer on a real backend: lease, fencing, stale guard,
 sweeper, rehydrate. The rules live in ``agentstores.protocol``; these tests prove a
 backend gives them what they rely on (atomic CAS, the store clock, cross-store fences,
 atomic sweep re-checks, the erasure cascade).

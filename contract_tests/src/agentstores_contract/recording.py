@@ -1,4 +1,4 @@
-"""RecordingStore: one cumulative snapshot per conversation (CONTRACTS.md §2)."""
+"""RecordingStore: one cumulative snapshot per conversation."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""AgentStateStore: the checkpoint a resumed turn is revived from (CONTRACTS.md §3)."""
+"""AgentStateStore: the checkpoint a resumed turn is revived from."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""SupervisionStore: the liveness row, its CAS and its guarded delete (CONTRACTS.md §1)."""
+"""SupervisionStore: the liveness row, its CAS and its guarded delete."""
 
 from __future__ import annotations
 

@@ -7,17 +7,16 @@ range is a range scan on ``(created_at, seq)``, ``recent`` a range on ``turn_pos
 position among user and assistant messages) from the count, and ``history`` starts
 from the compaction index. Each query carries a strict condition on the column its
 (partial) index is built on, which is what lets the planner use that index and no other.
-Every write is one call of a server-side function (see ``schema.py``).
+Every write is one call of a server-side function (see ``migrations.py`` and its ``sql`` files).
 """
 
 from __future__ import annotations
 
-import base64
 import json
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from agentstores.errors import UsageError
 from agentstores.keys import ConversationKey
 from agentstores.models import (
     ConversationInfo,
@@ -27,7 +26,6 @@ from agentstores.models import (
     TranscriptMessage,
 )
 from agentstores.stores import (
-    UNSET,
     AppendRequest,
     ConversationStore,
     EncodedMessage,
@@ -37,8 +35,15 @@ from agentstores.stores import (
     SweepRule,
     TranscriptQuery,
 )
+from agentstores.stores.kit import (
+    decode_cursor,
+    encode_cursor,
+    from_micros,
+    to_micros,
+    writer_nonce,
+)
 
-from .base import VISIBLE, PostgresStore, nonce
+from ._base import VISIBLE, PostgresStoreBase
 from .database import Conn, Verdict
 
 _APPEND = (
@@ -161,22 +166,6 @@ DELETE FROM __S__.keys
 PURGE_BATCH = 1000
 
 
-def _encode_cursor(updated_at: datetime, session_id: str) -> str:
-    raw = json.dumps([updated_at.isoformat(), session_id]).encode()
-    return base64.urlsafe_b64encode(raw).decode()
-
-
-def _decode_cursor(cursor: str) -> tuple[datetime, str]:
-    try:
-        stamp, session_id = json.loads(base64.urlsafe_b64decode(cursor.encode()))
-        moment = datetime.fromisoformat(stamp)
-        if moment.tzinfo is None:
-            raise ValueError("naive")
-        return moment, str(session_id)
-    except Exception as exc:
-        raise UsageError("cursor is not one this store produced") from exc
-
-
 def _stored(r: Any) -> StoredMessage:
     return StoredMessage(
         id=r["message_id"],
@@ -205,7 +194,7 @@ def _info(r: Any) -> ConversationInfo:
 
 
 def _appended(
-    messages: list[EncodedMessage], first_seq: int, stamp: datetime, skip: set[str]
+    messages: Sequence[EncodedMessage], first_seq: int, stamp: datetime, skip: set[str]
 ) -> list[StoredMessage]:
     fresh = [m for m in messages if m.message.id not in skip]
     return [
@@ -222,19 +211,16 @@ def _appended(
     ]
 
 
-class PostgresConversationStore(PostgresStore, ConversationStore):
+class PostgresConversationStore(PostgresStoreBase, ConversationStore):
     # --- writes ---------------------------------------------------------------------
 
     async def _append_messages(
         self, key: ConversationKey, principal: str, request: AppendRequest
     ) -> list[StoredMessage]:
-        messages = list(request.messages)
-        create_if_absent, last_turn_status = request.create_if_absent, request.last_turn_status
-        expected_last_message_id: Any = request.expected_tail
-        epoch, title, expires_at = request.epoch, request.title, request.expires_at
-        n = nonce()
+        messages = request.messages
+        n = writer_nonce()
         ids = [m.message.id for m in messages]
-        check_tail = expected_last_message_id is not UNSET
+        expected_tail = request.expected_tail if request.has_tail_condition else None
         args = (
             key.tenant,
             key.session_id,
@@ -244,13 +230,13 @@ class PostgresConversationStore(PostgresStore, ConversationStore):
             [m.content_json for m in messages],
             [m.metadata_json for m in messages],
             [m.message.compaction for m in messages],
-            create_if_absent,
-            last_turn_status,
-            check_tail,
-            expected_last_message_id if check_tail else None,
-            epoch,
-            title,
-            expires_at,
+            request.create_if_absent,
+            request.last_turn_status,
+            request.has_tail_condition,
+            expected_tail,
+            request.epoch,
+            request.title,
+            request.expires_at,
             n,
             self.ttl,
         )
@@ -272,7 +258,14 @@ class PostgresConversationStore(PostgresStore, ConversationStore):
             skip = {i for i in ids if i not in ours}
             return Verdict.landed(_appended(messages, rows[0]["seq"], rows[0]["created_at"], skip))
 
-        return await self.db.write(run, reconcile, what="conversations.append_messages")
+        return await self.write(
+            run,
+            reconcile,
+            what="conversations.append_messages",
+            key=key,
+            epoch=request.epoch,
+            expected=expected_tail,
+        )
 
     def _conversation_written(self, key: ConversationKey, n: Any) -> Any:
         async def reconcile(conn: Conn) -> Verdict[None]:
@@ -284,31 +277,41 @@ class PostgresConversationStore(PostgresStore, ConversationStore):
     async def _set_last_turn_status(
         self, key: ConversationKey, principal: str, status: LastTurnStatus, epoch: int | None
     ) -> None:
-        n = nonce()
+        n = writer_nonce()
         args = (key.tenant, key.session_id, principal, status, epoch, n, self.ttl)
 
         async def run(conn: Conn) -> None:
             await conn.execute(self.sql(_SET_STATUS), *args)
 
-        await self.db.write(
-            run, self._conversation_written(key, n), what="conversations.set_last_turn_status"
+        await self.write(
+            run,
+            self._conversation_written(key, n),
+            what="conversations.set_last_turn_status",
+            key=key,
+            epoch=epoch,
         )
 
     async def _set_title(
         self, key: ConversationKey, principal: str, title: str | None, epoch: int | None
     ) -> None:
-        n = nonce()
+        n = writer_nonce()
         args = (key.tenant, key.session_id, principal, title, epoch, n, self.ttl)
 
         async def run(conn: Conn) -> None:
             await conn.execute(self.sql(_SET_TITLE), *args)
 
-        await self.db.write(run, self._conversation_written(key, n), what="conversations.set_title")
+        await self.write(
+            run,
+            self._conversation_written(key, n),
+            what="conversations.set_title",
+            key=key,
+            epoch=epoch,
+        )
 
     async def _set_shared(
         self, key: ConversationKey, principal: str, with_principal: str, shared: bool
     ) -> None:
-        n = nonce()
+        n = writer_nonce()
         args = (key.tenant, key.session_id, principal, with_principal, shared, n, self.ttl)
 
         async def run(conn: Conn) -> None:
@@ -318,24 +321,24 @@ class PostgresConversationStore(PostgresStore, ConversationStore):
             r = await conn.fetchrow(self.sql(_KEY_NONCE), key.tenant, key.session_id)
             return Verdict.landed(None) if r is not None and r["nonce"] == n else Verdict.unknown()
 
-        await self.db.write(run, reconcile, what="conversations.share")
+        await self.write(run, reconcile, what="conversations.share", key=key)
 
     async def _truncate(
         self, key: ConversationKey, principal: str, message_id: str, epoch: int | None
     ) -> int:
-        n = nonce()
+        n = writer_nonce()
         args = (key.tenant, key.session_id, principal, message_id, epoch, n, self.ttl)
 
         async def run(conn: Conn) -> int:
             return int(await conn.fetchval(self.sql(_TRUNCATE), *args))
 
         # The count removed is not recorded, so a lost truncate cannot be reconciled.
-        return await self.db.write(run, None, what="conversations.truncate")
+        return await self.write(run, None, what="conversations.truncate", key=key, epoch=epoch)
 
     async def _branch(
         self, key: ConversationKey, principal: str, message_id: str, new_key: ConversationKey
     ) -> None:
-        n = nonce()
+        n = writer_nonce()
         args = (key.tenant, key.session_id, principal, message_id, new_key.session_id, n, self.ttl)
 
         async def run(conn: Conn) -> None:
@@ -345,12 +348,12 @@ class PostgresConversationStore(PostgresStore, ConversationStore):
             r = await conn.fetchrow(self.sql(_KEY_NONCE), new_key.tenant, new_key.session_id)
             return Verdict.landed(None) if r is not None and r["nonce"] == n else Verdict.unknown()
 
-        await self.db.write(run, reconcile, what="conversations.branch")
+        await self.write(run, reconcile, what="conversations.branch", key=key)
 
     async def _erase(
         self, key: ConversationKey, principal: str | None, rule: SweepRule | None
     ) -> bool:
-        n = nonce()
+        n = writer_nonce()
         kind: str | None = None
         idle: timedelta | None = None
         keep: int | None = None
@@ -372,7 +375,7 @@ class PostgresConversationStore(PostgresStore, ConversationStore):
             return Verdict.unknown()
 
         what = "conversations.delete" if rule is None else "conversations.erase_if"
-        return await self.db.write(run, reconcile, what=what)
+        return await self.write(run, reconcile, what=what, key=key)
 
     # --- reads ----------------------------------------------------------------------
 
@@ -439,20 +442,26 @@ class PostgresConversationStore(PostgresStore, ConversationStore):
     async def _list_conversations(
         self, tenant: str, principal: str, limit: int, cursor: str | None
     ) -> Page:
-        after = _decode_cursor(cursor) if cursor is not None else None
+        after = decode_cursor(cursor) if cursor is not None else None
 
         async def run(conn: Conn) -> Page:
             if after is None:
                 rows = await conn.fetch(self.sql(_LIST_FIRST), tenant, principal, limit + 1)
             else:
+                updated_micros, session_id = after
                 rows = await conn.fetch(
-                    self.sql(_LIST_AFTER), tenant, principal, limit + 1, after[0], after[1]
+                    self.sql(_LIST_AFTER),
+                    tenant,
+                    principal,
+                    limit + 1,
+                    from_micros(updated_micros),
+                    session_id,
                 )
             items = [_info(r) for r in rows[:limit]]
             next_cursor = None
             if len(rows) > limit and items:
                 last = items[-1]
-                next_cursor = _encode_cursor(last.updated_at, last.key.session_id)
+                next_cursor = encode_cursor(to_micros(last.updated_at), last.key.session_id)
             return Page(items, next_cursor)
 
         return await self.db.read(run)

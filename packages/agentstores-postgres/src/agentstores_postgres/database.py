@@ -25,7 +25,7 @@ from typing import Any, Generic, TypeVar
 
 from agentstores.errors import AgentStoresError, BackendUnavailableError, UnknownOutcomeError
 
-from . import schema as schema_module
+from . import migrations
 from .errors import is_connection_loss, translate
 from .urls import Config
 
@@ -104,7 +104,7 @@ class Database:
                 delay = min(delay * 2, 0.5)
         try:
             async with self.connection() as conn:
-                await schema_module.check(conn, self.schema)
+                await migrations.check(conn, self.schema)
         except BaseException:
             await self.close()
             raise

@@ -1,7 +1,10 @@
 """asyncpg errors -> agentstores errors, at the adapter edge.
 
-The server-side functions raise SQLSTATEs of class ``AS`` for contract outcomes; those
-map one to one onto the typed hierarchy. Connection failures are split in two: an error
+The server-side functions raise SQLSTATEs of class ``AS`` for contract outcomes; each
+names one :class:`~agentstores.errors.Refusal`, turned into its typed error by
+:func:`~agentstores.errors.refusal_error` with what the server sent back (the fence, the
+tail, a token's status) and what the call knows (the epoch it carried, the tail it
+expected: see :func:`translate_refusal`). Connection failures are split in two: an error
 before a request was sent means nothing happened (:func:`is_connection_loss` is False
 for those), while a connection lost after sending leaves the outcome unknown and goes
 through reconciliation (``database.Database.write``).
@@ -14,17 +17,24 @@ from typing import Any
 
 from agentstores.errors import (
     AgentStoresError,
-    AlreadyClaimedError,
     BackendUnavailableError,
     ConflictError,
-    ErasedError,
-    ExpiredError,
-    FencedError,
-    NotFoundError,
-    NotOwnedError,
-    StaleWriteError,
+    Refusal,
     UsageError,
+    refusal_error,
 )
+
+REFUSALS: dict[str, Refusal] = {
+    "ASNOW": Refusal.NOT_OWNED,
+    "ASERA": Refusal.ERASED,
+    "ASFEN": Refusal.FENCED,
+    "ASNFD": Refusal.NOT_FOUND,
+    "ASSTA": Refusal.STALE_TAIL,
+    "ASCON": Refusal.EXISTS,
+    "ASEXP": Refusal.EXPIRED,
+    "ASCLM": Refusal.ALREADY_CLAIMED,
+}
+"""The SQLSTATEs the server-side functions raise, and the refusal each one means."""
 
 _CONNECTION_SQLSTATE_CLASSES = ("08",)
 """Connection exceptions."""
@@ -68,6 +78,30 @@ def _message(exc: BaseException) -> str:
     return value if isinstance(value, str) and value else str(exc)
 
 
+def _sent_back(reason: Refusal, detail: str) -> dict[str, Any]:
+    """What the server put in DETAIL: the fence, ``=`` and the tail, a token's status."""
+    if reason is Refusal.FENCED:
+        return {"fence": int(detail)} if detail.isdigit() else {}
+    if reason is Refusal.STALE_TAIL:
+        return {"tail": detail[1:] if detail else None}
+    if reason is Refusal.ALREADY_CLAIMED:
+        return {"status": detail or None}
+    return {}
+
+
+def translate_refusal(exc: BaseException, **call: Any) -> AgentStoresError | None:
+    """The typed error for a refusal the server-side functions raised, else None.
+
+    ``call`` is what the call itself knows and the server does not send back: ``key``,
+    the ``epoch`` the write carried, the tail it ``expected``.
+    """
+    code = sqlstate(exc)
+    reason = REFUSALS.get(code) if code is not None else None
+    if reason is None:
+        return None
+    return refusal_error(reason, _message(exc), **_sent_back(reason, _detail(exc)), **call)
+
+
 def translate(exc: BaseException) -> AgentStoresError | None:
     """The typed error for ``exc``, or None to let it propagate."""
     import asyncpg
@@ -75,27 +109,7 @@ def translate(exc: BaseException) -> AgentStoresError | None:
     code = sqlstate(exc)
     message = _message(exc)
     if code is not None and code.startswith("AS"):
-        detail = _detail(exc)
-        if code == "ASNOW":
-            return NotOwnedError(message)
-        if code == "ASERA":
-            return ErasedError(message)
-        if code == "ASFEN":
-            context: dict[str, Any] = {}
-            if detail.isdigit():
-                context["fence"] = int(detail)
-            return FencedError(message, **context)
-        if code == "ASNFD":
-            return NotFoundError(message)
-        if code == "ASSTA":
-            return StaleWriteError(message, tail=detail[1:] if detail else None)
-        if code == "ASCON":
-            return ConflictError(message)
-        if code == "ASEXP":
-            return ExpiredError(message)
-        if code == "ASCLM":
-            return AlreadyClaimedError(message, status=detail or None)
-        return None
+        return translate_refusal(exc)
     if code in _RETRYABLE_SQLSTATES:
         return ConflictError(f"a concurrent change won ({message}); retry", sqlstate=code)
     if code in _SCHEMA_SQLSTATES:

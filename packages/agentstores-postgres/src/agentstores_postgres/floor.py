@@ -15,7 +15,7 @@ from agentstores.bench.floor import RawFloor
 from agentstores.errors import BackendUnavailableError
 
 from .database import keep_session
-from .schema import check_identifier, quote_ident
+from .migrations import check_identifier, quote_ident
 from .urls import parse_url
 
 

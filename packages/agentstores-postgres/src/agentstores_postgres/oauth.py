@@ -9,7 +9,7 @@ from typing import Any
 from agentstores.models import ClientInfo, PendingAuthorization, UserIntegration
 from agentstores.stores import OAuthRepository
 
-from .base import PostgresStore
+from ._base import PostgresStoreBase
 from .database import Conn, Verdict
 
 _COLUMNS = "tenant, user_id, server_name, pending, tokens"
@@ -82,7 +82,7 @@ def _integration(r: Any) -> UserIntegration:
     return UserIntegration(r["tenant"], r["user_id"], r["server_name"], pending, tokens)
 
 
-class PostgresOAuthRepository(PostgresStore, OAuthRepository):
+class PostgresOAuthRepository(PostgresStoreBase, OAuthRepository):
     async def _list_user_integrations(
         self, tenant: str, user: str, server_names: list[str] | None
     ) -> list[UserIntegration]:

@@ -6,8 +6,9 @@ from datetime import datetime
 
 from agentstores.keys import ConversationKey
 from agentstores.stores import PauseTokenStore
+from agentstores.stores.kit import writer_nonce
 
-from .base import PostgresStore, nonce
+from ._base import PostgresStoreBase
 from .database import Conn, Verdict
 
 _PUT = "SELECT __S__.token_put($1, $2, $3, $4, $5, $6, $7, $8, $9)"
@@ -19,7 +20,7 @@ SELECT status, nonce, payload FROM __S__.pause_tokens
 """
 
 
-class PostgresPauseTokenStore(PostgresStore, PauseTokenStore):
+class PostgresPauseTokenStore(PostgresStoreBase, PauseTokenStore):
     async def _put(
         self,
         token_id: str,
@@ -29,7 +30,7 @@ class PostgresPauseTokenStore(PostgresStore, PauseTokenStore):
         expires_at: datetime,
         epoch: int | None,
     ) -> None:
-        n = nonce()
+        n = writer_nonce()
         args = (
             key.tenant,
             key.session_id,
@@ -49,10 +50,10 @@ class PostgresPauseTokenStore(PostgresStore, PauseTokenStore):
             r = await conn.fetchrow(self.sql(_EVIDENCE), key.tenant, key.session_id, token_id)
             return Verdict.landed(None) if r is not None and r["nonce"] == n else Verdict.unknown()
 
-        await self.db.write(run, reconcile, what="pause_tokens.put")
+        await self.write(run, reconcile, what="pause_tokens.put", key=key, epoch=epoch)
 
     async def _claim(self, token_id: str, key: ConversationKey, principal: str) -> bytes:
-        n = nonce()
+        n = writer_nonce()
         args = (key.tenant, key.session_id, token_id, principal, n, self.ttl)
 
         async def run(conn: Conn) -> bytes:
@@ -69,10 +70,10 @@ class PostgresPauseTokenStore(PostgresStore, PauseTokenStore):
                 return Verdict.not_landed()
             return Verdict.unknown()
 
-        return await self.db.write(run, reconcile, what="pause_tokens.claim")
+        return await self.write(run, reconcile, what="pause_tokens.claim", key=key)
 
     async def _abandon(self, token_id: str, key: ConversationKey, principal: str) -> None:
-        n = nonce()
+        n = writer_nonce()
         args = (key.tenant, key.session_id, token_id, principal, n, self.ttl)
 
         async def run(conn: Conn) -> None:
@@ -84,4 +85,4 @@ class PostgresPauseTokenStore(PostgresStore, PauseTokenStore):
                 return Verdict.landed(None)
             return Verdict.unknown()
 
-        await self.db.write(run, reconcile, what="pause_tokens.abandon")
+        await self.write(run, reconcile, what="pause_tokens.abandon", key=key)

@@ -7,8 +7,9 @@ import json
 from agentstores.keys import ConversationKey
 from agentstores.models import RecordedEvent
 from agentstores.stores import RecordingStore
+from agentstores.stores.kit import writer_nonce
 
-from .base import VISIBLE, PostgresStore, nonce
+from ._base import VISIBLE, PostgresStoreBase
 from .database import Conn, Verdict
 
 _PUT = "SELECT __S__.rec_put($1, $2, $3, $4, $5, $6, $7, $8, $9)"
@@ -22,11 +23,11 @@ _DELETE = "SELECT __S__.rec_delete($1, $2, $3, $4, $5, $6)"
 _EVIDENCE = "SELECT nonce FROM __S__.recording WHERE tenant = $1 AND session_id = $2"
 
 
-class PostgresRecordingStore(PostgresStore, RecordingStore):
+class PostgresRecordingStore(PostgresStoreBase, RecordingStore):
     async def _put(
         self, key: ConversationKey, principal: str, event: RecordedEvent, message_json: bytes
     ) -> bool:
-        n = nonce()
+        n = writer_nonce()
         args = (
             key.tenant,
             key.session_id,
@@ -46,7 +47,7 @@ class PostgresRecordingStore(PostgresStore, RecordingStore):
             found = await conn.fetchval(self.sql(_EVIDENCE), key.tenant, key.session_id)
             return Verdict.landed(True) if found == n else Verdict.unknown()
 
-        return await self.db.write(run, reconcile, what="recording.put")
+        return await self.write(run, reconcile, what="recording.put", key=key, epoch=event.epoch)
 
     async def _read(self, key: ConversationKey, principal: str) -> RecordedEvent | None:
         async def run(conn: Conn) -> RecordedEvent | None:
@@ -65,4 +66,4 @@ class PostgresRecordingStore(PostgresStore, RecordingStore):
         async def run(conn: Conn) -> bool:
             return bool(await conn.fetchval(self.sql(_DELETE), *args))
 
-        return await self.db.write(run, None, what="recording.delete")
+        return await self.write(run, None, what="recording.delete", key=key, epoch=epoch)

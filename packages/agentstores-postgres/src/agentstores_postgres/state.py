@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from agentstores.keys import ConversationKey
 from agentstores.stores import AgentStateStore
+from agentstores.stores.kit import writer_nonce
 
-from .base import VISIBLE, PostgresStore, nonce
+from ._base import VISIBLE, PostgresStoreBase
 from .database import Conn, Verdict
 
 _LOAD = f"""
@@ -19,7 +20,7 @@ _DELETE = "SELECT __S__.state_delete($1, $2, $3, $4, $5)"
 _EVIDENCE = "SELECT nonce FROM __S__.agent_state WHERE tenant = $1 AND session_id = $2"
 
 
-class PostgresAgentStateStore(PostgresStore, AgentStateStore):
+class PostgresAgentStateStore(PostgresStoreBase, AgentStateStore):
     async def _load(self, key: ConversationKey, principal: str) -> bytes | None:
         async def run(conn: Conn) -> bytes | None:
             blob = await conn.fetchval(self.sql(_LOAD), key.tenant, key.session_id, principal)
@@ -30,7 +31,7 @@ class PostgresAgentStateStore(PostgresStore, AgentStateStore):
     async def _save(
         self, key: ConversationKey, principal: str, blob: bytes, epoch: int | None
     ) -> None:
-        n = nonce()
+        n = writer_nonce()
         args = (key.tenant, key.session_id, principal, blob, epoch, n, self.ttl)
 
         async def run(conn: Conn) -> None:
@@ -40,7 +41,7 @@ class PostgresAgentStateStore(PostgresStore, AgentStateStore):
             found = await conn.fetchval(self.sql(_EVIDENCE), key.tenant, key.session_id)
             return Verdict.landed(None) if found == n else Verdict.unknown()
 
-        await self.db.write(run, reconcile, what="state.save")
+        await self.write(run, reconcile, what="state.save", key=key, epoch=epoch)
 
     async def _delete(self, key: ConversationKey, principal: str, epoch: int | None) -> None:
         args = (key.tenant, key.session_id, principal, epoch, self.ttl)
@@ -48,4 +49,4 @@ class PostgresAgentStateStore(PostgresStore, AgentStateStore):
         async def run(conn: Conn) -> None:
             await conn.execute(self.sql(_DELETE), *args)
 
-        await self.db.write(run, None, what="state.delete")
+        await self.write(run, None, what="state.delete", key=key, epoch=epoch)

@@ -9,11 +9,11 @@ from agentstores.stores import Stores
 
 from .conversations import PostgresConversationStore
 from .database import Conn, Database
+from .migrations import check_identifier
 from .oauth import PostgresOAuthRepository
 from .pause_tokens import PostgresPauseTokenStore
 from .plugin import BACKEND
 from .recording import PostgresRecordingStore
-from .schema import check_identifier
 from .state import PostgresAgentStateStore
 from .supervision import PostgresSupervisionStore
 from .urls import Config, parse_url

@@ -2,20 +2,22 @@
 
 from __future__ import annotations
 
-from agentstores.errors import NotOwnedError
+from agentstores.errors import Refusal, refusal_error
 from agentstores.keys import ConversationKey
 from agentstores.models import SupervisionRow, SupervisionView
 from agentstores.stores import SupervisionStore
+from agentstores.stores.kit import writer_nonce
 
-from .base import VISIBLE, PostgresStore, nonce
+from ._base import VISIBLE, PostgresStoreBase
 from .database import Conn, Verdict
 
 _CAS = "SELECT __S__.sup_cas($1, $2, $3, $4, $5, $6, $7, $8, $9)"
 # The hot path (heartbeats and takeovers: a row is expected) is one UPDATE of the
 # supervision row alone, the same shape as the raw floor: the row carries copies of the
 # header's owner and fence, and its epoch is itself part of the key's fence (see
-# schema.py). A CAS that does not win takes a second round trip (_WHY) to tell "not
-# yours" (NotOwnedError) from "lost" (False); winning, the common case, takes one.
+# sql/0001_tables_and_indexes.sql). A CAS that does not win takes a second round trip
+# (_WHY) to tell "not yours" (NotOwnedError) from "lost" (False); winning, the common
+# case, takes one.
 #
 # It takes no header lock, unlike every other write, and stays linearizable: every
 # condition is on this row and is re-checked by the UPDATE on the row's latest version.
@@ -45,7 +47,7 @@ _DELETE = "SELECT __S__.sup_delete($1, $2, $3, $4, $5, $6)"
 _EVIDENCE = "SELECT nonce, epoch FROM __S__.supervision WHERE tenant = $1 AND session_id = $2"
 
 
-class PostgresSupervisionStore(PostgresStore, SupervisionStore):
+class PostgresSupervisionStore(PostgresStoreBase, SupervisionStore):
     async def _compare_and_swap(
         self,
         key: ConversationKey,
@@ -53,7 +55,7 @@ class PostgresSupervisionStore(PostgresStore, SupervisionStore):
         expected_epoch: int | None,
         row: SupervisionRow,
     ) -> bool:
-        n = nonce()
+        n = writer_nonce()
         args = (
             key.tenant,
             key.session_id,
@@ -73,7 +75,7 @@ class PostgresSupervisionStore(PostgresStore, SupervisionStore):
                 return True
             why = await conn.fetchrow(self.sql(_WHY), key.tenant, key.session_id)
             if why is not None and not why["erased"] and why["owner"] != principal:
-                raise NotOwnedError("another principal owns this conversation")
+                raise refusal_error(Refusal.NOT_OWNED, key=key)
             return False
 
         async def reconcile(conn: Conn) -> Verdict[bool]:
@@ -119,4 +121,4 @@ class PostgresSupervisionStore(PostgresStore, SupervisionStore):
         async def run(conn: Conn) -> bool:
             return bool(await conn.fetchval(self.sql(_DELETE), *args))
 
-        return await self.db.write(run, None, what="supervision.delete")
+        return await self.write(run, None, what="supervision.delete", key=key)

@@ -16,6 +16,7 @@ from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from agentstores.errors import UsageError
+from agentstores.stores.kit import DEFAULT_TOMBSTONE_TTL
 
 DEFAULT_SCHEMA = "agentstores"
 SCHEMES = ("postgresql", "postgres")
@@ -35,7 +36,7 @@ class Config:
     """Seconds spent learning the outcome of a write whose connection was lost."""
     pgbouncer: bool = False
     """Transaction pooling: no prepared-statement cache, no session state."""
-    tombstone_ttl: timedelta = timedelta(days=30)
+    tombstone_ttl: timedelta = DEFAULT_TOMBSTONE_TTL
     command_timeout: float | None = None
 
 

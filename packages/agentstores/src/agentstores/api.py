@@ -16,13 +16,18 @@ DEFAULT_URL = "file://./.agentstores"
 
 
 def default_url() -> str:
+    """The backend URL used when none is given: ``$AGENTSTORES_URL``, else :data:`DEFAULT_URL`."""
     return os.environ.get(URL_ENV) or DEFAULT_URL
 
 
 @asynccontextmanager
 async def open_stores(url: str | None = None, **options: Any) -> AsyncIterator[Stores]:
     """Open every store of the backend ``url`` names (default: ``$AGENTSTORES_URL``, else
-    the embedded file backend); close them on exit."""
+    the embedded file backend); close them on exit.
+
+    Raises:
+        UsageError: no installed backend handles the URL's scheme.
+    """
     stores = create_stores(url or default_url(), **options)
     await stores.open()
     try:

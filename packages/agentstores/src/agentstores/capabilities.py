@@ -30,11 +30,13 @@ class Capability(enum.StrEnum):
         Raises:
             UsageError: no capability has that name (a typo must not silently skip tests).
         """
-        try:
-            return cls(name)
-        except ValueError:
-            known = ", ".join(c.value for c in cls)
-            raise UsageError(f"unknown capability {name!r}; known: {known}") from None
+        if isinstance(name, str):
+            try:
+                return cls(name)
+            except ValueError:
+                pass
+        known = ", ".join(c.value for c in cls)
+        raise UsageError(f"unknown capability {name!r}; known: {known}")
 
 
 def capability_set(names: Iterable[object]) -> frozenset[Capability]:

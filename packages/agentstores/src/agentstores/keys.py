@@ -90,6 +90,7 @@ class ConversationKey:
 
     @classmethod
     def from_storage_name(cls, name: str) -> ConversationKey:
+        """The key whose :attr:`storage_name` is ``name`` (for adapters reading names back)."""
         tenant, _, session = name.partition(":")
         return cls(decode_component(tenant), decode_component(session))
 

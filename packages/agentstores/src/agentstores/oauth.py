@@ -176,6 +176,7 @@ class OAuthIntegrationStore:
 
     @property
     def encrypted(self) -> bool:
+        """True when secrets are encrypted at rest (keys were given)."""
         return self._cipher is not None
 
     # --- user integrations --------------------------------------------------------
@@ -183,13 +184,23 @@ class OAuthIntegrationStore:
     async def get_user_integration(
         self, tenant: str, user: str, server_name: str
     ) -> UserIntegration | None:
-        """The record, with an expired pending authorization removed (and cleaned up)."""
+        """The record, with an expired pending authorization removed (and cleaned up).
+
+        Raises:
+            OAuthSecretError: a stored secret does not decrypt with the configured keys.
+        """
         record = await self.repository.get_user_integration(tenant, user, server_name)
         return await self._live(record, await self._now())
 
     async def list_user_integrations(
         self, tenant: str, user: str, server_names: Sequence[str] | None = None
     ) -> list[UserIntegration]:
+        """The user's records (only ``server_names`` when given), each without an expired pending
+        authorization (which is cleaned up).
+
+        Raises:
+            OAuthSecretError: a stored secret does not decrypt with the configured keys.
+        """
         records = await self.repository.list_user_integrations(tenant, user, server_names)
         now = await self._now()
         out = []
@@ -200,7 +211,11 @@ class OAuthIntegrationStore:
         return out
 
     async def find_by_pending_state(self, state: str) -> UserIntegration | None:
-        """The record whose live pending authorization has ``state`` (the callback's lookup)."""
+        """The record whose live pending authorization has ``state`` (the callback's lookup).
+
+        Raises:
+            OAuthSecretError: a stored secret does not decrypt with the configured keys.
+        """
         record = await self.repository.find_by_pending_state(state)
         live = await self._live(record, await self._now())
         if live is None or live.pending is None or live.pending.state != state:
@@ -220,8 +235,13 @@ class OAuthIntegrationStore:
         return record
 
     async def complete_authorization(self, state: str) -> UserIntegration:
-        """The record for a callback's ``state``: ``NotFoundError`` when unknown,
-        ``ExpiredError`` when its pending authorization has expired (it is cleaned up)."""
+        """The record for a callback's ``state``, decrypted.
+
+        Raises:
+            NotFoundError: no pending authorization has that ``state``.
+            ExpiredError: its pending authorization has expired (it is cleaned up).
+            OAuthSecretError: a stored secret does not decrypt with the configured keys.
+        """
         raw = await self.repository.find_by_pending_state(state)
         if raw is None or raw.pending is None or raw.pending.state != state:
             raise NotFoundError("no pending authorization with that state")
@@ -256,10 +276,15 @@ class OAuthIntegrationStore:
         await self.repository.save_user_integration(self._encrypt(record))
 
     async def delete_user_integration(self, tenant: str, user: str, server_name: str) -> bool:
+        """Delete the record; True if there was one."""
         return await self.repository.delete_user_integration(tenant, user, server_name)
 
     async def rotate_user_integrations(self, tenant: str, user: str) -> int:
-        """Re-save every integration of ``user`` under the current encrypting key."""
+        """Re-save every integration of ``user`` under the current encrypting key.
+
+        Raises:
+            OAuthSecretError: a stored secret does not decrypt with the configured keys.
+        """
         records = await self.repository.list_user_integrations(tenant, user)
         for raw in records:
             await self.save_user_integration(self._decrypt(raw))
@@ -268,16 +293,27 @@ class OAuthIntegrationStore:
     # --- client info --------------------------------------------------------------
 
     async def get_client_info(self, tenant: str, server_name: str) -> ClientInfo | None:
+        """The client registration for ``server_name``, decrypted; None when there is none.
+
+        Raises:
+            OAuthSecretError: a stored secret does not decrypt with the configured keys.
+        """
         record = await self.repository.get_client_info(tenant, server_name)
         return None if record is None else self._decrypt_client(record)
 
     async def list_client_info(
         self, tenant: str, server_names: Sequence[str] | None = None
     ) -> list[ClientInfo]:
+        """The tenant's client registrations (only ``server_names`` when given), decrypted.
+
+        Raises:
+            OAuthSecretError: a stored secret does not decrypt with the configured keys.
+        """
         records = await self.repository.list_client_info(tenant, server_names)
         return [self._decrypt_client(r) for r in records]
 
     async def save_client_info(self, record: ClientInfo) -> None:
+        """Save a client registration (last write wins), encrypting its secrets."""
         if not isinstance(record, ClientInfo):
             raise UsageError("record must be a ClientInfo")
         validate_id(record.tenant, "tenant")
@@ -285,7 +321,11 @@ class OAuthIntegrationStore:
         await self.repository.save_client_info(self._encrypt_client(record))
 
     async def rotate_client_info(self, tenant: str) -> int:
-        """Re-save every client-info record of ``tenant`` under the current encrypting key."""
+        """Re-save every client-info record of ``tenant`` under the current encrypting key.
+
+        Raises:
+            OAuthSecretError: a stored secret does not decrypt with the configured keys.
+        """
         records = await self.repository.list_client_info(tenant)
         for raw in records:
             await self.save_client_info(self._decrypt_client(raw))

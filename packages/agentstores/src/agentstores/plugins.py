@@ -86,6 +86,7 @@ class Registry:
     failures: list[PluginFailure] = field(default_factory=list)
 
     def by_scheme(self, scheme: str) -> BackendInfo | None:
+        """The backend that handles URL scheme ``scheme``, or None."""
         for info in self.backends.values():
             if scheme in info.schemes:
                 return info
@@ -143,6 +144,7 @@ def build_registry() -> Registry:
 
 
 def get_registry(*, refresh: bool = False) -> Registry:
+    """The process's plugin registry, built on first use (and again with ``refresh``)."""
     global _registry
     with _lock:
         if _registry is None or refresh:
@@ -151,19 +153,29 @@ def get_registry(*, refresh: bool = False) -> Registry:
 
 
 def load_factory(info: BackendInfo) -> Any:
+    """Import the callable ``info.factory`` names."""
     module_name, _, attr = info.factory.partition(":")
     module = importlib.import_module(module_name)
     return getattr(module, attr)
 
 
 def scheme_of(url: str) -> str:
+    """The lower-cased scheme of a backend URL (``postgresql`` for ``postgresql://...``).
+
+    Raises:
+        UsageError: ``url`` has no ``scheme://``.
+    """
     if not isinstance(url, str) or "://" not in url:
         raise UsageError(f"a backend URL looks like scheme://..., got {url!r}")
     return url.split("://", 1)[0].lower()
 
 
 def create_stores(url: str, **options: Any) -> Stores:
-    """An unopened bundle for ``url``; imports only the backend the scheme names."""
+    """An unopened bundle for ``url``; imports only the backend the scheme names.
+
+    Raises:
+        UsageError: no installed backend handles the URL's scheme (or it has none).
+    """
     scheme = scheme_of(url)
     registry = get_registry()
     info = registry.by_scheme(scheme)

@@ -94,9 +94,11 @@ class MemoryFloor(RawFloor):
         self._lock = asyncio.Lock()
 
     async def setup(self, url: str, clients: int) -> None:
+        """Give each of the ``clients`` clients a slot holding ``0`` (the URL is not needed)."""
         self._values = [0] * clients
 
     async def cas(self, client: int, op: int) -> bool:
+        """Replace ``op`` with ``op + 1`` in ``client``'s slot under the lock; True if it did."""
         async with self._lock:
             if self._values[client] != op:
                 return False
@@ -104,6 +106,7 @@ class MemoryFloor(RawFloor):
             return True
 
     async def close(self) -> None:
+        """Drop the slots."""
         self._values = []
 
 

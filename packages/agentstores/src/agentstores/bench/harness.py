@@ -84,6 +84,11 @@ class BenchConfig:
     progress: Callable[[str], None] | None = None
 
     def validate(self) -> None:
+        """Refuse a configuration that cannot be measured, before anything connects.
+
+        Raises:
+            UsageError: a count, duration or threshold is out of range, or an operation is unknown.
+        """
         if self.clients < 1:
             raise UsageError("clients must be at least 1")
         if self.seconds <= 0 or self.warmup < 0:

@@ -25,6 +25,7 @@ class Sample:
     first_error: str | None = None
 
     def add_error(self, message: str) -> None:
+        """Count one failed operation, keeping the first message for the report."""
         self.errors += 1
         if self.first_error is None:
             self.first_error = message
@@ -38,6 +39,8 @@ class Sample:
             self.first_error = other.first_error
 
     def summary(self, clients: int) -> dict[str, Any]:
+        """The report figures (ops/s, p50, p99, max, errors) for ``clients`` concurrent clients,
+        with a note when there are too few operations for p99 to mean anything."""
         ops = len(self.latencies_ns)
         lat = sorted(self.latencies_ns)
         seconds = self.elapsed_ns / 1e9

@@ -12,6 +12,8 @@ SUBCOMMANDS = ("backends", "check", "drill", "bench", "schema")
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The ``agentstores`` parser, with a subcommand for each module of :data:`SUBCOMMANDS`
+    that is present (an absent one is left out)."""
     parser = argparse.ArgumentParser(
         prog="agentstores", description="Storage adapters for AI-agent chat persistence."
     )
@@ -28,6 +30,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run the ``agentstores`` command line; return the subcommand's exit code."""
     parser = build_parser()
     args = parser.parse_args(argv)
     code: int = args.run(args)

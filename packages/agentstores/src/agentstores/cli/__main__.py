@@ -1,3 +1,5 @@
+"""``python -m agentstores.cli``: the same as the ``agentstores`` command."""
+
 import sys
 
 from . import main

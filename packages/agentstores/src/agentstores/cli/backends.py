@@ -13,6 +13,7 @@ from ..plugins import BackendInfo, get_registry
 
 
 def register(subparsers: Any) -> None:
+    """Add the ``backends`` subcommand to ``subparsers``."""
     p = subparsers.add_parser(
         "backends",
         help="list installed backends and plugins that failed to load",
@@ -51,6 +52,7 @@ def describe(info: BackendInfo) -> dict[str, Any]:
 
 
 def collect() -> dict[str, Any]:
+    """Every installed backend described, and every plugin that failed to load."""
     registry = get_registry()
     return {
         "backends": [describe(registry.backends[n]) for n in sorted(registry.backends)],
@@ -59,6 +61,7 @@ def collect() -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> int:
+    """Print the installed backends, as text or JSON; exit 1 when a plugin failed to load."""
     data = collect()
     code = 1 if data["failed"] else 0
     if args.json:

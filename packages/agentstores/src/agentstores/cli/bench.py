@@ -27,6 +27,7 @@ def _lengths(value: str) -> tuple[int, ...]:
 
 
 def register(subparsers: Any) -> None:
+    """Add the ``bench`` subcommand to ``subparsers``."""
     p = subparsers.add_parser(
         "bench",
         help="measure a backend (ops/s, p50/p99) beside its raw-driver floor",
@@ -75,6 +76,9 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    """Benchmark each ``--url`` in turn and print the report; exit 1 when an operation
+    reported an error (the figures are suspect), 2 on a usage or store error."""
+
     def progress(msg: str) -> None:
         print(f"bench: {msg}", file=sys.stderr, flush=True)
 

@@ -15,6 +15,7 @@ from ..errors import AgentStoresError
 
 
 def register(subparsers: Any) -> None:
+    """Add the ``drill`` subcommand to ``subparsers``."""
     seed = Timings()
     p = subparsers.add_parser(
         "drill",
@@ -33,7 +34,7 @@ def register(subparsers: Any) -> None:
     p.add_argument(
         "--fast",
         action="store_true",
-        help="about four times quicker timings than the seed's (heartbeat 0.25s, dead 1s)",
+        help="about four times quicker timings than the defaults (heartbeat 0.25s, dead 1s)",
     )
     p.add_argument("--heartbeat", type=float, help=f"heartbeat interval (s, {seed.heartbeat})")
     p.add_argument("--dead-after", type=float, help=f"dead after (s, {seed.dead_after})")
@@ -59,6 +60,7 @@ def register(subparsers: Any) -> None:
 
 
 def timings_from(args: argparse.Namespace) -> Timings:
+    """The drill's timings: the defaults (or ``--fast``'s), overridden by each option given."""
     base = Timings.fast() if args.fast else Timings()
     overrides = {
         name: getattr(args, attr)
@@ -77,6 +79,8 @@ def timings_from(args: argparse.Namespace) -> Timings:
 
 
 def run(args: argparse.Namespace) -> int:
+    """Run the drill and print its report; exit 0 when it passed, 1 when it found a problem
+    or could not finish a round, 2 on a usage or store error."""
     try:
         timings = timings_from(args)
         rounds = tuple(r.strip() for r in args.rounds.split(",") if r.strip())

@@ -19,6 +19,7 @@ from ..plugins import get_registry, scheme_of
 
 
 def register(subparsers: Any) -> None:
+    """Add the ``schema install`` subcommand to ``subparsers``."""
     p = subparsers.add_parser(
         "schema",
         help="install or migrate a backend's schema (run as an administrator)",
@@ -64,6 +65,8 @@ def _installer(url: str) -> Any:
 
 
 def run_install(args: argparse.Namespace) -> int:
+    """Run the installer of the backend ``args.url`` names and print its summary; exit 2 on
+    a usage error (no such backend, or it has no schema), 1 on any other store error."""
     try:
         installer = _installer(args.url)
         summary = asyncio.run(

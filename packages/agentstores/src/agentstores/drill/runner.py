@@ -195,6 +195,9 @@ class RoundResult:
 
 @dataclass
 class DrillResult:
+    """The outcome of one drill: each round's measurements, the checks made on the stores
+    afterwards, and the error that stopped it, if any."""
+
     url: str
     backend: str
     timings: Timings
@@ -204,6 +207,7 @@ class DrillResult:
 
     @property
     def passed(self) -> bool:
+        """True when every round (at least one) ran through and no check or round failed."""
         return (
             self.error is None
             and bool(self.rounds)
@@ -212,6 +216,7 @@ class DrillResult:
         )
 
     def to_json(self) -> dict[str, Any]:
+        """A JSON-safe view of the result, ``passed`` included (what ``--json`` writes)."""
         return {
             "url": self.url,
             "backend": self.backend,

@@ -16,7 +16,7 @@ from ..keys import ConversationKey
 
 @dataclass(frozen=True, slots=True)
 class Timings:
-    """Seconds (and characters). Defaults are the seed's: beat 1 s, dead after 3 s,
+    """Seconds (and characters). Defaults, as agent servers run: beat 1 s, dead after 3 s,
     recording flush 0.5 s, state checkpoint 5 s; the answer is revealed ``chunk``
     characters every ``tick``."""
 
@@ -45,7 +45,7 @@ class Timings:
 
     @classmethod
     def fast(cls) -> Timings:
-        """Roughly four times quicker than the seed's timings (for tests)."""
+        """Roughly four times quicker than the default timings (for tests)."""
         return cls(
             heartbeat=0.25,
             dead_after=1.0,
@@ -58,13 +58,16 @@ class Timings:
 
     @property
     def turn_seconds(self) -> float:
+        """About how long one turn's answer takes to stream, in seconds."""
         return self.length / self.chunk * self.tick
 
     def to_json(self) -> str:
+        """These timings as JSON, to hand to a worker process on its command line."""
         return json.dumps(asdict(self))
 
     @classmethod
     def from_json(cls, raw: str) -> Timings:
+        """The timings :meth:`to_json` wrote, validated again."""
         data: dict[str, Any] = json.loads(raw)
         return cls(**data)
 
@@ -95,6 +98,7 @@ def expected_text(turn: int, length: int) -> str:
 
 
 def user_message_id(turn: int) -> str:
+    """The id of turn ``turn``'s user message: the tail the turn's answer is appended after."""
     return f"u{turn}"
 
 
@@ -104,6 +108,7 @@ def answer_message_id(turn: int) -> str:
 
 
 def conversation_key(tenant: str) -> ConversationKey:
+    """The one conversation every process of a drill run uses, under the run's ``tenant``."""
     return ConversationKey(tenant, "kill-and-resume")
 
 

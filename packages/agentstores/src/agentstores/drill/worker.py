@@ -50,6 +50,8 @@ EXIT_LANDED = 3
 
 
 def emit(event: str, **fields: Any) -> None:
+    """Print one event as a JSON line on stdout, stamped with ``t`` (monotonic time) and
+    flushed at once so the runner sees it when it happens."""
     print(json.dumps({"event": event, "t": time.monotonic(), **fields}), flush=True)
 
 
@@ -65,6 +67,8 @@ class Producer:
         self.published = 0
 
     async def stream(self, start: int, published: int) -> None:
+        """Stream the answer from character ``start`` (``published`` of them already
+        recorded), then append it to the transcript, seal the turn and drop the recording."""
         t = self.timings
         lease = self.lease
         loop = asyncio.get_running_loop()
@@ -190,6 +194,9 @@ async def _produce(lease: Lease, producer: Producer, start: int, published: int)
 
 
 async def run_producer(stores: Stores, key: ConversationKey, args: argparse.Namespace) -> int:
+    """Start turn ``args.turn`` and stream its answer under the lease. On losing the lease,
+    with ``--probe-on-loss``, attempt every stale write and exit :data:`EXIT_LANDED` unless the
+    stores refused them all."""
     t: Timings = args.timings
     turn: int = args.turn
     lease = await start_turn(
@@ -212,6 +219,8 @@ async def run_producer(stores: Stores, key: ConversationKey, args: argparse.Name
 
 
 async def run_standby(stores: Stores, key: ConversationKey, args: argparse.Namespace) -> int:
+    """Wait until turn ``args.turn``'s producer is dead on the store clock, take the turn over
+    with a higher epoch and finish it from the checkpoint (or exit if the turn was sealed)."""
     t: Timings = args.timings
     turn: int = args.turn
     mid = answer_message_id(turn)
@@ -266,6 +275,8 @@ async def run_standby(stores: Stores, key: ConversationKey, args: argparse.Names
 
 
 async def run_follower(stores: Stores, key: ConversationKey, args: argparse.Namespace) -> int:
+    """Stream turn ``args.turn`` from the recording until it ends, checking the text never goes
+    back or diverges, then compare the transcript's final answer with the expected text."""
     t: Timings = args.timings
     turn: int = args.turn
     mid = answer_message_id(turn)
@@ -338,6 +349,7 @@ ROLES = {"producer": run_producer, "standby": run_standby, "follower": run_follo
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The worker's command line: role, store URL, the run's tenant, turn and timings."""
     parser = argparse.ArgumentParser(prog="python -m agentstores.drill.worker")
     parser.add_argument("role", choices=sorted(ROLES))
     parser.add_argument("--url", required=True)
@@ -368,6 +380,7 @@ def open_bundle(url: str, factory: str | None) -> AbstractAsyncContextManager[St
 
 
 async def main_async(args: argparse.Namespace) -> int:
+    """Open the stores and play the worker's role on the drill conversation."""
     key = conversation_key(args.tenant)
     async with open_bundle(args.url, args.factory) as stores:
         emit("ready", role=args.role, backend=stores.backend)
@@ -375,6 +388,7 @@ async def main_async(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one worker; an unexpected error is printed as an ``error`` event, then raised."""
     args = build_parser().parse_args(argv)
     try:
         return asyncio.run(main_async(args))

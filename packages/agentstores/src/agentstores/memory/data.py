@@ -32,17 +32,22 @@ class Header:
 
     @property
     def erased(self) -> bool:
+        """True when the key is erased (the header is a tombstone)."""
         return self.erased_until is not None
 
 
 @dataclass
 class StoredRecord:
+    """A recording's latest event, its message kept as JSON so every read returns a fresh copy."""
+
     event: RecordedEvent
     message_json: bytes
 
 
 @dataclass
 class MessageRow:
+    """One transcript message as stored, content and metadata kept as JSON."""
+
     id: str
     role: Role
     content_json: bytes
@@ -53,6 +58,8 @@ class MessageRow:
 
 @dataclass
 class Conversation:
+    """One conversation's metadata and transcript, indexed by message id and by speaker."""
+
     owner: str
     created_at: datetime
     updated_at: datetime
@@ -69,9 +76,11 @@ class Conversation:
 
     @property
     def tail(self) -> str | None:
+        """The id of the last message, or None when the transcript is empty."""
         return self.messages[-1].id if self.messages else None
 
     def add(self, row: MessageRow) -> int:
+        """Append ``row`` to the transcript and its indexes; return its position."""
         seq = len(self.messages)
         self.messages.append(row)
         self.ids.add(row.id)
@@ -93,6 +102,8 @@ class Conversation:
 
 @dataclass
 class Token:
+    """One pause token: owner, payload, expiry, and whether it is pending, claimed or abandoned."""
+
     owner: str
     payload_json: bytes
     expires_at: datetime
@@ -118,6 +129,7 @@ class MemoryData:
         self.client_info: dict[tuple[str, str], ClientInfo] = {}
 
     def now(self) -> datetime:
+        """The store's clock: the ``clock`` option, else UTC wall time."""
         return self.clock()
 
     def with_options(
@@ -145,10 +157,12 @@ class MemoryData:
         return h
 
     def is_erased(self, key: ConversationKey) -> bool:
+        """True when ``key`` is a tombstone still within its retention."""
         h = self.header(key)
         return h is not None and h.erased
 
     def visible(self, key: ConversationKey, principal: str) -> bool:
+        """Whether ``principal`` may read ``key``: it exists, is not erased, is theirs or shared."""
         h = self.header(key)
         if h is None:
             return False
@@ -213,5 +227,6 @@ def shared_data(name: str, **options: object) -> MemoryData:
 
 
 def forget(name: str) -> None:
+    """Drop the data of ``memory://<name>``, so the next bundle for that name starts empty."""
     with _registry_lock:
         _registry.pop(name, None)

@@ -20,4 +20,5 @@ BACKEND = BackendInfo(
 
 @hookimpl
 def agentstores_backends() -> list[BackendInfo]:
+    """The built-in memory backend."""
     return [BACKEND]

@@ -98,12 +98,14 @@ class _Stamps(Sequence[datetime]):
         return self.conv.messages[self.view[i]].created_at
 
 
-class _MemoryStore:
+class MemoryStoreBase:
+    """What every memory store shares: the one ``MemoryData`` of its ``memory://`` name."""
+
     def __init__(self, data: MemoryData) -> None:
         self.data = data
 
 
-class MemorySupervisionStore(_MemoryStore, SupervisionStore):
+class MemorySupervisionStore(MemoryStoreBase, SupervisionStore):
     async def _compare_and_swap(
         self, key: ConversationKey, principal: str, expected_epoch: int | None, row: SupervisionRow
     ) -> bool:
@@ -153,7 +155,7 @@ class MemorySupervisionStore(_MemoryStore, SupervisionStore):
         return True
 
 
-class MemoryRecordingStore(_MemoryStore, RecordingStore):
+class MemoryRecordingStore(MemoryStoreBase, RecordingStore):
     async def _put(
         self, key: ConversationKey, principal: str, event: RecordedEvent, message_json: bytes
     ) -> bool:
@@ -208,7 +210,7 @@ class MemoryRecordingStore(_MemoryStore, RecordingStore):
         return True
 
 
-class MemoryAgentStateStore(_MemoryStore, AgentStateStore):
+class MemoryAgentStateStore(MemoryStoreBase, AgentStateStore):
     async def _load(self, key: ConversationKey, principal: str) -> bytes | None:
         await _yield()
         d = self.data
@@ -233,7 +235,7 @@ class MemoryAgentStateStore(_MemoryStore, AgentStateStore):
         d.state.pop(key, None)
 
 
-class MemoryConversationStore(_MemoryStore, ConversationStore):
+class MemoryConversationStore(MemoryStoreBase, ConversationStore):
     def _owned(self, key: ConversationKey, principal: str, epoch: int | None) -> Conversation:
         """The conversation for a write by ``principal``: erased, missing, owner, fence."""
         d = self.data
@@ -539,7 +541,7 @@ class MemoryConversationStore(_MemoryStore, ConversationStore):
         return found[:limit]
 
 
-class MemoryPauseTokenStore(_MemoryStore, PauseTokenStore):
+class MemoryPauseTokenStore(MemoryStoreBase, PauseTokenStore):
     async def _put(
         self,
         token_id: str,
@@ -582,7 +584,7 @@ class MemoryPauseTokenStore(_MemoryStore, PauseTokenStore):
         self._token(token_id, key, principal).status = "abandoned"
 
 
-class MemoryOAuthRepository(_MemoryStore, OAuthRepository):
+class MemoryOAuthRepository(MemoryStoreBase, OAuthRepository):
     async def _list_user_integrations(
         self, tenant: str, user: str, server_names: list[str] | None
     ) -> list[UserIntegration]:
@@ -670,13 +672,11 @@ class MemoryStores(Stores):
         self.oauth = MemoryOAuthRepository(self.data)
 
     async def now(self) -> datetime:
+        """The bundle's store clock (``clock=`` when given, else this machine's UTC)."""
         return self.data.now()
 
     async def _open(self) -> None:
         _warn_once()
-
-    async def _close(self) -> None:
-        return None
 
 
 __all__ = ["EphemeralStoreWarning", "MemoryStores", "Token"]

@@ -36,7 +36,7 @@ from ..models import (
     SupervisionRow,
     SupervisionView,
 )
-from ..stores import UNSET, Stores
+from ..stores import UNSET, Stores, Unset
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +49,7 @@ LeaseStatus = Literal["held", "lost", "sealed", "released"]
 
 @dataclass(frozen=True, slots=True)
 class LeaseConfig:
-    """Timings of a lease (seconds). The defaults are the seed's: beat 1 s, dead after 3 s.
+    """Timings of a lease (seconds). Defaults: beat every 1 s, dead after 3 s without one.
 
     ``heartbeat_timeout`` bounds one heartbeat write (default: ``dead_after``): a beat
     slower than that may already have let another producer take over.
@@ -78,6 +78,7 @@ class LeaseConfig:
 
     @property
     def beat_timeout(self) -> float:
+        """How long one heartbeat write may take before the lease counts as lost."""
         return self.heartbeat_timeout if self.heartbeat_timeout is not None else self.dead_after
 
 
@@ -196,7 +197,11 @@ class Lease:
                 log.exception("on_lost callback failed")
 
     def check(self) -> None:
-        """Raise :class:`LeaseLostError` if the lease is lost, sealed or released."""
+        """Return if the lease is still held.
+
+        Raises:
+            LeaseLostError: the lease is lost, sealed or released.
+        """
         if self.lost.is_set():
             raise LeaseLostError(
                 "the lease was lost; the producer must stop",
@@ -235,7 +240,12 @@ class Lease:
     # --- heartbeat ------------------------------------------------------------------
 
     async def heartbeat_once(self) -> None:
-        """Stamp a fresh ``running`` row; a refusal or an error ends the lease (and raises)."""
+        """Stamp a fresh ``running`` row under the lease's epoch.
+
+        Raises:
+            LeaseLostError: the lease was already lost, or this beat was refused, failed or
+                timed out (the lease is then lost).
+        """
         self.check()
         row = SupervisionRow("running", self.message_id, self.epoch)
         try:
@@ -267,7 +277,11 @@ class Lease:
                 return
 
     def start_heartbeat(self) -> asyncio.Task[None]:
-        """Start beating every ``heartbeat_interval`` (idempotent)."""
+        """Start beating every ``heartbeat_interval`` (idempotent); returns the task.
+
+        Raises:
+            LeaseLostError: the lease is no longer held.
+        """
         self.check()
         if self._heartbeat is None or self._heartbeat.done():
             self._heartbeat = asyncio.create_task(
@@ -276,6 +290,7 @@ class Lease:
         return self._heartbeat
 
     async def stop_heartbeat(self) -> None:
+        """Stop the heartbeat task, if one runs (idempotent; never raises)."""
         task, self._heartbeat = self._heartbeat, None
         if task is None or task is asyncio.current_task():
             return
@@ -286,13 +301,25 @@ class Lease:
     # --- the producer's writes, each carrying the epoch ------------------------------
 
     async def save_state(self, state: Mapping[str, JSON]) -> None:
-        """Checkpoint the agent's state (what a takeover resumes from)."""
+        """Checkpoint the agent's state (what a takeover resumes from), fenced.
+
+        Raises:
+            LeaseLostError: the lease was already lost, sealed or released, or this write was
+                refused as fenced or erased (the lease is then lost).
+            BackendUnavailableError: the store stayed unreachable through every retry.
+        """
         await self._write(
             lambda: self.stores.state.save(self.key, self.principal, state, epoch=self.epoch)
         )
 
     async def record(self, index: int, message: JSON) -> bool:
-        """Publish the cumulative answer so far; False if a newer index is already stored."""
+        """Publish the cumulative answer so far, fenced; False if a newer index is stored.
+
+        Raises:
+            LeaseLostError: the lease was already lost, sealed or released, or this write was
+                refused as fenced or erased (the lease is then lost).
+            BackendUnavailableError: the store stayed unreachable through every retry.
+        """
         event = RecordedEvent(index, message, self.message_id, self.epoch)
         return await self._write(lambda: self.stores.recording.put(self.key, self.principal, event))
 
@@ -302,11 +329,18 @@ class Lease:
         *,
         create_if_absent: bool = False,
         last_turn_status: LastTurnStatus | None = None,
-        expected_last_message_id: str | None = UNSET,
+        expected_last_message_id: str | Unset | None = UNSET,
         title: str | None = None,
         expires_at: datetime | None = None,
     ) -> list[StoredMessage]:
-        """Append to the transcript under the lease's epoch (see ``append_messages``)."""
+        """Append to the transcript under the lease's epoch (see ``append_messages``).
+
+        Raises:
+            LeaseLostError: the lease was already lost, sealed or released, or this write was
+                refused as fenced or erased (the lease is then lost).
+            BackendUnavailableError: the store stayed unreachable through every retry.
+            StaleWriteError: the tail is not ``expected_last_message_id``.
+        """
         return await self._write(
             lambda: self.stores.conversations.append_messages(
                 self.key,
@@ -322,6 +356,13 @@ class Lease:
         )
 
     async def set_last_turn_status(self, status: LastTurnStatus) -> None:
+        """Record how the turn ended in the conversation's metadata, fenced.
+
+        Raises:
+            LeaseLostError: the lease was already lost, sealed or released, or this write was
+                refused as fenced or erased (the lease is then lost).
+            BackendUnavailableError: the store stayed unreachable through every retry.
+        """
         await self._write(
             lambda: self.stores.conversations.set_last_turn_status(
                 self.key, self.principal, status, epoch=self.epoch
@@ -331,7 +372,12 @@ class Lease:
     # --- ending the turn ---------------------------------------------------------
 
     async def seal(self, status: Literal["done", "errored"] = "done") -> None:
-        """Mark the turn finished: followers then read the transcript, not the recording."""
+        """Mark the turn finished: followers then read the transcript, not the recording.
+
+        Raises:
+            UsageError: ``status`` is neither ``done`` nor ``errored``.
+            LeaseLostError: the lease is no longer held, or the row moved on.
+        """
         if status not in ("done", "errored"):
             raise UsageError(f"seal status must be done or errored, got {status!r}")
         await self.stop_heartbeat()
@@ -351,7 +397,11 @@ class Lease:
         self.status = "sealed"
 
     async def drop_recording(self) -> bool:
-        """Delete this turn's recording unless a newer lease now owns it (guarded, fenced)."""
+        """Delete this turn's recording unless a newer lease now owns it (guarded, fenced).
+
+        Returns:
+            True if this call deleted it; False when absent, another turn's, or fenced.
+        """
         try:
             return await self.stores.recording.delete(
                 self.key, self.principal, self.message_id, epoch=self.epoch
@@ -363,6 +413,9 @@ class Lease:
         """Give the turn up: delete the row iff it still holds this message and epoch.
 
         The key's fence stays, so the next lease still starts above this one.
+
+        Returns:
+            True if the row was deleted.
         """
         await self.stop_heartbeat()
         deleted = False
@@ -375,11 +428,13 @@ class Lease:
         return deleted
 
     async def run(self, producer: Coroutine[Any, Any, T]) -> T:
-        """Run ``producer`` under the heartbeat; raise :class:`LeaseLostError` if the lease
-        is lost meanwhile (the producer is cancelled).
+        """Run ``producer`` under the heartbeat and return its result.
 
-        The heartbeat stops when the producer ends, however it ends, so a cancelled
-        producer cannot leave a lease beating forever; seal within ``dead_after``.
+        The heartbeat stops when the producer ends, however it ends, so a cancelled producer
+        cannot leave a lease beating forever; seal within ``dead_after``.
+
+        Raises:
+            LeaseLostError: the lease was lost meanwhile (the producer was cancelled).
         """
         task: asyncio.Task[T] = asyncio.ensure_future(producer)
         self.bind(task)
@@ -434,7 +489,14 @@ async def claim(
     same message -> resume it with a new epoch (fencing the old producer) unless
     ``resume_live`` is False; a live row for another message -> ``BusyError``. The new
     epoch is ``max(row.epoch, fence) + 1``. A lost compare-and-swap re-reads and
-    re-decides, at most ``config.claim_attempts`` times (then ``ConflictError``).
+    re-decides, at most ``config.claim_attempts`` times.
+
+    Raises:
+        BusyError: a live turn for another message holds the conversation
+            (``.occupant`` names it).
+        ConflictError: the compare-and-swap was lost ``config.claim_attempts`` times.
+        ErasedError: the conversation was erased.
+        NotOwnedError: another principal owns the conversation.
     """
     validate_id(message_id, "message_id")
     for _ in range(config.claim_attempts):

@@ -36,6 +36,7 @@ class SweepReport:
 
     @property
     def erased(self) -> int:
+        """Conversations this sweep erased, over every rule."""
         return self.expired + self.idle + self.over_cap
 
 

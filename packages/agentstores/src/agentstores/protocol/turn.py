@@ -1,7 +1,7 @@
 """Starting a turn: claim the lease first, then check the transcript tail.
 
 Checking the tail before claiming leaves a window in which another turn starts and
-appends; claiming first closes it (the seed's peers check in the other order).
+appends; claiming first closes it (agent servers that check first leave it open).
 """
 
 from __future__ import annotations
@@ -36,6 +36,12 @@ async def start_turn(
     tail mismatch the lease is released and :class:`StaleWriteError` raised
     (:class:`BusyError` comes from the claim instead). The heartbeat is not started:
     use ``async with lease`` or ``lease.run``.
+
+    Raises:
+        BusyError: another live turn holds the conversation.
+        StaleWriteError: the tail is not ``expected_last_message_id`` (``.tail`` and
+            ``.expected`` set); the lease was released.
+        ConflictError, ErasedError, NotOwnedError: as for :func:`claim`.
     """
     lease = await claim(stores, key, principal, message_id, config=config)
     try:

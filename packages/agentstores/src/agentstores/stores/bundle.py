@@ -18,8 +18,8 @@ from .supervision import SupervisionStore
 class Stores(ABC):
     """The bundle ``open_stores(url)`` yields. Use as ``async with``.
 
-    Adapters set the six store attributes in ``__init__`` and implement ``_open``,
-    ``_close`` and ``now``.
+    Adapters set the six store attributes in ``__init__`` and implement ``now``; they
+    override ``_open`` and ``_close`` when they hold connections or workers.
     """
 
     backend: str = ""
@@ -40,12 +40,18 @@ class Stores(ABC):
         cls.capabilities = capability_set(cls.capabilities)
 
     async def open(self) -> Stores:
+        """Connect and set up (idempotent); returns the bundle.
+
+        Raises:
+            BackendUnavailableError: the backend cannot be reached or is not set up.
+        """
         if not self._opened:
             await self._open()
             self._opened = True
         return self
 
     async def close(self) -> None:
+        """Release connections and workers (idempotent)."""
         if self._opened:
             self._opened = False
             await self._close()
@@ -65,8 +71,10 @@ class Stores(ABC):
     async def now(self) -> datetime:
         """The store's clock (timezone-aware UTC): the one liveness and expiry use."""
 
-    @abstractmethod
-    async def _open(self) -> None: ...
+    async def _open(self) -> None:
+        """Connect and set up; nothing by default (a backend with nothing to connect)."""
+        return None
 
-    @abstractmethod
-    async def _close(self) -> None: ...
+    async def _close(self) -> None:
+        """Release what ``_open`` took; nothing by default."""
+        return None

@@ -80,6 +80,7 @@ SweepRule = Expired | IdleFor | OverCap
 
 
 def check_rule(rule: object) -> SweepRule:
+    """``rule`` if it is a valid sweep rule; ``UsageError`` otherwise."""
     if isinstance(rule, Expired):
         return rule
     if isinstance(rule, IdleFor):
@@ -125,7 +126,7 @@ class AppendRequest:
 
 
 class ConversationStore(StoreBase, ABC):
-    """Rules every backend keeps (CONTRACTS.md §4); the ones adapters implement:
+    """The durable transcript: rules every backend keeps (the contract suite checks each):
 
     Ownership and visibility live in the key's header shared by all stores of one
     backend: the first principal to write anything under a key owns it; writes by
@@ -228,7 +229,14 @@ class ConversationStore(StoreBase, ABC):
         *,
         epoch: int | None = None,
     ) -> None:
-        """A no-op on a missing key (no error, nothing created)."""
+        """Record how the last turn ended; a no-op on a missing key (nothing created).
+
+        Raises:
+            UsageError: a malformed key, principal, status or epoch.
+            FencedError: ``epoch`` is below the key's fence.
+            NotOwnedError: another principal owns the conversation.
+            ErasedError: the conversation was erased.
+        """
         key = check_key(key)
         principal = validate_principal(principal)
         _check_status(status)
@@ -239,7 +247,15 @@ class ConversationStore(StoreBase, ABC):
     async def set_title(
         self, key: ConversationKey, principal: str, title: str | None, *, epoch: int | None = None
     ) -> None:
-        """``NotFoundError`` on a missing key."""
+        """Set (or clear, with None) the conversation's title.
+
+        Raises:
+            UsageError: a malformed key, principal, title or epoch.
+            NotFoundError: no such conversation.
+            FencedError: ``epoch`` is below the key's fence.
+            NotOwnedError: another principal owns the conversation.
+            ErasedError: the conversation was erased.
+        """
         key = check_key(key)
         principal = validate_principal(principal)
         _check_title(title)
@@ -248,7 +264,14 @@ class ConversationStore(StoreBase, ABC):
             await self._set_title(key, principal, title, epoch)
 
     async def share(self, key: ConversationKey, principal: str, with_principal: str) -> None:
-        """Give ``with_principal`` read access. Owner only; ``NotFoundError`` when absent."""
+        """Give ``with_principal`` read access (owner only).
+
+        Raises:
+            UsageError: a malformed key or principal.
+            NotFoundError: no such conversation.
+            NotOwnedError: the caller does not own the conversation.
+            ErasedError: the conversation was erased.
+        """
         key = check_key(key)
         principal = validate_principal(principal)
         with_principal = validate_principal(with_principal)
@@ -256,6 +279,14 @@ class ConversationStore(StoreBase, ABC):
             await self._set_shared(key, principal, with_principal, True)
 
     async def unshare(self, key: ConversationKey, principal: str, with_principal: str) -> None:
+        """Take ``with_principal``'s read access away (owner only).
+
+        Raises:
+            UsageError: a malformed key or principal.
+            NotFoundError: no such conversation.
+            NotOwnedError: the caller does not own the conversation.
+            ErasedError: the conversation was erased.
+        """
         key = check_key(key)
         principal = validate_principal(principal)
         with_principal = validate_principal(with_principal)
@@ -265,7 +296,19 @@ class ConversationStore(StoreBase, ABC):
     async def truncate(
         self, key: ConversationKey, principal: str, message_id: str, *, epoch: int | None = None
     ) -> int:
-        """Returns how many messages were removed."""
+        """Cut the transcript at ``message_id``: a user message goes with all after it,
+        any other message stays and all after it go.
+
+        Returns:
+            How many messages were removed.
+
+        Raises:
+            UsageError: a malformed key, principal, message id or epoch.
+            NotFoundError: no such conversation, or no such message in it.
+            FencedError: ``epoch`` is below the key's fence.
+            NotOwnedError: another principal owns the conversation.
+            ErasedError: the conversation was erased.
+        """
         key = check_key(key)
         principal = validate_principal(principal)
         validate_id(message_id, "message_id")
@@ -281,6 +324,17 @@ class ConversationStore(StoreBase, ABC):
         *,
         new_session_id: str | None = None,
     ) -> ConversationKey:
+        """Copy the prefix up to and including ``message_id`` into a new conversation
+        owned by the caller, with fresh message ids (read access suffices).
+
+        Returns:
+            The new conversation's key (``new_session_id`` or a random one, same tenant).
+
+        Raises:
+            UsageError: a malformed argument, or ``new_session_id`` equal to the source's.
+            NotFoundError: the source or the message is absent or not visible to the caller.
+            ConflictError: the new key is already in use (or erased).
+        """
         key = check_key(key)
         principal = validate_principal(principal)
         validate_id(message_id, "message_id")
@@ -296,7 +350,15 @@ class ConversationStore(StoreBase, ABC):
         return new_key
 
     async def delete(self, key: ConversationKey, principal: str) -> bool:
-        """Erase the conversation in every store; True if something was erased."""
+        """Erase the conversation in every store and leave a tombstone.
+
+        Returns:
+            True if something was erased; False if there was nothing to erase.
+
+        Raises:
+            UsageError: a malformed key or principal.
+            NotOwnedError: another principal owns the conversation.
+        """
         key = check_key(key)
         principal = validate_principal(principal)
         async with self.translating_errors("conversations.delete", key):
@@ -314,6 +376,13 @@ class ConversationStore(StoreBase, ABC):
         speaker: Speaker = "all",
         limit: int | None = None,
     ) -> list[TranscriptMessage]:
+        """Transcript rows: one by ``index`` (counted in the ``speaker`` view, negative
+        from the end), those in ``time_range`` (inclusive, store clock), or all; at most
+        ``limit``. Empty for an absent or invisible conversation.
+
+        Raises:
+            UsageError: a malformed argument, or both ``index`` and ``time_range``.
+        """
         key = check_key(key)
         principal = validate_principal(principal)
         if speaker not in SPEAKERS:
@@ -337,18 +406,25 @@ class ConversationStore(StoreBase, ABC):
             return await self._get_transcript(key, principal, query)
 
     async def recent(self, key: ConversationKey, principal: str, limit: int) -> list[StoredMessage]:
-        """The last ``limit`` user/assistant messages, oldest first."""
+        """The last ``limit`` user/assistant messages, oldest first.
+
+        Raises:
+            UsageError: a malformed key, principal or limit.
+        """
         key = check_key(key)
         principal = validate_principal(principal)
         checked = check_limit(limit, optional=False)
-        assert checked is not None
         if checked == 0:
             return []
         async with self.translating_errors("conversations.recent", key):
             return await self._recent(key, principal, checked)
 
     async def history(self, key: ConversationKey, principal: str) -> list[StoredMessage]:
-        """The latest compaction message and everything after it (all if none)."""
+        """The latest compaction message and everything after it (all if none).
+
+        Raises:
+            UsageError: a malformed key or principal.
+        """
         key = check_key(key)
         principal = validate_principal(principal)
         async with self.translating_errors("conversations.history", key):
@@ -357,7 +433,11 @@ class ConversationStore(StoreBase, ABC):
     async def read_messages(
         self, key: ConversationKey, principal: str, *, start: int = 0, limit: int | None = None
     ) -> list[StoredMessage]:
-        """Stored messages with ``seq >= start``, in order, at most ``limit``."""
+        """Stored messages with ``seq >= start``, in order, at most ``limit``.
+
+        Raises:
+            UsageError: a malformed key, principal, start or limit.
+        """
         key = check_key(key)
         principal = validate_principal(principal)
         check_limit(start, "start", optional=False)
@@ -370,6 +450,11 @@ class ConversationStore(StoreBase, ABC):
     async def get_conversation(
         self, key: ConversationKey, principal: str
     ) -> ConversationInfo | None:
+        """The conversation's metadata, or None when absent or not visible.
+
+        Raises:
+            UsageError: a malformed key or principal.
+        """
         key = check_key(key)
         principal = validate_principal(principal)
         async with self.translating_errors("conversations.get_conversation", key):
@@ -378,11 +463,16 @@ class ConversationStore(StoreBase, ABC):
     async def list_conversations(
         self, tenant: str, principal: str, *, limit: int = 50, cursor: str | None = None
     ) -> Page:
-        """The principal's own conversations, newest ``updated_at`` first (keyset pages)."""
+        """The principal's own conversations in ``tenant``, newest ``updated_at`` first,
+        in keyset pages: pass ``next_cursor`` back for the next one.
+
+        Raises:
+            UsageError: a malformed tenant or principal, a limit outside 1..1000, or a
+                cursor this store did not produce.
+        """
         validate_id(tenant, "tenant")
         principal = validate_principal(principal)
         checked = check_limit(limit, optional=False)
-        assert checked is not None
         if checked == 0 or checked > MAX_PAGE:
             raise UsageError(f"limit must be between 1 and {MAX_PAGE}")
         if cursor is not None and not isinstance(cursor, str):
@@ -393,15 +483,25 @@ class ConversationStore(StoreBase, ABC):
     # --- retention (used by the sweeper; no principal: an administrative path) -------
 
     async def find_sweepable(self, rule: SweepRule, *, limit: int = 100) -> list[ConversationKey]:
-        """Up to ``limit`` keys that match ``rule`` now (store clock)."""
+        """Up to ``limit`` keys that match ``rule`` now (store clock), for the sweeper.
+
+        Raises:
+            UsageError: an unknown rule or a malformed limit.
+        """
         rule = check_rule(rule)
         checked = check_limit(limit, optional=False)
-        assert checked is not None
         async with self.translating_errors("conversations.find_sweepable"):
             return await self._find_sweepable(rule, checked)
 
     async def erase_if(self, key: ConversationKey, rule: SweepRule) -> bool:
-        """Erase ``key`` iff it still matches ``rule``, checked atomically with the erase."""
+        """Erase ``key`` iff it still matches ``rule``, checked atomically with the erase.
+
+        Returns:
+            True if this call erased it.
+
+        Raises:
+            UsageError: a malformed key or an unknown rule.
+        """
         key = check_key(key)
         rule = check_rule(rule)
         async with self.translating_errors("conversations.erase_if", key):

@@ -25,6 +25,12 @@ class OAuthRepository(StoreBase, ABC):
     async def list_user_integrations(
         self, tenant: str, user: str, server_names: Sequence[str] | None = None
     ) -> list[UserIntegration]:
+        """The user's integrations in ``tenant``, sorted by server name (all servers when
+        ``server_names`` is None).
+
+        Raises:
+            UsageError: a malformed tenant, user or server name.
+        """
         validate_id(tenant, "tenant")
         validate_principal(user)
         names = _check_names(server_names)
@@ -34,6 +40,11 @@ class OAuthRepository(StoreBase, ABC):
     async def get_user_integration(
         self, tenant: str, user: str, server_name: str
     ) -> UserIntegration | None:
+        """The user's integration with ``server_name``, or None.
+
+        Raises:
+            UsageError: a malformed tenant, user or server name.
+        """
         validate_id(tenant, "tenant")
         validate_principal(user)
         validate_id(server_name, "server_name")
@@ -41,11 +52,21 @@ class OAuthRepository(StoreBase, ABC):
             return await self._get_user_integration(tenant, user, server_name)
 
     async def find_by_pending_state(self, state: str) -> UserIntegration | None:
+        """The integration whose pending authorization has this OAuth ``state``, or None.
+
+        Raises:
+            UsageError: a malformed state.
+        """
         validate_id(state, "state")
         async with self.translating_errors("oauth.find_by_pending_state"):
             return await self._find_by_pending_state(state)
 
     async def save_user_integration(self, record: UserIntegration) -> None:
+        """Store ``record`` (last write wins).
+
+        Raises:
+            UsageError: not a UserIntegration, or a malformed id in it.
+        """
         if not isinstance(record, UserIntegration):
             raise UsageError("record must be a UserIntegration")
         validate_id(record.tenant, "tenant")
@@ -57,6 +78,11 @@ class OAuthRepository(StoreBase, ABC):
             await self._save_user_integration(record)
 
     async def delete_user_integration(self, tenant: str, user: str, server_name: str) -> bool:
+        """Remove the user's integration; True if one was removed.
+
+        Raises:
+            UsageError: a malformed tenant, user or server name.
+        """
         validate_id(tenant, "tenant")
         validate_principal(user)
         validate_id(server_name, "server_name")
@@ -66,18 +92,33 @@ class OAuthRepository(StoreBase, ABC):
     async def list_client_info(
         self, tenant: str, server_names: Sequence[str] | None = None
     ) -> list[ClientInfo]:
+        """The tenant's OAuth client registrations, sorted by server name.
+
+        Raises:
+            UsageError: a malformed tenant or server name.
+        """
         validate_id(tenant, "tenant")
         names = _check_names(server_names)
         async with self.translating_errors("oauth.list_client_info"):
             return await self._list_client_info(tenant, names)
 
     async def get_client_info(self, tenant: str, server_name: str) -> ClientInfo | None:
+        """The tenant's OAuth client registration for ``server_name``, or None.
+
+        Raises:
+            UsageError: a malformed tenant or server name.
+        """
         validate_id(tenant, "tenant")
         validate_id(server_name, "server_name")
         async with self.translating_errors("oauth.get_client_info"):
             return await self._get_client_info(tenant, server_name)
 
     async def save_client_info(self, record: ClientInfo) -> None:
+        """Store ``record`` (last write wins).
+
+        Raises:
+            UsageError: not a ClientInfo, or a malformed id in it.
+        """
         if not isinstance(record, ClientInfo):
             raise UsageError("record must be a ClientInfo")
         validate_id(record.tenant, "tenant")

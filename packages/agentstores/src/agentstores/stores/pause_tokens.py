@@ -36,17 +36,33 @@ class PauseTokenStore(StoreBase, ABC):
         *,
         epoch: int | None = None,
     ) -> None:
+        """Create a pending single-use token under ``key`` carrying ``payload``.
+
+        Raises:
+            UsageError: a malformed id, key, principal or time, or a payload over 1 MiB.
+            ConflictError: the token id already exists under this key.
+            FencedError: ``epoch`` is below the key's fence.
+            NotOwnedError: another principal owns the key.
+            ErasedError: the conversation was erased.
+        """
         validate_id(token_id, "token_id")
         key = check_key(key)
         principal = validate_principal(principal)
         raw = encode_json(payload, "pause token payload", MAX_PAYLOAD_BYTES)
         checked = check_datetime(expires_at, "expires_at")
-        assert checked is not None
         epoch = check_epoch(epoch)
         async with self.translating_errors("pause_tokens.put", key):
             await self._put(token_id, key, principal, raw, checked, epoch)
 
     async def claim(self, token_id: str, key: ConversationKey, principal: str) -> JSON:
+        """The token's payload, exactly once across every caller; marks it claimed.
+
+        Raises:
+            UsageError: a malformed id, key or principal.
+            NotFoundError: no such token under this key for this principal.
+            ExpiredError: ``expires_at`` has passed on the store clock.
+            AlreadyClaimedError: the token was claimed or abandoned before.
+        """
         validate_id(token_id, "token_id")
         key = check_key(key)
         principal = validate_principal(principal)
@@ -55,6 +71,12 @@ class PauseTokenStore(StoreBase, ABC):
         return decode_json(raw)
 
     async def abandon(self, token_id: str, key: ConversationKey, principal: str) -> None:
+        """Mark the token abandoned: it can never be claimed afterwards.
+
+        Raises:
+            UsageError: a malformed id, key or principal.
+            NotFoundError: no such token under this key for this principal.
+        """
         validate_id(token_id, "token_id")
         key = check_key(key)
         principal = validate_principal(principal)

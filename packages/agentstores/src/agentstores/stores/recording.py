@@ -27,6 +27,18 @@ class RecordingStore(StoreBase, ABC):
     """
 
     async def put(self, key: ConversationKey, principal: str, event: RecordedEvent) -> bool:
+        """Replace the conversation's one recorded snapshot with ``event``.
+
+        Returns:
+            True if stored; False (nothing changed) when the stored snapshot has the same
+            message id and epoch and a higher index.
+
+        Raises:
+            UsageError: a malformed key, principal or event, or a snapshot over 16 MiB.
+            FencedError: ``event.epoch`` is below the key's fence or the stored snapshot's.
+            NotOwnedError: another principal owns the key.
+            ErasedError: the conversation was erased.
+        """
         key = check_key(key)
         principal = validate_principal(principal)
         if not isinstance(event, RecordedEvent):
@@ -36,6 +48,11 @@ class RecordingStore(StoreBase, ABC):
             return await self._put(key, principal, event, message)
 
     async def read(self, key: ConversationKey, principal: str) -> RecordedEvent | None:
+        """The recorded snapshot, or None (also for a principal it is not visible to).
+
+        Raises:
+            UsageError: a malformed key or principal.
+        """
         key = check_key(key)
         principal = validate_principal(principal)
         async with self.translating_errors("recording.read", key):
@@ -44,6 +61,17 @@ class RecordingStore(StoreBase, ABC):
     async def delete(
         self, key: ConversationKey, principal: str, message_id: str, *, epoch: int | None = None
     ) -> bool:
+        """Remove the snapshot iff it belongs to ``message_id``; ``epoch`` is fenced.
+
+        Returns:
+            True if this call removed it.
+
+        Raises:
+            UsageError: a malformed key, principal, message id or epoch.
+            FencedError: ``epoch`` is below the key's fence.
+            NotOwnedError: another principal owns the key.
+            ErasedError: the conversation was erased.
+        """
         key = check_key(key)
         principal = validate_principal(principal)
         validate_id(message_id, "message_id")

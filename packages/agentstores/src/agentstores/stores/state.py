@@ -27,6 +27,11 @@ class AgentStateStore(StoreBase, ABC):
     """
 
     async def load(self, key: ConversationKey, principal: str) -> dict[str, Any]:
+        """The saved state, or ``{}`` when nothing is saved or the key is not visible.
+
+        Raises:
+            UsageError: a malformed key or principal.
+        """
         key = check_key(key)
         principal = validate_principal(principal)
         async with self.translating_errors("state.load", key):
@@ -44,6 +49,15 @@ class AgentStateStore(StoreBase, ABC):
         *,
         epoch: int | None = None,
     ) -> None:
+        """Replace the whole state; with ``epoch`` the write is fenced and raises the fence.
+
+        Raises:
+            UsageError: a malformed key or principal, state that is not a JSON mapping, or
+                state over 64 MiB encoded.
+            FencedError: ``epoch`` is below the key's fence.
+            NotOwnedError: another principal owns the key.
+            ErasedError: the conversation was erased.
+        """
         key = check_key(key)
         principal = validate_principal(principal)
         if not isinstance(state, Mapping):
@@ -56,6 +70,14 @@ class AgentStateStore(StoreBase, ABC):
     async def delete(
         self, key: ConversationKey, principal: str, *, epoch: int | None = None
     ) -> None:
+        """Remove the state (a no-op when absent); fenced like :meth:`save`.
+
+        Raises:
+            UsageError: a malformed key, principal or epoch.
+            FencedError: ``epoch`` is below the key's fence.
+            NotOwnedError: another principal owns the key.
+            ErasedError: the conversation was erased.
+        """
         key = check_key(key)
         principal = validate_principal(principal)
         epoch = check_epoch(epoch)

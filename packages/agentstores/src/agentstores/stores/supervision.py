@@ -34,6 +34,19 @@ class SupervisionStore(StoreBase, ABC):
         expected_epoch: int | None,
         row: SupervisionRow,
     ) -> bool:
+        """Write ``row`` iff the current epoch is ``expected_epoch`` (``None``: no row).
+
+        Also requires ``row.epoch`` not below the key's fence; on success stamps the store
+        clock's heartbeat, raises the fence and claims an unowned key.
+
+        Returns:
+            True if this call wrote the row; False if the expectation failed, the epoch was
+            fenced or the key is erased (nothing changed).
+
+        Raises:
+            UsageError: a malformed key, principal, epoch or row.
+            NotOwnedError: another principal owns the key.
+        """
         key = check_key(key)
         principal = validate_principal(principal)
         expected_epoch = check_epoch(expected_epoch)
@@ -43,6 +56,13 @@ class SupervisionStore(StoreBase, ABC):
             return await self._compare_and_swap(key, principal, expected_epoch, row)
 
     async def read(self, key: ConversationKey, principal: str) -> SupervisionView:
+        """The row, the store's clock now and the key's fence.
+
+        A principal that neither owns the key nor has it shared sees ``(None, now, 0)``.
+
+        Raises:
+            UsageError: a malformed key or principal.
+        """
         key = check_key(key)
         principal = validate_principal(principal)
         async with self.translating_errors("supervision.read", key):
@@ -51,11 +71,19 @@ class SupervisionStore(StoreBase, ABC):
     async def delete(
         self, key: ConversationKey, principal: str, message_id: str, epoch: int
     ) -> bool:
+        """Remove the row iff it holds exactly ``message_id`` at ``epoch``; the fence stays.
+
+        Returns:
+            True if this call removed the row.
+
+        Raises:
+            UsageError: a malformed key, principal, message id or epoch.
+            NotOwnedError: another principal owns the key.
+        """
         key = check_key(key)
         principal = validate_principal(principal)
         validate_id(message_id, "message_id")
         checked = check_epoch(epoch, optional=False)
-        assert checked is not None
         async with self.translating_errors("supervision.delete", key):
             return await self._delete(key, principal, message_id, checked)
 

@@ -1,0 +1,170 @@
+"""The adapter kit and the refusal vocabulary: the rules every Python engine shares."""
+
+from __future__ import annotations
+
+import os
+from datetime import UTC, datetime
+
+import pytest
+
+from agentstores import (
+    AlreadyClaimedError,
+    BusyError,
+    Capability,
+    ConflictError,
+    ConversationKey,
+    ErasedError,
+    ExpiredError,
+    FencedError,
+    NotFoundError,
+    NotOwnedError,
+    Refusal,
+    StaleWriteError,
+    UsageError,
+    refusal_error,
+)
+from agentstores.capabilities import capability_set
+from agentstores.stores import Stores
+from agentstores.stores.kit import (
+    after_cursor,
+    can_read,
+    check_write,
+    decode_cursor,
+    encode_cursor,
+    from_micros,
+    judge_write,
+    raised_fence,
+    to_micros,
+    writer_nonce,
+)
+from agentstores_contract import BackendUnderTest
+
+KEY = ConversationKey("t", "s")
+
+
+def test_micros_round_trip_exactly() -> None:
+    moment = datetime(2026, 12, 1, 13, 28, 41, 123456, tzinfo=UTC)
+    assert from_micros(to_micros(moment)) == moment
+    assert from_micros(str(to_micros(moment)).encode()) == moment
+    assert to_micros(datetime(1970, 1, 1, tzinfo=UTC)) == 0
+    skewed = moment.astimezone(datetime.now().astimezone().tzinfo)
+    assert to_micros(skewed) == to_micros(moment)
+
+
+def test_cursor_round_trip_and_keyset_order() -> None:
+    for updated, session in [(0, "a"), (1_700_000_000_000_000, "s\u00e9ss/ion"), (5, "")]:
+        assert decode_cursor(encode_cursor(updated, session)) == (updated, session)
+    cursor = (10, "m")
+    assert after_cursor(9, "z", cursor) and after_cursor(10, "l", cursor)
+    assert not after_cursor(10, "m", cursor) and not after_cursor(11, "a", cursor)
+    assert after_cursor(10, "m", None)
+
+
+@pytest.mark.parametrize("garbage", ["", "not base64!", encode_cursor(1, "x")[:-3], "WzEsMl0="])
+def test_a_foreign_cursor_is_a_usage_error(garbage: str) -> None:
+    with pytest.raises(UsageError, match="cursor"):
+        decode_cursor(garbage)
+
+
+def test_writer_nonces_are_unique_in_a_process_and_across_a_fork() -> None:
+    mine = {writer_nonce() for _ in range(10_000)}
+    assert len(mine) == 10_000
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: its nonces must not repeat the parent's
+        os.close(read)
+        os.write(write, b"\n".join(writer_nonce().hex.encode() for _ in range(100)))
+        os._exit(0)
+    os.close(write)
+    with os.fdopen(read, "rb") as pipe:
+        child = {line.decode() for line in pipe.read().split(b"\n")}
+    os.waitpid(pid, 0)
+    assert len(child) == 100
+    parent_next = {writer_nonce().hex for _ in range(100)}
+    assert not child & ({n.hex for n in mine} | parent_next)
+
+
+def test_the_header_rule_checks_erased_then_owner_then_fence() -> None:
+    def judge(owner: str | None, fence: int, erased: bool, epoch: int | None) -> Refusal | None:
+        return judge_write(owner=owner, fence=fence, erased=erased, principal="me", epoch=epoch)
+
+    assert judge(None, 0, False, None) is None  # no header: the write claims the key
+    assert judge("me", 5, False, 5) is None and judge("me", 5, False, None) is None
+    assert judge("me", 5, False, 4) is Refusal.FENCED
+    assert judge("other", 5, False, 4) is Refusal.NOT_OWNED
+    assert judge("other", 5, True, 4) is Refusal.ERASED
+    assert judge(None, 0, True, None) is Refusal.ERASED
+
+
+def test_check_write_raises_typed_errors_with_context() -> None:
+    with pytest.raises(FencedError) as fenced:
+        check_write(KEY, owner="me", fence=7, erased=False, principal="me", epoch=3)
+    assert (fenced.value.epoch, fenced.value.fence, fenced.value.key) == (3, 7, KEY)
+    with pytest.raises(NotOwnedError):
+        check_write(KEY, owner="you", fence=0, erased=False, principal="me", epoch=None)
+    with pytest.raises(ErasedError):
+        check_write(KEY, owner="me", fence=0, erased=True, principal="me", epoch=None)
+    check_write(KEY, owner="me", fence=7, erased=False, principal="me", epoch=7)
+
+
+def test_fence_only_rises_and_visibility_needs_owner_or_share() -> None:
+    assert raised_fence(5, None) == 5 and raised_fence(5, 3) == 5 and raised_fence(5, 9) == 9
+    assert can_read(owner="me", shared_with=(), erased=False, principal="me")
+    assert can_read(owner="you", shared_with={"me"}, erased=False, principal="me")
+    assert not can_read(owner="you", shared_with=(), erased=False, principal="me")
+    assert not can_read(owner="me", shared_with=(), erased=True, principal="me")
+    assert not can_read(owner=None, shared_with=(), erased=False, principal="me")
+
+
+@pytest.mark.parametrize(
+    ("refusal", "error"),
+    [
+        (Refusal.NOT_OWNED, NotOwnedError),
+        (Refusal.FENCED, FencedError),
+        (Refusal.ERASED, ErasedError),
+        (Refusal.STALE_TAIL, StaleWriteError),
+        (Refusal.EXISTS, ConflictError),
+        (Refusal.NOT_FOUND, NotFoundError),
+        (Refusal.BUSY, BusyError),
+        (Refusal.EXPIRED, ExpiredError),
+        (Refusal.ALREADY_CLAIMED, AlreadyClaimedError),
+    ],
+)
+def test_every_refusal_has_its_typed_error_and_a_message(refusal: Refusal, error: type) -> None:
+    made = refusal_error(refusal, key=KEY, epoch=None)
+    assert type(made) is error
+    assert made.key == KEY and "epoch" not in made.context  # None context is dropped
+    assert str(made) and str(made) != error.__name__
+
+
+def test_refusal_context_becomes_attributes() -> None:
+    stale = refusal_error(Refusal.STALE_TAIL, key=KEY, tail="a", expected="b")
+    assert isinstance(stale, StaleWriteError)
+    assert (stale.tail, stale.expected) == ("a", "b") and "'a'" in str(stale)
+    busy = refusal_error(Refusal.BUSY, occupant="m1")
+    assert isinstance(busy, BusyError) and busy.occupant == "m1"
+    assert str(refusal_error(Refusal.NOT_FOUND, "no message 'x'")) == "no message 'x'"
+
+
+def test_capabilities_are_typed_and_typos_are_refused() -> None:
+    assert capability_set(["durable", Capability.CLUSTER]) == {
+        Capability.DURABLE,
+        Capability.CLUSTER,
+    }
+    with pytest.raises(UsageError, match="durabel"):
+        capability_set(["durabel"])
+    with pytest.raises(UsageError, match="collection"):
+        capability_set("durable")
+    with pytest.raises(UsageError, match="clsuter"):
+
+        class Typo(Stores):  # a bundle declaring a misspelled capability never exists
+            capabilities = frozenset({"clsuter"})  # type: ignore[arg-type]
+
+
+def test_the_suite_refuses_an_unknown_capability_instead_of_skipping() -> None:
+    from agentstores.memory.stores import MemoryStores
+
+    backend = BackendUnderTest(open=lambda: MemoryStores("memory://kit-caps"), name="m")
+    assert backend.has(Capability.SETTABLE_CLOCK) and backend.has("settable_clock")
+    with pytest.raises(UsageError, match="multi_proces"):
+        backend.has("multi_proces")
