@@ -9,7 +9,6 @@ import json
 import os
 import subprocess
 import sys
-from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -28,23 +27,6 @@ PAIRS = {
     "pause_tokens": abcs.PauseTokenStore,
     "oauth": abcs.OAuthRepository,
 }
-
-
-class OpenedTemplate(TemplateStores):
-    """The template with its bundle methods written: the stores are what is missing."""
-
-    async def now(self) -> datetime:
-        return datetime.now(UTC)
-
-    async def _open(self) -> None:
-        return None
-
-    async def _close(self) -> None:
-        return None
-
-
-def opened_template() -> OpenedTemplate:
-    return OpenedTemplate()
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:
@@ -81,60 +63,59 @@ def test_registered_and_listed() -> None:
 def test_implements_exactly_the_abstract_methods() -> None:
     """Nothing more (a skeleton to fill), nothing less (it must instantiate)."""
     stores = TemplateStores()
-    assert set(vars(TemplateStores)) >= set(abcs.Stores.__abstractmethods__)
+    assert written(TemplateStores) == set(abcs.Stores.__abstractmethods__)
     for attribute, abc in PAIRS.items():
         store = getattr(stores, attribute)
         assert isinstance(store, abc)
-        written = {
-            name
-            for name, value in vars(type(store)).items()
-            if inspect.isfunction(value) and not name.startswith("__")
-        }
-        assert written == set(abc.__abstractmethods__), attribute
+        assert written(type(store)) == set(abc.__abstractmethods__), attribute
+    count = len(abcs.Stores.__abstractmethods__)
+    count += sum(len(abc.__abstractmethods__) for abc in PAIRS.values())
+    assert count == 32, "the adapter surface changed: say so in docs/writing-a-backend.md"
+
+
+def written(cls: type) -> set[str]:
+    """The methods ``cls`` itself defines, dunders aside."""
+    return {
+        name
+        for name, value in vars(cls).items()
+        if inspect.isfunction(value) and not name.startswith("__")
+    }
 
 
 async def test_every_method_says_which_rule_it_keeps() -> None:
-    with pytest.raises(NotImplementedError, match="Stores rule open"):
-        await TemplateStores().open()
+    stores = TemplateStores()
+    with pytest.raises(NotImplementedError, match="Stores rule now"):
+        await stores.now()
     with pytest.raises(NotImplementedError, match=r"kit\.check_write"):
-        await opened_template().state.save(ConversationKey("t", "s"), "p", {})
+        await stores.state.save(ConversationKey("t", "s"), "p", {})
 
 
-def test_check_refuses_it_naming_the_open_it_lacks() -> None:
+def test_check_refuses_it_naming_what_is_not_implemented() -> None:
     result = run("-m", "agentstores.cli", "check", "template://", "--profile", "quick")
     output = result.stdout + result.stderr
     assert result.returncode == 1, output  # promises fail: the check convention
     assert "Traceback" not in output
-    assert "not implemented by the backend (NotImplementedError):\n  TemplateStores._open\n" in (
-        result.stdout
-    )
     rows = [line for line in result.stdout.splitlines() if line.startswith("[")]
     failed = [line for line in rows if "FAILED" in line]
-    assert failed and all("not implemented: TemplateStores._open" in line for line in failed)
+    assert failed and all("FAILED" in line and "not implemented: " in line for line in failed)
+    listed = result.stdout.split("not implemented by the backend (NotImplementedError):\n")[1]
+    assert "  TemplateConversationStore._append_messages\n" in listed
     assert "replay a failure" not in result.stdout, "a missing method has nothing to replay"
 
 
-def test_check_names_every_store_method_the_suite_reached() -> None:
-    result = run(
-        "-m",
-        "agentstores_contract",
-        "tests.template.test_template:opened_template",
-        "--profile",
-        "quick",
-        "--json",
-    )
+def test_check_json_names_every_method_the_suite_reached() -> None:
+    result = run("-m", "agentstores.cli", "check", "template://", "--profile", "quick", "--json")
     assert result.returncode == 1, result.stderr
     report = json.loads(result.stdout)
-    assert report["error"] is None
-    missing = set(report["not_implemented"])
+    assert report["error"] is None and report["replays"] == {}
     assert {
+        "TemplateStores.now",
         "TemplateConversationStore._append_messages",
         "TemplateSupervisionStore._compare_and_swap",
         "TemplateAgentStateStore._save",
         "TemplateRecordingStore._put",
-        "TemplatePauseTokenStore._put",
         "TemplateOAuthRepository._save_user_integration",
-    } <= missing
+    } <= set(report["not_implemented"])
     failed = [p for p in report["promises"] if p["outcome"] == "failed"]
     assert failed and all(p["reason"].startswith("not implemented: ") for p in failed), [
         p["reason"] for p in failed if not p["reason"].startswith("not implemented: ")

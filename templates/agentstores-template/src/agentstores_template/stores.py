@@ -1,8 +1,9 @@
 """``TemplateStores``: the bundle ``open_stores("template://...")`` yields.
 
 Parse the URL and options here, build the shared :class:`Context`, and give each store
-module its part of it. ``_open`` connects, ``_close`` disconnects, ``now`` is the store's
-own clock (the one liveness and expiry use).
+module its part of it. ``now`` is the store's own clock (the one liveness and expiry use).
+A backend that holds connections or workers also overrides ``_open`` (connect, check the
+schema) and ``_close`` (release them); by default both do nothing.
 """
 
 from __future__ import annotations
@@ -45,14 +46,6 @@ class TemplateStores(Stores):
             "Stores rule now: the store's own clock, timezone-aware UTC (the server's, "
             "where there is one)"
         )
-
-    async def _open(self) -> None:
-        raise NotImplementedError(
-            "Stores rule open: connect the driver and check the schema (once per bundle)"
-        )
-
-    async def _close(self) -> None:
-        raise NotImplementedError("Stores rule close: release what _open took")
 
 
 __all__ = ["TemplateStores"]
