@@ -16,6 +16,7 @@ INSTALL_HINT = (
 
 
 def register(subparsers: Any) -> None:
+    """Add the ``check`` subcommand to the CLI's parser."""
     p = subparsers.add_parser(
         "check",
         help="run the contract suite against a backend URL",
@@ -51,6 +52,8 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    """Run the suite and print the report; 0 all kept, 1 a promise failed (a method that
+    raises ``NotImplementedError`` included), 2 the suite could not run."""
     try:
         from agentstores_contract import seeds, validate
         from agentstores_contract.profiles import PROFILES
