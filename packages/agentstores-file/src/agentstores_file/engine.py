@@ -998,8 +998,8 @@ class Engine:
                     index=lo + n,
                     role=e.role,  # type: ignore[arg-type]
                     content=r["c"],
-                    message_id=r["i"],
-                    timestamp=from_us(e.created),
+                    id=r["i"],
+                    created_at=from_us(e.created),
                 )
                 for n, (e, r) in enumerate(zip(entries, t.records(entries), strict=True))
             ]
