@@ -94,17 +94,25 @@ def _stored(t: Transcript, seqs: list[int]) -> list[StoredMessage]:
 class FileConversationStore(FileStoreBase, ConversationStore):
     # --- writes ------------------------------------------------------------------
 
-    def _owned(
-        self, kdir: str, key: ConversationKey, principal: str, epoch: int | None, now: int
-    ) -> Head:
-        """The live conversation's header, after the key-header rule for a write."""
-        h, status = self.root.head(kdir, key, now)
-        if status == ERASED:
-            raise refusal_error(Refusal.ERASED, key=key)
-        if h is None or status != LIVE or h["conv"] is None:
-            raise refusal_error(Refusal.NOT_FOUND, key=key)
-        self.root.check_write(key, h, status, principal, epoch)
-        return h
+    @contextmanager
+    def _changing(
+        self, key: ConversationKey, principal: str, epoch: int | None
+    ) -> Iterator[tuple[str, Head, int]]:
+        """Under the key's exclusive lock: the live conversation's directory, its header
+        (the key-header rule for a write at ``epoch`` passed) and the store clock."""
+        root = self.root
+        kdir = root.key_dir(key)
+        with root.locked(kdir, exclusive=True, create=False) as exists:
+            if not exists:
+                raise refusal_error(Refusal.NOT_FOUND, key=key)
+            now = root.now_us()
+            h, status = root.head(kdir, key, now)
+            if status == ERASED:
+                raise refusal_error(Refusal.ERASED, key=key)
+            if h is None or status != LIVE or h["conv"] is None:
+                raise refusal_error(Refusal.NOT_FOUND, key=key)
+            root.check_write(key, h, status, principal, epoch)
+            yield kdir, h, now
 
     def _new_conversation(self, kdir: str, key: ConversationKey, h: Head, now: int) -> None:
         """Start an empty transcript: clear files a crash or an old life left behind,
@@ -222,13 +230,7 @@ class FileConversationStore(FileStoreBase, ConversationStore):
     def _set_title(
         self, key: ConversationKey, principal: str, title: str | None, epoch: int | None
     ) -> None:
-        root = self.root
-        kdir = root.key_dir(key)
-        with root.locked(kdir, exclusive=True, create=False) as exists:
-            if not exists:
-                raise refusal_error(Refusal.NOT_FOUND, key=key)
-            now = root.now_us()
-            h = self._owned(kdir, key, principal, epoch, now)
+        with self._changing(key, principal, epoch) as (kdir, h, now):
             h["conv"]["title"] = title
             self._touch(kdir, h, epoch, now)
 
@@ -236,12 +238,7 @@ class FileConversationStore(FileStoreBase, ConversationStore):
     def _set_shared(
         self, key: ConversationKey, principal: str, with_principal: str, shared: bool
     ) -> None:
-        root = self.root
-        kdir = root.key_dir(key)
-        with root.locked(kdir, exclusive=True, create=False) as exists:
-            if not exists:
-                raise refusal_error(Refusal.NOT_FOUND, key=key)
-            h = self._owned(kdir, key, principal, None, root.now_us())
+        with self._changing(key, principal, None) as (kdir, h, _):
             members = set(h["shared"])
             before = set(members)
             if shared:
@@ -250,20 +247,14 @@ class FileConversationStore(FileStoreBase, ConversationStore):
                 members.discard(with_principal)
             if members != before:
                 h["shared"] = sorted(members)
-                root.put_head(kdir, h)
+                self.root.put_head(kdir, h)
 
     @off_loop
     def _truncate(
         self, key: ConversationKey, principal: str, message_id: str, epoch: int | None
     ) -> int:
-        root = self.root
-        kdir = root.key_dir(key)
-        with root.locked(kdir, exclusive=True, create=False) as exists:
-            if not exists:
-                raise refusal_error(Refusal.NOT_FOUND, key=key)
-            now = root.now_us()
-            h = self._owned(kdir, key, principal, epoch, now)
-            with Transcript(root.io, kdir, h["conv"], write=True) as t:
+        with self._changing(key, principal, epoch) as (kdir, h, now):
+            with Transcript(self.root.io, kdir, h["conv"], write=True) as t:
                 target = t.find(message_id)
                 if target is None:
                     raise _no_message(message_id, key)

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
 
@@ -14,7 +16,7 @@ from agentstores.stores import PauseTokenStore, kit
 
 from ._base import FileStoreBase, off_loop
 from .codec import record
-from .header import LIVE, Head
+from .header import ABSENT, LIVE, Head
 
 
 def token_name(token_id: str) -> str:
@@ -30,18 +32,24 @@ class FilePauseTokenStore(FileStoreBase, PauseTokenStore):
             raise refusal_error(Refusal.EXISTS, "two pause token ids share a storage digest")
         return found
 
-    def _token_for(
-        self, kdir: str, key: ConversationKey, token_id: str, principal: str
-    ) -> tuple[Head, dict[str, Any], bytes]:
-        """The header and token ``principal`` may claim or abandon, or ``NotFoundError``."""
-        h, status = self.root.head(kdir, key, self.root.now_us())
-        found = None
-        if status == LIVE and h is not None:
-            self.root.recover(kdir, h)
-            found = self._token(kdir, h, token_id)
-        if h is None or status != LIVE or h["owner"] != principal or found is None:
-            raise refusal_error(Refusal.NOT_FOUND, "no such pause token", key=key)
-        return h, found[0], found[1]
+    @contextmanager
+    def _changing(
+        self, key: ConversationKey, token_id: str, principal: str
+    ) -> Iterator[tuple[str, Head, dict[str, Any], bytes]]:
+        """Under the key's exclusive lock: the key directory, header and the token
+        ``principal`` may claim or abandon (metadata, payload), or ``NotFoundError``."""
+        root = self.root
+        kdir = root.key_dir(key)
+        with root.locked(kdir, exclusive=True, create=False) as exists:
+            found, h, status = None, None, ABSENT
+            if exists:
+                h, status = root.head(kdir, key, root.now_us())
+                if status == LIVE and h is not None:
+                    root.recover(kdir, h)
+                    found = self._token(kdir, h, token_id)
+            if h is None or status != LIVE or h["owner"] != principal or found is None:
+                raise refusal_error(Refusal.NOT_FOUND, "no such pause token", key=key)
+            yield kdir, h, found[0], found[1]
 
     @off_loop
     def _put(
@@ -71,33 +79,23 @@ class FilePauseTokenStore(FileStoreBase, PauseTokenStore):
 
     @off_loop
     def _claim(self, token_id: str, key: ConversationKey, principal: str) -> bytes:
-        root = self.root
-        kdir = root.key_dir(key)
-        with root.locked(kdir, exclusive=True, create=False) as exists:
-            if not exists:
-                raise refusal_error(Refusal.NOT_FOUND, "no such pause token", key=key)
-            h, meta, payload = self._token_for(kdir, key, token_id, principal)
+        with self._changing(key, token_id, principal) as (kdir, h, meta, payload):
             if meta["s"] != "pending":
                 raise refusal_error(
                     Refusal.ALREADY_CLAIMED, f"pause token {token_id!r} is {meta['s']}", key=key
                 )
-            if meta["x"] <= root.now_us():
+            if meta["x"] <= self.root.now_us():
                 raise refusal_error(Refusal.EXPIRED, f"pause token {token_id!r} expired", key=key)
             meta["s"] = "claimed"
-            root.commit_side(kdir, h, False, token_name(token_id), record(meta, payload))
+            self.root.commit_side(kdir, h, False, token_name(token_id), record(meta, payload))
             return payload
 
     @off_loop
     def _abandon(self, token_id: str, key: ConversationKey, principal: str) -> None:
-        root = self.root
-        kdir = root.key_dir(key)
-        with root.locked(kdir, exclusive=True, create=False) as exists:
-            if not exists:
-                raise refusal_error(Refusal.NOT_FOUND, "no such pause token", key=key)
-            h, meta, payload = self._token_for(kdir, key, token_id, principal)
+        with self._changing(key, token_id, principal) as (kdir, h, meta, payload):
             if meta["s"] != "abandoned":
                 meta["s"] = "abandoned"
-                root.commit_side(kdir, h, False, token_name(token_id), record(meta, payload))
+                self.root.commit_side(kdir, h, False, token_name(token_id), record(meta, payload))
 
 
 __all__ = ["FilePauseTokenStore", "token_name"]
