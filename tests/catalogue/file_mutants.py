@@ -15,8 +15,8 @@ import os
 import uuid
 from typing import Any
 
-from agentstores_file.engine import Engine, Head
 from agentstores_file.fsio import FileIO
+from agentstores_file.header import FileRoot, Head
 from agentstores_file.stores import FileStores
 
 
@@ -26,14 +26,14 @@ class UniqueTempIO(FileIO):
         return os.path.join(head, f".{tail}.{uuid.uuid4().hex}.tmp")
 
 
-class DataFileLockEngine(Engine):
+class DataFileLockRoot(FileRoot):
     """Locks ``head`` (replaced on every write) rather than ``lock`` (never replaced)."""
 
     def lock_path(self, kdir: str) -> str:
         return self.head_path(kdir)
 
     def load_head(self, kdir: str) -> Head | None:
-        # Opening the lock creates an empty header; the real engine never sees one.
+        # Opening the lock creates an empty header; the real root never sees one.
         if self.io.read_file(self.head_path(kdir)) == b"":
             return None
         return super().load_head(kdir)
@@ -42,7 +42,7 @@ class DataFileLockEngine(Engine):
 class DataFileLockStores(FileStores):
     """BROKEN: the file backend with its lock on the data file."""
 
-    engine_class = DataFileLockEngine
+    root_class = DataFileLockRoot
 
     def __init__(self, url: str, **options: Any) -> None:
         options.setdefault("io", UniqueTempIO(fsync=options.pop("fsync", True)))

@@ -15,22 +15,22 @@ import os
 from typing import Any
 
 from agentstores.keys import ConversationKey
-from agentstores_file.engine import Engine
 from agentstores_file.fsio import FileIO
+from agentstores_file.header import FileRoot
 from agentstores_file.transcript import Transcript, id_hash
 
 
 def verify_store(root: str) -> dict[str, dict[str, Any]]:
-    engine = Engine(root, io=FileIO(fsync=False))
+    files = FileRoot(root, io=FileIO(fsync=False))
     summary: dict[str, dict[str, Any]] = {}
     keys_root = os.path.join(root, "keys")
     for shard in sorted(_listdir(keys_root)):
         for digest in sorted(_listdir(os.path.join(keys_root, shard))):
             assert digest[:2] == shard and len(digest) == 64, digest
             kdir = os.path.join(keys_root, shard, digest)
-            with engine.locked(kdir, exclusive=False, create=False) as held:
+            with files.locked(kdir, exclusive=False, create=False) as held:
                 assert held
-                raw = engine.io.read_file(os.path.join(kdir, "head"))
+                raw = files.io.read_file(os.path.join(kdir, "head"))
                 if raw is None:
                     continue  # a key directory whose first write never committed
                 head = json.loads(raw)
@@ -43,7 +43,7 @@ def verify_store(root: str) -> dict[str, dict[str, Any]]:
                 info["fence"] = head["fence"]
                 info["sup"] = head["sup"]
                 for name in ("state", "recording"):
-                    blob = engine.read_side(kdir, head, name)
+                    blob = files.read_side(kdir, head, name)
                     if blob is not None:
                         body = blob if name == "state" else blob.partition(b"\n")[2]
                         info[name] = json.loads(body)
@@ -55,7 +55,7 @@ def verify_store(root: str) -> dict[str, dict[str, Any]]:
                 }
                 names.update(dst for _, dst in head.get("redo") or () if dst.startswith("tokens/"))
                 for name in sorted(names):
-                    blob = engine.read_side(kdir, head, name)
+                    blob = files.read_side(kdir, head, name)
                     if blob is None:
                         continue
                     line, _, body = blob.partition(b"\n")
@@ -64,18 +64,18 @@ def verify_store(root: str) -> dict[str, dict[str, Any]]:
                     tokens[meta["t"]] = meta["s"]
                 info["tokens"] = tokens
                 if head["conv"] is not None:
-                    info["messages"] = _check_transcript(engine, kdir, key, head)
+                    info["messages"] = _check_transcript(files, kdir, key, head)
                 summary[digest] = info
     return summary
 
 
 def _check_transcript(
-    engine: Engine, kdir: str, key: ConversationKey, head: dict[str, Any]
+    files: FileRoot, kdir: str, key: ConversationKey, head: dict[str, Any]
 ) -> list[tuple[str, str, Any]]:
     conv = head["conv"]
-    entry_path = os.path.join(engine.owner_dir(key.tenant, head["owner"]), key.digest)
+    entry_path = os.path.join(files.owner_dir(key.tenant, head["owner"]), key.digest)
     assert os.path.exists(entry_path), f"{key} is missing from its owner's listing"
-    with Transcript(engine.io, kdir, conv, write=False) as t:
+    with Transcript(files.io, kdir, conv, write=False) as t:
         n = t.count
         entries = t.entries(0, n)
         assert len(entries) == n

@@ -100,10 +100,12 @@ async def _observe(stores: FileStores) -> dict[str, Any]:
                 for i in (await conv.list_conversations(K.tenant, principal, limit=100)).items
             ],
         }
-    engine = stores.engine
-    kdir = engine.key_dir(K)
-    head, status = engine.head(kdir, K, engine.now_us())
-    seen["token"] = engine._token(kdir, head, "tok") if head and status == "live" else None
+    root = stores.root
+    kdir = root.key_dir(K)
+    head, status = root.head(kdir, K, root.now_us())
+    seen["token"] = (
+        stores.pause_tokens._token(kdir, head, "tok") if head and status == "live" else None
+    )
     oauth = stores.oauth
     seen["oauth"] = (
         await oauth.get_user_integration("t", "user", "srv"),
@@ -129,9 +131,9 @@ async def _erase_leftovers(stores: FileStores, clock: ManualClock) -> None:
     """K erased, but its data files left behind (a crash right after the tombstone)."""
     await _base(stores, clock)
     await stores.state.save(K, OWNER, {"s": 1})
-    engine = stores.engine
-    kdir = engine.key_dir(K)
-    engine.put_head(kdir, {"kc": _key_check(K), "erased_until": 0, "fence": 1})
+    root = stores.root
+    kdir = root.key_dir(K)
+    root.put_head(kdir, {"kc": _key_check(K), "erased_until": 0, "fence": 1})
     clock.advance(1)
 
 
@@ -141,7 +143,7 @@ async def _base_with_token(stores: FileStores, clock: ManualClock) -> None:
 
 
 def _key_check(key: ConversationKey) -> str:
-    from agentstores_file.engine import _key_check as check
+    from agentstores_file.header import key_check as check
 
     return check(key)
 
@@ -183,7 +185,7 @@ SCENARIOS: dict[str, tuple[Callable[[FileStores, ManualClock], Awaitable[Any]], 
     "token_put": (
         _base,
         lambda s: s.pause_tokens.put(
-            "tok", K, OWNER, {"resume": 1}, s.engine.now() + timedelta(hours=1)
+            "tok", K, OWNER, {"resume": 1}, s.root.now() + timedelta(hours=1)
         ),
     ),
     "token_claim": (_base_with_token, lambda s: s.pause_tokens.claim("tok", K, OWNER)),

@@ -109,7 +109,7 @@ async def test_a_digest_collision_is_refused_not_mixed(stores: FileStores) -> No
     key, other = ConversationKey("t", "mine"), ConversationKey("t", "other")
     await stores.conversations.append_messages(key, "u", [Message("m", "user", 1)])
     # Plant a header claiming another key in this key's directory, as a collision would.
-    kdir = stores.engine.key_dir(key)
+    kdir = stores.root.key_dir(key)
     head = json.loads((Path(kdir) / "head").read_bytes())
     head["key"] = other.storage_name
     (Path(kdir) / "head").write_text(json.dumps(head))
@@ -128,7 +128,7 @@ async def test_os_errors_are_typed_at_the_edge(tmp_path: Path) -> None:
     async with FileStores(f"file://{tmp_path / 'store'}") as stores:
         key = ConversationKey("t", "s")
         await stores.state.save(key, "u", {"a": 1})
-        kdir = Path(stores.engine.key_dir(key))
+        kdir = Path(stores.root.key_dir(key))
         (kdir / "head").write_bytes(b"{not json")
         with pytest.raises(BackendUnavailableError, match="corrupt"):
             await stores.state.load(key, "u")

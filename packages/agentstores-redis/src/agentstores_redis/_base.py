@@ -1,66 +1,25 @@
 """What every Redis store shares: the bundle context, the write path with reconciliation,
-reply decoding and store-clock conversions."""
+reply decoding and the mapping of script refusals to typed errors."""
 
 from __future__ import annotations
 
-import itertools
-import os
-import secrets
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from dataclasses import dataclass
 from typing import Any
 
-from agentstores.errors import (
-    AgentStoresError,
-    ConflictError,
-    ErasedError,
-    FencedError,
-    NotFoundError,
-    NotOwnedError,
-    UnknownOutcomeError,
-)
+from agentstores.errors import AgentStoresError, Refusal, UnknownOutcomeError, refusal_error
 from agentstores.keys import ConversationKey
+from agentstores.stores.kit import writer_nonce
 
 from .client import EncodableT, NotDurable, RedisClient, Script, Uncertain
 from .errors import translate
 from .keys import KeySpace
 from .lua import RECONCILE
 
-EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_US = timedelta(microseconds=1)
-
-
-def to_us(value: datetime) -> int:
-    """Exact microseconds since the Unix epoch of an aware datetime."""
-    return (value - EPOCH) // _US
-
-
-def from_us(value: int | bytes | str) -> datetime:
-    return EPOCH + timedelta(microseconds=int(value))
-
 
 def text(value: bytes | str) -> str:
+    """A reply value as text."""
     return value.decode("utf-8") if isinstance(value, bytes) else value
-
-
-_PROCESS = secrets.token_hex(8)
-_counter = itertools.count()
-
-
-def _reseed() -> None:
-    global _PROCESS, _counter
-    _PROCESS = secrets.token_hex(8)
-    _counter = itertools.count()
-
-
-os.register_at_fork(after_in_child=_reseed)  # a forked child must not reuse the parent's nonces
-
-
-def nonce() -> str:
-    """A writer nonce, unique across processes and calls (a random per-process part and a
-    counter): stored in the key's header by the write it labels."""
-    return f"{_PROCESS}{next(_counter):x}"
 
 
 @dataclass
@@ -74,8 +33,6 @@ class Context:
     waits: bool
     reconciled: int = 0
     """Writes whose reply was lost and whose outcome was recovered from the header nonce."""
-    pending_index: list[Any] = field(default_factory=list)
-    """Index updates whose second step failed, retried before the next listing or sweep."""
 
 
 class RedisStoreBase:
@@ -93,15 +50,17 @@ class RedisStoreBase:
         keys: Sequence[str],
         args: Sequence[EncodableT],
         *,
-        nonce: str,
         wrote: Callable[[Any], bool] | None = None,
         from_result: Callable[[bytes], Any] | None = None,
     ) -> Any:
-        """Run a writing script. A reply lost with its connection is reconciled through
-        the nonce the script leaves in the header (``from_result`` rebuilds the reply
-        from the stored result) or raised as :class:`UnknownOutcomeError`."""
+        """Run a writing script with a fresh writer nonce as ``ARGV[1]``, before ``args``.
+
+        A reply lost with its connection is reconciled through the nonce the script
+        leaves in the header (``from_result`` rebuilds the reply from the stored result)
+        or raised as :class:`UnknownOutcomeError`."""
+        nonce = writer_nonce().hex
         try:
-            return await self.ctx.client.write(script, keys, args)
+            return await self.ctx.client.write(script, keys, (nonce, *args))
         except Uncertain as exc:
             if from_result is not None:
                 stored = await self._reconcile(keys[0], nonce)
@@ -136,39 +95,50 @@ def default_wrote(reply: Any) -> bool:
     return not (len(reply) > 1 and reply[1] == b"0")
 
 
-def raise_for(reply: Any, key: ConversationKey, *, epoch: int | None = None) -> None:
-    """Turn a script's error code into the typed error; return for ``ok``/``noop``."""
+def raise_for(
+    reply: Any,
+    key: ConversationKey,
+    *,
+    epoch: int | None = None,
+    expected: str | None = None,
+) -> None:
+    """Raise the typed error for a script's refusal reply; return for ``ok``/``noop``.
+
+    Scripts reply a :class:`~agentstores.errors.Refusal` value as their first element:
+    ``{'fenced', fence}`` raises ``FencedError`` with ``epoch`` and ``fence``,
+    ``{'stale_tail', tail}`` raises ``StaleWriteError`` with ``tail`` and ``expected``.
+    """
     code = reply[0]
     if code in (b"ok", b"noop"):
         return
-    if code == b"erased":
-        raise ErasedError("the conversation was erased", key=key)
-    if code == b"notowned":
-        raise NotOwnedError("another principal owns this conversation", key=key)
-    if code == b"fenced":
-        fence = int(reply[1])
-        raise FencedError(
-            f"epoch {epoch} is below the fence {fence}", key=key, epoch=epoch, fence=fence
-        )
-    if code == b"notfound":
-        raise NotFoundError("no such conversation", key=key)
-    if code == b"conflict":
-        raise ConflictError("the key is already in use", key=key)
-    raise RuntimeError(f"unexpected script reply {reply!r}")
+    try:
+        refusal = Refusal(text(code))
+    except ValueError:
+        raise RuntimeError(f"unexpected script reply {reply!r}") from None
+    if refusal is Refusal.FENCED:
+        raise refusal_error(refusal, key=key, epoch=epoch, fence=int(reply[1]))
+    if refusal is Refusal.STALE_TAIL:
+        raise refusal_error(refusal, key=key, tail=text(reply[1]) or None, expected=expected)
+    raise refusal_error(refusal, key=key)
 
 
-def ep(epoch: int | None) -> str:
+def claim_args(principal: str, key: ConversationKey, *rest: EncodableT) -> list[EncodableT]:
+    """The arguments of a write that may claim the key: the principal and the raw key
+    (kept in the header by the first write), then the script's own."""
+    return [principal, key.tenant, key.session_id, *rest]
+
+
+def epoch_arg(epoch: int | None) -> str:
+    """An optional epoch as a script argument: ``''`` when the write carries none."""
     return "" if epoch is None else str(epoch)
 
 
 __all__ = [
     "Context",
     "RedisStoreBase",
+    "claim_args",
     "default_wrote",
-    "ep",
-    "from_us",
-    "nonce",
+    "epoch_arg",
     "raise_for",
     "text",
-    "to_us",
 ]

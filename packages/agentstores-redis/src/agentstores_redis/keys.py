@@ -32,8 +32,22 @@ SHARDS = 16
 
 _PREFIX = re.compile(r"^[A-Za-z0-9_.:-]{1,64}$")
 
-CONV_PARTS = ("h", "sv", "rec", "st", "pt", "m", "ids", "msg", "t", "u", "a", "cp")
-"""Every key of one conversation, in the order scripts receive them when they need all."""
+CONV_PARTS: tuple[tuple[str, str], ...] = (
+    ("header", "h"),
+    ("supervision", "sv"),
+    ("recording", "rec"),
+    ("state", "st"),
+    ("pause_tokens", "pt"),
+    ("meta", "m"),
+    ("message_ids", "ids"),
+    ("messages", "msg"),
+    ("by_time", "t"),
+    ("user_seqs", "u"),
+    ("assistant_seqs", "a"),
+    ("compaction_seqs", "cp"),
+)
+"""``(attribute, key name suffix)`` of every key of one conversation, in the order
+scripts receive them when they need all of them."""
 
 
 def check_prefix(prefix: str) -> str:
@@ -52,25 +66,23 @@ class ConvKeys:
     """The key names of one conversation."""
 
     digest: str
-    h: str
-    sv: str
-    rec: str
-    st: str
-    pt: str
-    m: str
-    ids: str
-    msg: str
-    t: str
-    u: str
-    a: str
-    cp: str
-
-    def pick(self, *parts: str) -> list[str]:
-        return [getattr(self, p) for p in parts]
+    header: str
+    supervision: str
+    recording: str
+    state: str
+    pause_tokens: str
+    meta: str
+    message_ids: str
+    messages: str
+    by_time: str
+    user_seqs: str
+    assistant_seqs: str
+    compaction_seqs: str
 
     @property
     def all(self) -> list[str]:
-        return self.pick(*CONV_PARTS)
+        """Every key, in :data:`CONV_PARTS` order."""
+        return [getattr(self, attribute) for attribute, _suffix in CONV_PARTS]
 
 
 class KeySpace:
@@ -93,7 +105,7 @@ class KeySpace:
     def _build(self, key: ConversationKey) -> ConvKeys:
         d = key.digest
         base = f"{self.prefix}:{{{d}}}:"
-        return ConvKeys(d, *(base + part for part in CONV_PARTS))
+        return ConvKeys(d, *(base + suffix for _attribute, suffix in CONV_PARTS))
 
     def member(self, key: ConversationKey) -> str:
         """How sweeper indexes name a conversation: its storage name (decodable)."""

@@ -17,8 +17,9 @@ from typing import Any
 from agentstores.errors import UnknownOutcomeError
 from agentstores.models import ClientInfo, PendingAuthorization, UserIntegration
 from agentstores.stores import OAuthRepository
+from agentstores.stores.kit import from_micros, to_micros
 
-from ._base import RedisStoreBase, from_us, text, to_us
+from ._base import RedisStoreBase, text
 from .client import Uncertain
 from .lua import HASH_SWAP
 
@@ -35,7 +36,7 @@ def _encode_integration(record: UserIntegration) -> bytes:
             "code_verifier": p.code_verifier,
             "token_endpoint": p.token_endpoint,
             "redirect_uri": p.redirect_uri,
-            "expires_at": to_us(p.expires_at),
+            "expires_at": to_micros(p.expires_at),
             "resource": p.resource,
         }
     doc = {
@@ -59,7 +60,7 @@ def _decode_integration(raw: bytes) -> UserIntegration:
             code_verifier=p["code_verifier"],
             token_endpoint=p["token_endpoint"],
             redirect_uri=p["redirect_uri"],
-            expires_at=from_us(p["expires_at"]),
+            expires_at=from_micros(p["expires_at"]),
             resource=p["resource"],
         )
     return UserIntegration(

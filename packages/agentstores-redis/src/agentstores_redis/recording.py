@@ -8,8 +8,7 @@ from agentstores.keys import ConversationKey
 from agentstores.models import RecordedEvent
 from agentstores.stores import RecordingStore
 
-from ._base import RedisStoreBase, ep, nonce, raise_for, text
-from .client import EncodableT
+from ._base import RedisStoreBase, claim_args, epoch_arg, raise_for, text
 from .lua import REC_DELETE, REC_PUT, REC_READ
 
 
@@ -17,27 +16,19 @@ class RedisRecordingStore(RedisStoreBase, RecordingStore):
     async def _put(
         self, key: ConversationKey, principal: str, event: RecordedEvent, message_json: bytes
     ) -> bool:
-        k = self.ctx.keys.conv(key)
-        n = nonce()
-        args: list[EncodableT] = [
-            n,
-            principal,
-            key.tenant,
-            key.session_id,
-            str(event.index),
-            message_json,
-            event.message_id,
-            str(event.epoch),
-        ]
+        names = self.ctx.keys.conv(key)
+        args = claim_args(
+            principal, key, str(event.index), message_json, event.message_id, str(event.epoch)
+        )
         reply = await self._write(
-            REC_PUT, [k.h, k.rec], args, nonce=n, from_result=lambda r: [b"ok", r]
+            REC_PUT, [names.header, names.recording], args, from_result=lambda r: [b"ok", r]
         )
         raise_for(reply, key, epoch=event.epoch)
         return bool(reply[1] == b"1")
 
     async def _read(self, key: ConversationKey, principal: str) -> RecordedEvent | None:
-        k = self.ctx.keys.conv(key)
-        reply = await self.ctx.client.read(REC_READ, [k.h, k.rec], [principal])
+        names = self.ctx.keys.conv(key)
+        reply = await self.ctx.client.read(REC_READ, [names.header, names.recording], [principal])
         if not reply or reply[0] is None:
             return None
         index, message, mid, epoch = reply
@@ -46,11 +37,10 @@ class RedisRecordingStore(RedisStoreBase, RecordingStore):
     async def _delete(
         self, key: ConversationKey, principal: str, message_id: str, epoch: int | None
     ) -> bool:
-        k = self.ctx.keys.conv(key)
-        n = nonce()
-        args = [n, principal, key.tenant, key.session_id, message_id, ep(epoch)]
+        names = self.ctx.keys.conv(key)
+        args = claim_args(principal, key, message_id, epoch_arg(epoch))
         reply = await self._write(
-            REC_DELETE, [k.h, k.rec], args, nonce=n, from_result=lambda r: [b"ok", r]
+            REC_DELETE, [names.header, names.recording], args, from_result=lambda r: [b"ok", r]
         )
         raise_for(reply, key, epoch=epoch)
         return bool(reply[1] == b"1")

@@ -6,8 +6,7 @@ from __future__ import annotations
 from agentstores.keys import ConversationKey
 from agentstores.stores import AgentStateStore
 
-from ._base import RedisStoreBase, ep, nonce, raise_for
-from .client import EncodableT
+from ._base import RedisStoreBase, claim_args, epoch_arg, raise_for
 from .lua import ST_DELETE, ST_LOAD, ST_SAVE
 
 _OK = [b"ok", b"1"]
@@ -15,8 +14,8 @@ _OK = [b"ok", b"1"]
 
 class RedisAgentStateStore(RedisStoreBase, AgentStateStore):
     async def _load(self, key: ConversationKey, principal: str) -> bytes | None:
-        k = self.ctx.keys.conv(key)
-        reply = await self.ctx.client.read(ST_LOAD, [k.h, k.st], [principal])
+        names = self.ctx.keys.conv(key)
+        reply = await self.ctx.client.read(ST_LOAD, [names.header, names.state], [principal])
         if not reply or reply[0] is None:
             return None
         blob: bytes = reply[0]
@@ -25,15 +24,17 @@ class RedisAgentStateStore(RedisStoreBase, AgentStateStore):
     async def _save(
         self, key: ConversationKey, principal: str, blob: bytes, epoch: int | None
     ) -> None:
-        k = self.ctx.keys.conv(key)
-        n = nonce()
-        args: list[EncodableT] = [n, principal, key.tenant, key.session_id, blob, ep(epoch)]
-        reply = await self._write(ST_SAVE, [k.h, k.st], args, nonce=n, from_result=lambda _r: _OK)
+        names = self.ctx.keys.conv(key)
+        args = claim_args(principal, key, blob, epoch_arg(epoch))
+        reply = await self._write(
+            ST_SAVE, [names.header, names.state], args, from_result=lambda _r: _OK
+        )
         raise_for(reply, key, epoch=epoch)
 
     async def _delete(self, key: ConversationKey, principal: str, epoch: int | None) -> None:
-        k = self.ctx.keys.conv(key)
-        n = nonce()
-        args = [n, principal, key.tenant, key.session_id, ep(epoch)]
-        reply = await self._write(ST_DELETE, [k.h, k.st], args, nonce=n, from_result=lambda _r: _OK)
+        names = self.ctx.keys.conv(key)
+        args = claim_args(principal, key, epoch_arg(epoch))
+        reply = await self._write(
+            ST_DELETE, [names.header, names.state], args, from_result=lambda _r: _OK
+        )
         raise_for(reply, key, epoch=epoch)

@@ -28,8 +28,9 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from agentstores.errors import BackendUnavailableError, UnsupportedError, UsageError
 from agentstores.stores import Capability, Stores
+from agentstores.stores.kit import DEFAULT_TOMBSTONE_TTL, from_micros
 
-from ._base import Context, from_us
+from ._base import Context
 from .client import ClientOptions, NotSent, RedisClient
 from .conversations import RedisConversationStore
 from .errors import translate
@@ -68,7 +69,6 @@ _REFUSED = {
     "decode_responses": "replies are parsed as bytes",
     "single_connection_client": "calls run concurrently over a pool",
 }
-DEFAULT_TOMBSTONE_TTL = timedelta(days=30)
 DEFAULT_EXPIRY_GRACE = timedelta(hours=1)
 
 
@@ -173,7 +173,7 @@ class RedisStores(Stores):
 
     async def now(self) -> datetime:
         try:
-            return from_us(await self.client.time_us())
+            return from_micros(await self.client.time_us())
         except Exception as exc:
             translated = translate(exc)
             if translated is None:

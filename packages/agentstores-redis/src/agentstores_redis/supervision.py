@@ -5,8 +5,9 @@ from __future__ import annotations
 from agentstores.keys import ConversationKey
 from agentstores.models import SupervisionRow, SupervisionView
 from agentstores.stores import SupervisionStore
+from agentstores.stores.kit import from_micros
 
-from ._base import RedisStoreBase, from_us, nonce, raise_for, text
+from ._base import RedisStoreBase, claim_args, raise_for, text
 from .lua import SV_CAS, SV_DELETE, SV_READ
 
 _TRUE = [b"ok", b"1"]
@@ -20,26 +21,25 @@ class RedisSupervisionStore(RedisStoreBase, SupervisionStore):
         expected_epoch: int | None,
         row: SupervisionRow,
     ) -> bool:
-        k = self.ctx.keys.conv(key)
-        n = nonce()
-        args = [
-            n,
+        names = self.ctx.keys.conv(key)
+        args = claim_args(
             principal,
-            key.tenant,
-            key.session_id,
+            key,
             "" if expected_epoch is None else str(expected_epoch),
             row.status,
             row.message_id,
             str(row.epoch),
-        ]
-        reply = await self._write(SV_CAS, [k.h, k.sv], args, nonce=n, from_result=lambda _r: _TRUE)
+        )
+        reply = await self._write(
+            SV_CAS, [names.header, names.supervision], args, from_result=lambda _r: _TRUE
+        )
         raise_for(reply, key)
         return bool(reply[1] == b"1")
 
     async def _read(self, key: ConversationKey, principal: str) -> SupervisionView:
-        k = self.ctx.keys.conv(key)
-        reply = await self.ctx.client.read(SV_READ, [k.h, k.sv], [principal])
-        now = from_us(reply[0])
+        names = self.ctx.keys.conv(key)
+        reply = await self.ctx.client.read(SV_READ, [names.header, names.supervision], [principal])
+        now = from_micros(reply[0])
         if len(reply) == 1:
             return SupervisionView(None, now, 0)
         fence, owner, status, mid, epoch, heartbeat = reply[1:7]
@@ -49,7 +49,7 @@ class RedisSupervisionStore(RedisStoreBase, SupervisionStore):
                 status=text(status),  # type: ignore[arg-type]
                 message_id=text(mid),
                 epoch=int(epoch),
-                heartbeat_at=from_us(heartbeat),
+                heartbeat_at=from_micros(heartbeat),
                 owner=text(owner),
             )
         return SupervisionView(row, now, int(fence))
@@ -57,13 +57,11 @@ class RedisSupervisionStore(RedisStoreBase, SupervisionStore):
     async def _delete(
         self, key: ConversationKey, principal: str, message_id: str, epoch: int
     ) -> bool:
-        k = self.ctx.keys.conv(key)
-        n = nonce()
+        names = self.ctx.keys.conv(key)
         reply = await self._write(
             SV_DELETE,
-            [k.h, k.sv],
-            [n, principal, message_id, str(epoch)],
-            nonce=n,
+            [names.header, names.supervision],
+            [principal, message_id, str(epoch)],
             from_result=lambda _r: _TRUE,
         )
         raise_for(reply, key)

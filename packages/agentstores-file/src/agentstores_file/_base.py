@@ -1,0 +1,97 @@
+"""What every file store shares: the root it stores under, and the one way its blocking
+storage code runs off the event loop (:func:`off_loop`)."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import os
+import threading
+from collections.abc import Callable, Coroutine
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Concatenate, ParamSpec, TypeVar
+
+from agentstores.errors import AgentStoresError
+
+from .errors import translate
+from .header import FileRoot
+
+T = TypeVar("T")
+P = ParamSpec("P")
+S = TypeVar("S", bound="FileStoreBase")
+
+DEFAULT_WORKERS = 32
+"""Threads of the process-wide pool where blocking file calls (flock waits, fsync) run.
+One pool for every bundle of a process, so many bundles do not multiply threads."""
+
+_shared: tuple[int, ThreadPoolExecutor] | None = None
+_shared_lock = threading.Lock()
+
+
+def shared_pool() -> ThreadPoolExecutor:
+    """The process-wide pool every bundle without ``workers`` uses (made anew after a
+    fork: a pool's threads do not survive into the child)."""
+    global _shared
+    with _shared_lock:
+        if _shared is None or _shared[0] != os.getpid():
+            pool = ThreadPoolExecutor(DEFAULT_WORKERS, thread_name_prefix="agentstores-file")
+            _shared = (os.getpid(), pool)
+        return _shared[1]
+
+
+class Runner:
+    """Runs blocking calls off the event loop: on the shared pool, or on a pool of the
+    bundle's own when it asked for ``workers``."""
+
+    def __init__(self, workers: int | None) -> None:
+        self.workers = workers
+        self.pool: ThreadPoolExecutor | None = None
+
+    def start(self) -> None:
+        if self.pool is None and self.workers is not None:
+            self.pool = ThreadPoolExecutor(self.workers, thread_name_prefix="agentstores-file")
+
+    async def stop(self) -> None:
+        pool, self.pool = self.pool, None
+        if pool is not None:
+            await asyncio.to_thread(pool.shutdown, True)
+
+    async def __call__(self, fn: Callable[..., T], *args: Any) -> T:
+        pool = self.pool
+        if pool is None:
+            if self.workers is not None:
+                self.start()
+                pool = self.pool
+            else:
+                pool = shared_pool()
+        return await asyncio.get_running_loop().run_in_executor(pool, fn, *args)
+
+
+def off_loop(
+    method: Callable[Concatenate[S, P], T],
+) -> Callable[Concatenate[S, P], Coroutine[Any, Any, T]]:
+    """Make a store's blocking storage method the async method its ABC declares: each
+    call runs on the bundle's pool, so flock waits and fsyncs never block the loop."""
+
+    async def on_pool(self: S, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        if kwargs:
+            return await self.runner(functools.partial(method, self, *args, **kwargs))
+        return await self.runner(method, self, *args)
+
+    functools.update_wrapper(on_pool, method)
+    return on_pool
+
+
+class FileStoreBase:
+    """The mixin of every file store: the bundle's root and runner, and the OS-error
+    translation at the edge."""
+
+    def __init__(self, root: FileRoot, runner: Runner) -> None:
+        self.root = root
+        self.runner = runner
+
+    def translate_error(self, exc: Exception) -> AgentStoresError | None:
+        return translate(exc)
+
+
+__all__ = ["DEFAULT_WORKERS", "FileStoreBase", "Runner", "off_loop", "shared_pool"]

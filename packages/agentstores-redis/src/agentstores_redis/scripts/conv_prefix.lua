@@ -1,0 +1,17 @@
+#!lua flags=no-writes
+--! include header.lua
+--! include messages.lua
+-- The title and the records up to and including a message (what a branch copies).
+-- KEYS: header, meta, message_ids, messages. ARGV: principal, message_id.
+-- Reply: {'ok', title or nil, {record, ...}}, {'not_found'} or {'no_message'}.
+local h, meta, message_ids, messages = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local principal, message_id = ARGV[1], ARGV[2]
+local now = now_us()
+local hd = read_header(h)
+if not can_read(h, hd, now, principal) or redis.call('EXISTS', meta) == 0 then
+  return {'not_found'}
+end
+local seq = redis.call('HGET', message_ids, message_id)
+if not seq then return {'no_message'} end
+local records = records_at(messages, seq_range(0, tonumber(seq)))
+return {'ok', redis.call('HGET', meta, 'title'), records}

@@ -1,0 +1,47 @@
+#!lua
+--! include header.lua
+--! include messages.lua
+--! include conversation_keys.lua
+-- Truncate at a message: a user message goes with everything after it, any other keeps
+-- itself and loses what follows. KEYS: every key of the conversation.
+-- ARGV: nonce, principal, tenant, session_id, message_id, epoch.
+-- Reply: {'ok', removed, updated_us}, {'no_message'} or a refusal.
+local nonce, principal, tenant, session_id, message_id, epoch = unpack(ARGV, 1, 6)
+local now = now_us()
+local hd = read_header(h)
+local refusal = judge_existing(hd, now, principal, epoch)
+if refusal then return refusal end
+local seq = redis.call('HGET', message_ids, message_id)
+if not seq then return {'no_message'} end
+seq = tonumber(seq)
+local cut = seq
+if not redis.call('ZSCORE', user_seqs, fmt(seq)) then cut = seq + 1 end
+local count = tonumber(redis.call('HGET', meta, 'count') or '0')
+local removed = 0
+for s = cut, count - 1 do
+  local raw = redis.call('HGET', messages, fmt(s))
+  if raw then
+    local _, id = record_parts(raw)
+    redis.call('HDEL', message_ids, id)
+  end
+  redis.call('HDEL', messages, fmt(s))
+  redis.call('ZREM', by_time, pad(s))
+  removed = removed + 1
+end
+if removed > 0 then
+  for _, z in ipairs({user_seqs, assistant_seqs, compaction_seqs}) do
+    redis.call('ZREMRANGEBYSCORE', z, fmt(cut), '+inf')
+  end
+end
+local updated = touched_at(now)
+local fields = {'count', fmt(cut), 'updated_at', fmt(updated)}
+if cut == 0 then
+  redis.call('HDEL', meta, 'tail', 'last_created')
+else
+  local created, id = record_parts(redis.call('HGET', messages, fmt(cut - 1)))
+  fields[#fields + 1] = 'tail'; fields[#fields + 1] = id
+  fields[#fields + 1] = 'last_created'; fields[#fields + 1] = fmt(created)
+end
+redis.call('HSET', meta, unpack(fields))
+commit(h, hd, principal, tenant, session_id, epoch, nonce, fmt(removed) .. '|' .. fmt(updated))
+return {'ok', fmt(removed), fmt(updated)}
