@@ -18,6 +18,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 
 from agentstores.keys import ConversationKey
 from agentstores.models import (
+    MAX_COUNTER,
     ClientInfo,
     Message,
     PendingAuthorization,
@@ -222,8 +223,13 @@ class ModelMachine(RuleBasedStateMachine):
 
     def aim(self, slot: int, offset: int) -> int:
         """An epoch near the key's fence (or the example's base before any fenced write),
-        so fenced and accepted writes both happen."""
-        return max(0, max(self.model.at(self.key(slot)).fence, self.base) + offset)
+        so fenced and accepted writes both happen; never beyond the largest valid epoch."""
+        return near(max(self.model.at(self.key(slot)).fence, self.base), offset)
+
+
+def near(epoch: int, offset: int) -> int:
+    """``epoch + offset`` kept within the valid epochs, 0 to 2**63 - 1."""
+    return min(MAX_COUNTER, max(0, epoch + offset))
 
 
 def info_view(key: ConversationKey) -> Callable[[Any], Any]:
@@ -281,7 +287,7 @@ class SupervisionRules(ModelMachine):
         if aimed:
             current = self.model.at(key).supervision
             expect_epoch = None if current is None else current[2]
-            epoch = max(0, (self.base if expect_epoch is None else expect_epoch) + offset)
+            epoch = near(self.base if expect_epoch is None else expect_epoch, offset)
         else:
             epoch = self.aim(k, offset)
         row = SupervisionRow(status=status, message_id=mid, epoch=epoch)
