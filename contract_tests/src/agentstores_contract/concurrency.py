@@ -131,7 +131,9 @@ class ConcurrencyContract(ContractBase):
                             key, "p", [Message(f"c{i}-{j}", "user", j)]
                         )
 
-                await race([partial(writer, i, s) for i, s in enumerate(bundles)])
+                for outcome in await race([partial(writer, i, s) for i, s in enumerate(bundles)]):
+                    if outcome.error is not None:
+                        raise outcome.error
             stored = await stores.conversations.read_messages(key, "p")
             ids = [m.id for m in stored]
             assert len(ids) == n * per == len(set(ids)), (
@@ -329,11 +331,18 @@ class ConcurrencyContract(ContractBase):
                                 Operation(i, call, out.value, out.invoked, out.completed)
                             )
 
-                    await race(
+                    outcomes = await race(
                         [
                             partial(client, i, s, key, random.Random(seed * 1000 + i), history)
                             for i, s in enumerate(bundles)
                         ]
+                    )
+                    for outcome in outcomes:
+                        if outcome.error is not None:
+                            raise outcome.error  # a client that failed recorded no history
+                    assert len(history) == n * self.profile.history_ops, (
+                        f"history {h}: {len(history)} operations recorded, "
+                        f"{n * self.profile.history_ops} planned"
                     )
                     verdict = check(history, initial, step)
                     assert verdict.linearizable, (
