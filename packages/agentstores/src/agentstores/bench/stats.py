@@ -62,4 +62,6 @@ class Sample:
 
 
 def _ms(value: float) -> float | None:
-    return None if math.isnan(value) else round(value, 3)
+    # Nanosecond resolution (the clock's): an in-process store's p50 is below a
+    # microsecond, and a ratio of latencies rounded to microseconds would read 0.
+    return None if math.isnan(value) else round(value, 6)
