@@ -9,7 +9,7 @@ from typing import Any
 
 from agentstores.errors import AgentStoresError, Refusal, UnknownOutcomeError, refusal_error
 from agentstores.keys import ConversationKey
-from agentstores.stores.kit import writer_nonce
+from agentstores.stores.kit import writer_nonce_hex
 
 from .client import EncodableT, NotDurable, RedisClient, Script, Uncertain
 from .errors import translate
@@ -58,7 +58,7 @@ class RedisStoreBase:
         A reply lost with its connection is reconciled through the nonce the script
         leaves in the header (``from_result`` rebuilds the reply from the stored result)
         or raised as :class:`UnknownOutcomeError`."""
-        nonce = writer_nonce().hex
+        nonce = writer_nonce_hex()
         try:
             return await self.ctx.client.write(script, keys, (nonce, *args))
         except Uncertain as exc:

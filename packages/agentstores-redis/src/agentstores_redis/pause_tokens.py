@@ -10,7 +10,7 @@ from datetime import datetime
 from agentstores.errors import Refusal, UnknownOutcomeError, refusal_error
 from agentstores.keys import ConversationKey
 from agentstores.stores import PauseTokenStore
-from agentstores.stores.kit import to_micros, writer_nonce
+from agentstores.stores.kit import to_micros, writer_nonce_hex
 
 from ._base import RedisStoreBase, claim_args, epoch_arg, raise_for
 from .client import Uncertain
@@ -42,7 +42,7 @@ class RedisPauseTokenStore(RedisStoreBase, PauseTokenStore):
 
     async def _claim(self, token_id: str, key: ConversationKey, principal: str) -> bytes:
         names = self.ctx.keys.conv(key)
-        nonce = writer_nonce().hex
+        nonce = writer_nonce_hex()
         try:
             reply = await self.ctx.client.write(
                 PT_CLAIM, [names.header, names.pause_tokens], [nonce, principal, token_id]
@@ -78,7 +78,7 @@ class RedisPauseTokenStore(RedisStoreBase, PauseTokenStore):
 
     async def _abandon(self, token_id: str, key: ConversationKey, principal: str) -> None:
         names = self.ctx.keys.conv(key)
-        nonce = writer_nonce().hex
+        nonce = writer_nonce_hex()
         try:
             reply = await self.ctx.client.write(
                 PT_ABANDON, [names.header, names.pause_tokens], [nonce, principal, token_id]

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import enum
 import json
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from datetime import datetime
+from types import TracebackType
 from typing import Final, Literal, overload
 
 from ..errors import AgentStoresError, UsageError
@@ -37,28 +36,46 @@ class StoreBase:
         """Map a driver exception to the typed hierarchy; ``None`` lets it propagate."""
         return None
 
-    @asynccontextmanager
-    async def translating_errors(
+    def translating_errors(
         self, operation: str, key: ConversationKey | None = None
-    ) -> AsyncIterator[None]:
+    ) -> TranslatingErrors:
         """Run adapter code, turning driver errors into typed ones with their context.
 
         A typed error passes unchanged; any other exception goes through
         :meth:`translate_error`, gains ``operation`` and ``key`` context, and is raised
         from the original. An exception ``translate_error`` does not know propagates.
         """
-        try:
-            yield
-        except AgentStoresError:
-            raise
-        except Exception as exc:
-            translated = self.translate_error(exc)
-            if translated is None:
-                raise
-            translated.context.setdefault("operation", operation)
-            if key is not None:
-                translated.context.setdefault("key", key)
-            raise translated from exc
+        return TranslatingErrors(self, operation, key)
+
+
+class TranslatingErrors:
+    """The ``async with`` of :meth:`StoreBase.translating_errors`: a plain class, since
+    it wraps every store call and a generator-based context manager costs more."""
+
+    __slots__ = ("key", "operation", "store")
+
+    def __init__(self, store: StoreBase, operation: str, key: ConversationKey | None) -> None:
+        self.store, self.operation, self.key = store, operation, key
+
+    async def __aenter__(self) -> None:
+        return None
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        # Returning None never swallows: what is not translated propagates unchanged.
+        if exc is None or isinstance(exc, AgentStoresError) or not isinstance(exc, Exception):
+            return
+        translated = self.store.translate_error(exc)
+        if translated is None:
+            return
+        translated.context.setdefault("operation", self.operation)
+        if self.key is not None:
+            translated.context.setdefault("key", self.key)
+        raise translated from exc
 
 
 def check_key(key: object) -> ConversationKey:
