@@ -74,3 +74,12 @@ def test_without_the_suite_installed_says_so() -> None:
     run = check("memory://", pre="import sys\nsys.modules['agentstores_contract'] = None")
     assert run.returncode == 2
     assert "pip install agentstores-contract" in run.stderr
+
+
+def test_an_unreachable_backend_could_not_run_and_says_so_once(tmp_path: Path) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    run = check(f"file://{blocker}/store", "--profile", "quick")
+    assert run.returncode == 2, run.stdout + run.stderr
+    assert "cannot reach" in run.stdout + run.stderr
+    assert "PASSED" not in run.stdout and "FAILED" not in run.stdout  # no promise ran

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import importlib.util
 import json
 import shlex
@@ -255,6 +256,33 @@ def in_process_backend() -> BackendUnderTest:
     return _in_process[-1]
 
 
+REACH_SECONDS = 60.0
+"""How long the check before the suite waits for a bundle to open and read its clock."""
+
+
+def unreachable(backend: BackendUnderTest) -> str | None:
+    """Why one bundle cannot open and read the store clock, or None when it can.
+
+    Run before the suite, so an unreachable server or an unusable location is reported
+    once, as "could not run", instead of failing every promise after its timeouts.
+    """
+
+    async def reach() -> None:
+        async with asyncio.timeout(REACH_SECONDS):
+            async with backend.open() as stores:
+                await stores.now()
+
+    try:
+        asyncio.run(reach())
+    except NotImplementedError:
+        return None  # it opened; the suite reports each missing method by name
+    except TimeoutError:
+        return f"no answer within {REACH_SECONDS:.0f} s"
+    except Exception as exc:
+        return f"{type(exc).__name__}: {exc}"
+    return None
+
+
 def validate(
     target: object,
     *,
@@ -284,6 +312,10 @@ def validate(
         return Report(label, chosen, [], [], time.perf_counter() - started, problem, run_seed)
     if not isinstance(target, str):
         label = backend.label
+    problem = unreachable(backend)
+    if problem is not None:
+        elapsed = time.perf_counter() - started
+        return Report(label, chosen, [], [], elapsed, f"cannot reach {label}: {problem}", run_seed)
     _in_process.append(backend)
     args = ["--agentstores-factory", f"{__name__}:in_process_backend"]
     for pattern in promises or ():
