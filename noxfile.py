@@ -144,8 +144,15 @@ def mutation(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def drill(session: nox.Session) -> None:
-    """The kill-and-resume drill on the embedded file backend (or posargs: a URL)."""
+    """The kill-and-resume drill on the embedded file backend (or posargs: a URL, whose
+    adapter is installed too: ``-- postgresql://...``, ``-- redis://...``)."""
     session.install("-e", "packages/agentstores", "-e", "packages/agentstores-file")
+    for arg in session.posargs:
+        scheme = arg.split("://", 1)[0].lower() if "://" in arg else ""
+        if scheme.startswith("postgres"):
+            session.install("-e", "packages/agentstores-postgres")
+        elif scheme.startswith(("redis", "valkey")):
+            session.install("-e", "packages/agentstores-redis")
     session.run("agentstores", "drill", *session.posargs)
 
 

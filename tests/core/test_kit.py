@@ -137,6 +137,13 @@ def test_every_refusal_has_its_typed_error_and_a_message(refusal: Refusal, error
     assert str(made) and str(made) != error.__name__
 
 
+def test_an_erased_key_says_for_how_long_and_what_to_do() -> None:
+    erased = refusal_error(Refusal.ERASED, key=KEY)
+    assert "tombstone_ttl" in str(erased) and "new session id" in str(erased)
+    with pytest.raises(ErasedError, match="new session id"):
+        check_write(KEY, owner="me", fence=0, erased=True, principal="me", epoch=None)
+
+
 def test_refusal_context_becomes_attributes() -> None:
     stale = refusal_error(Refusal.STALE_TAIL, key=KEY, tail="a", expected="b")
     assert isinstance(stale, StaleWriteError)

@@ -37,6 +37,9 @@ def test_urls(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     for bad in ("file://relative", "memory://x", "file:", "file://host/x"):
         with pytest.raises(UsageError):
             path_from_url(bad)
+    for root in ("file:///", "file:////", "file:///a/..", "file://localhost/"):
+        with pytest.raises(UsageError, match="filesystem root"):  # never write at /
+            path_from_url(root)
 
 
 async def test_default_url_is_the_file_backend_in_the_working_directory(

@@ -45,7 +45,13 @@ def path_from_url(url: str) -> str:
         )
     if "\x00" in path:
         raise UsageError("a file URL must not contain NUL")
-    return os.path.normpath(path)
+    path = os.path.normpath(path)
+    if path == os.path.dirname(path):
+        raise UsageError(
+            f"{url!r} names the filesystem root; give the store a directory of its own, "
+            "e.g. file:///var/lib/myapp/agentstores or file://./.agentstores"
+        )
+    return path
 
 
 class FileStores(Stores):

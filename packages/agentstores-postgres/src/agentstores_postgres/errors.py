@@ -99,7 +99,10 @@ def translate_refusal(exc: BaseException, **call: Any) -> AgentStoresError | Non
     reason = REFUSALS.get(code) if code is not None else None
     if reason is None:
         return None
-    return refusal_error(reason, _message(exc), **_sent_back(reason, _detail(exc)), **call)
+    # An erased key answers in the library's one wording (it says for how long, and
+    # what to do); the other refusals keep the server's message, which names the detail.
+    message = "" if reason is Refusal.ERASED else _message(exc)
+    return refusal_error(reason, message, **_sent_back(reason, _detail(exc)), **call)
 
 
 def translate(exc: BaseException) -> AgentStoresError | None:

@@ -147,6 +147,12 @@ class Refusal(enum.Enum):
     ALREADY_CLAIMED = "already_claimed"
 
 
+ERASED_MESSAGE = (
+    "the conversation was erased: its key refuses every write until its tombstone lapses "
+    "(the backend's tombstone_ttl, 30 days unless configured); start a new session id"
+)
+"""What an erased key answers, on every backend: for how long, and what to do instead."""
+
 _ERROR_OF: dict[Refusal, type[AgentStoresError]] = {
     Refusal.NOT_OWNED: NotOwnedError,
     Refusal.FENCED: FencedError,
@@ -166,7 +172,7 @@ def _default_message(refusal: Refusal, context: dict[str, Any]) -> str:
     if refusal is Refusal.FENCED:
         return f"epoch {context.get('epoch')} is below the fence {context.get('fence')}"
     if refusal is Refusal.ERASED:
-        return "the conversation was erased"
+        return ERASED_MESSAGE
     if refusal is Refusal.STALE_TAIL:
         return f"transcript tail is {context.get('tail')!r}, expected {context.get('expected')!r}"
     if refusal is Refusal.EXISTS:
