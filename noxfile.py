@@ -98,6 +98,66 @@ def tests_redis(session: nox.Session) -> None:
     _pytest(session, "tests/redis")
 
 
+DOCS_TOOLS = [
+    "mkdocs>=1.6,<2",
+    "mkdocs-material>=9.5,<10",
+    "mkdocstrings[python]>=0.26",
+    "mkdocs-include-markdown-plugin>=7,<8",
+    "ruff>=0.6",  # mkdocstrings formats long signatures with it
+]
+MERMAID = "mermaid@11"
+"""The diagram library Material loads; served from the site itself so it draws offline."""
+
+
+@nox.session(python=PYTHON, tags=["tests"])
+def docs(session: nox.Session) -> None:
+    """The documentation site: ``mkdocs build --strict`` into ``site/`` (posargs go to
+    ``mkdocs build``). Core and every adapter are installed so the API reference imports."""
+    session.install(
+        *CORE,
+        "-e",
+        "packages/agentstores-file",
+        "-e",
+        "packages/agentstores-postgres",
+        "-e",
+        "packages/agentstores-redis",
+        *DOCS_TOOLS,
+    )
+    _vendor_mermaid(session)
+    # NO_MKDOCS_2_WARNING: Material prints a banner about its own future on every build.
+    session.run("mkdocs", "build", "--strict", *session.posargs, env={"NO_MKDOCS_2_WARNING": "1"})
+
+
+def _vendor_mermaid(session: nox.Session) -> None:
+    """Put ``mermaid.min.js`` from npm under ``docs/javascripts/`` (git-ignored), so the
+    site renders its diagrams without reaching a CDN. Without npm (or when it fails) the
+    pages fall back to Material's CDN copy, which needs a network."""
+    import shutil
+    import tarfile
+    import tempfile
+    from pathlib import Path
+
+    target = Path("docs/javascripts/mermaid.min.js")
+    if target.exists():
+        return
+    npm = shutil.which("npm")
+    if npm is None:
+        session.warn("npm not found: the site will load mermaid from a CDN")
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            session.run(npm, "pack", MERMAID, "--silent", "--pack-destination", tmp, external=True)
+        except nox.command.CommandFailed:
+            session.warn(f"npm pack {MERMAID} failed: the site will load mermaid from a CDN")
+            return
+        (archive,) = Path(tmp).glob("mermaid-*.tgz")
+        with tarfile.open(archive) as tar:
+            member = tar.extractfile("package/dist/mermaid.min.js")
+            assert member is not None
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(member.read())
+
+
 @nox.session(python=PYTHON)
 def deep(session: nox.Session) -> None:
     """The contract suite with the deep hypothesis profile (long; not part of `tests`)."""
