@@ -111,8 +111,11 @@ MERMAID = "mermaid@11"
 
 @nox.session(python=PYTHON, tags=["tests"])
 def docs(session: nox.Session) -> None:
-    """The documentation site: ``mkdocs build --strict`` into ``site/`` (posargs go to
-    ``mkdocs build``). Core and every adapter are installed so the API reference imports."""
+    """The documentation site, built with ``mkdocs build --strict`` into ``site/``.
+
+    Core and every adapter are installed so the API reference imports them. Posargs are
+    not passed on (``run.py test -- ARGS`` gives every session the same ones); to preview,
+    run ``.nox/docs/bin/mkdocs serve`` after one build."""
     session.install(
         *CORE,
         "-e",
@@ -125,7 +128,7 @@ def docs(session: nox.Session) -> None:
     )
     _vendor_mermaid(session)
     # NO_MKDOCS_2_WARNING: Material prints a banner about its own future on every build.
-    session.run("mkdocs", "build", "--strict", *session.posargs, env={"NO_MKDOCS_2_WARNING": "1"})
+    session.run("mkdocs", "build", "--strict", env={"NO_MKDOCS_2_WARNING": "1"})
 
 
 def _vendor_mermaid(session: nox.Session) -> None:
