@@ -249,6 +249,7 @@ class TurnContract(ContractBase):
                         await asyncio.create_task(child())
                     assert loop.time() < deadline
                     await turn.stream("late")  # the lease is lost: LeaseLostError
+            assert turn.lost.is_set()
             assert await stores.state.load(key, USER) == {"by": "turn"}
             assert [m.id for m in await conv.messages()] == ["q0", "q1"]
             # Outside any turn, a plain write carries no epoch and is not fenced.
