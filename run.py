@@ -156,6 +156,7 @@ def main(argv: list[str]) -> int:
     command, rest = argv[0], argv[1:]
     env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}")
     env[PYTHON_ENV] = f"{version[0]}.{version[1]}"
+    env["NOX_ENABLE_STALENESS_CHECK"] = "1"  # a reused env built on another Python is rebuilt
     if command == "test":
         return run_nox([str(BIN / "nox"), "-t", "tests", *rest], env)
     if command == "nox":

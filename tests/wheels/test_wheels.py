@@ -1,8 +1,7 @@
 """The built wheels install into clean venvs and work: core alone, each adapter beside only
 core. A file left out of a wheel, a missing entry point or a wrong dependency fails here.
 
-The wheels come from ``$AGENTSTORES_DIST_DIR`` (the tests-wheels session builds dist/
-first); without it they are built into a temporary directory. PostgreSQL and Redis are
+The wheels come from the ``dist_dir`` fixture (conftest.py). PostgreSQL and Redis are
 opened at ``$AGENTSTORES_TEST_POSTGRES_URL`` / ``$AGENTSTORES_TEST_REDIS_URL`` when set;
 otherwise their wheels are checked by import and ``agentstores backends``.
 """
@@ -11,8 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import subprocess
 import sys
 import uuid
 from dataclasses import dataclass
@@ -20,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.wheels.distributions import ROOT, SHIPPED, Distribution
+from tests.wheels.distributions import Distribution
+from tests.wheels.tools import run, uv
 
 SMOKE = Path(__file__).with_name("smoke.py")
 CORE = "packages/agentstores"
@@ -65,34 +63,6 @@ CASES = [
 ]
 
 
-def _uv() -> str:
-    found = shutil.which("uv")
-    if found is None:
-        from uv import find_uv_bin  # the uv distribution, when it is not on PATH
-
-        found = find_uv_bin()
-    return found
-
-
-def _run(*args: str | Path, cwd: Path | None = None) -> str:
-    done = subprocess.run(
-        [str(a) for a in args], capture_output=True, text=True, cwd=cwd, timeout=300
-    )
-    assert done.returncode == 0, f"{args} exited {done.returncode}:\n{done.stdout}\n{done.stderr}"
-    return done.stdout
-
-
-@pytest.fixture(scope="session")
-def dist_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    given = os.environ.get("AGENTSTORES_DIST_DIR")
-    if given:
-        return Path(given)
-    out = tmp_path_factory.mktemp("dist")
-    for path in SHIPPED:
-        _run(_uv(), "build", "--quiet", "--out-dir", out, ROOT / path)
-    return out
-
-
 def _wheel(dist_dir: Path, path: str) -> Path:
     wheel = dist_dir / Distribution.load(path).wheel_name
     assert wheel.exists(), f"{wheel.name} is not in {dist_dir}: build every distribution first"
@@ -102,16 +72,16 @@ def _wheel(dist_dir: Path, path: str) -> Path:
 def _venv(tmp_path: Path, dist_dir: Path, case: Case) -> Path:
     """A fresh venv on this interpreter holding core's wheel and the case's wheel."""
     venv = tmp_path / "venv"
-    _run(_uv(), "venv", "--quiet", "--python", sys.executable, venv)
+    run(uv(), "venv", "--quiet", "--python", sys.executable, venv)
     python = venv / "bin" / "python"
     wheels = {str(_wheel(dist_dir, CORE)), f"{_wheel(dist_dir, case.distribution)}{case.extra}"}
-    _run(_uv(), "pip", "install", "--quiet", "--python", python, *sorted(wheels))
-    _run(_uv(), "pip", "check", "--python", python)
+    run(uv(), "pip", "install", "--quiet", "--python", python, *sorted(wheels))
+    run(uv(), "pip", "check", "--python", python)
     return python
 
 
 def _open(python: Path, url: str, module: str, cwd: Path) -> None:
-    out = json.loads(_run(python, SMOKE, "open", url, module, cwd=cwd))
+    out = json.loads(run(python, SMOKE, "open", url, module, cwd=cwd))
     assert out["contents"] == ["hi"]
     assert Path(out["module_file"]).is_relative_to(python.parent.parent), out["module_file"]
 
@@ -127,19 +97,19 @@ def test_wheel_installs_and_works(tmp_path: Path, dist_dir: Path, case: Case) ->
     python = _venv(tmp_path, dist_dir, case)
     bindir = python.parent
     package = Distribution.load(case.distribution).package
-    installed = _run(python, "-c", f"import {package}; print({package}.__file__)").strip()
+    installed = run(python, "-c", f"import {package}; print({package}.__file__)").strip()
     assert Path(installed).is_relative_to(bindir.parent), f"{package} came from {installed}"
     if case.extra == "[hiredis]":
-        _run(python, "-c", "import hiredis")
+        run(python, "-c", "import hiredis")
     if case.scheme is not None:
-        listed = _run(bindir / "agentstores", "backends")
+        listed = run(bindir / "agentstores", "backends")
         assert f"[{case.scheme}" in listed or f" {case.scheme}" in listed, listed
     if case.name == "core":
         _open(python, "memory://wheels", "agentstores", tmp_path)
     elif case.name == "file":
         _open(python, f"file://{tmp_path / 'store'}", package, tmp_path)
     elif case.name == "contract":
-        assert "--agentstores-url" in _run(python, "-m", "pytest", "--help", cwd=tmp_path)
+        assert "--agentstores-url" in run(python, "-m", "pytest", "--help", cwd=tmp_path)
     elif case.env_url and os.environ.get(case.env_url):
         _open_server(python, os.environ[case.env_url], case, package, tmp_path)
 
@@ -151,13 +121,13 @@ def _open_server(python: Path, url: str, case: Case, package: str, cwd: Path) ->
         schema = f"wheels_{run_id}"
         agentstores = python.parent / "agentstores"
         try:
-            _run(agentstores, "schema", "install", url, "--schema", schema, cwd=cwd)
+            run(agentstores, "schema", "install", url, "--schema", schema, cwd=cwd)
             _open(python, _with_query(url, schema=schema), package, cwd)
         finally:
-            _run(python, SMOKE, "drop-schema", url, schema, cwd=cwd)
+            run(python, SMOKE, "drop-schema", url, schema, cwd=cwd)
     else:
         prefix = f"wheels-{run_id}"
         try:
             _open(python, _with_query(url, key_prefix=prefix), package, cwd)
         finally:
-            _run(python, SMOKE, "drop-prefix", url, prefix, cwd=cwd)
+            run(python, SMOKE, "drop-prefix", url, prefix, cwd=cwd)
