@@ -116,12 +116,16 @@ def run_nox(command: Sequence[str], env: Mapping[str, str], cwd: Path = ROOT) ->
     ``session.skip()``), which would let a run that tested nothing pass.
     """
     command = list(command)
-    if NOX_INFO_FLAGS.intersection(command):
+    at = command.index("--") if "--" in command else len(command)  # nox's own args end here
+    own = command[:at]
+    if NOX_INFO_FLAGS.intersection(own):
         return subprocess.call(command, cwd=cwd, env=dict(env))
     with tempfile.TemporaryDirectory(prefix="agentstores-nox-") as tmp:
-        report = Path(tmp) / "report.json"
-        at = command.index("--") if "--" in command else len(command)  # before the posargs
-        command[at:at] = ["--report", str(report)]
+        if "--report" in own[:-1]:
+            report = cwd / own[own.index("--report") + 1]
+        else:
+            report = Path(tmp) / "report.json"
+            command[at:at] = ["--report", str(report)]
         code = subprocess.call(command, cwd=cwd, env=dict(env))
         sessions = json.loads(report.read_text())["sessions"] if report.exists() else []
     skipped = [s for s in sessions if s.get("result") == "skipped"]

@@ -112,3 +112,15 @@ def test_main_refuses_without_a_supported_interpreter(
     monkeypatch.setattr(run.sys, "executable", "/nowhere/python3.10")
     assert run.main(["test"]) == 2
     assert "needs Python 3.11, 3.12, 3.13" in capsys.readouterr().err
+
+
+@pytest.mark.timeout(120)
+def test_a_report_the_caller_asked_for_is_kept_and_read(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    report = tmp_path / "mine.json"
+    flags = ("--no-error-on-missing-interpreters", "--report", str(report))
+    code = run.run_nox(_nox(tmp_path, *flags), _hidden_pythons(tmp_path), cwd=ROOT)
+    out = "".join(capfd.readouterr())
+    assert code != 0, out
+    assert report.exists() and '"skipped"' in report.read_text()
