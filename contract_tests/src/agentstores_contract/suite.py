@@ -23,6 +23,7 @@ from .state import StateContract
 from .store_edges import StoreEdgesContract
 from .supervision import SupervisionContract
 from .sweep_accounting import SweepAccountingContract
+from .urls import UrlContract
 
 
 class ContractSuite(
@@ -47,6 +48,7 @@ class ContractSuite(
     LeaseLifecycleContract,
     SweepAccountingContract,
     StoreEdgesContract,
+    UrlContract,
 ):
     """The whole contract. Subclass it with a name starting with ``Test`` and override
     the ``backend`` fixture::

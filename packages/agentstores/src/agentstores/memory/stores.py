@@ -45,11 +45,13 @@ from ..stores import (
     SweepRule,
     TranscriptQuery,
 )
-from ..stores.kit import after_cursor, decode_cursor, encode_cursor, to_micros
+from ..stores.kit import after_cursor, decode_cursor, encode_cursor, to_micros, url_options
 from .data import Conversation, MemoryData, MessageRow, StoredRecord, Token, forget, shared_data
 from .plugin import BACKEND
 
 log = logging.getLogger(__name__)
+
+_OPTIONS_HINT = " (clock, tombstone_ttl and fresh are keyword arguments)"
 
 
 _warned = False
@@ -659,7 +661,8 @@ class MemoryStores(Stores):
     ) -> None:
         if not url.startswith("memory://"):
             raise UsageError(f"not a memory:// URL: {url!r}")
-        self.name = url[len("memory://") :] or "default"
+        url_options(url, (), backend="memory", hint=_OPTIONS_HINT)
+        self.name = url[len("memory://") :].split("?", 1)[0] or "default"
         if fresh:
             forget(self.name)
         shared = shared_data(self.name)
