@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import bisect
+import contextlib
 import json
-import logging
+import os
+import sys
 import uuid
 import warnings
 from collections.abc import Callable, Sequence
@@ -49,15 +51,29 @@ from ..stores.kit import after_cursor, decode_cursor, encode_cursor, to_micros, 
 from .data import Conversation, MemoryData, MessageRow, StoredRecord, Token, forget, shared_data
 from .plugin import BACKEND
 
-log = logging.getLogger(__name__)
-
 _OPTIONS_HINT = " (clock, tombstone_ttl and fresh are keyword arguments)"
 
-
 _warned = False
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+
+
+def _ours(filename: str) -> bool:
+    return filename.startswith(_PACKAGE_DIR) or filename == contextlib.__file__
+
+
+def _caller_level() -> int:
+    """The ``stacklevel`` of the first frame outside this package (and ``contextlib``), from
+    its caller's view, so the warning names the line that opened the bundle, not ours."""
+    frame = sys._getframe(1)
+    level = 1
+    while frame is not None and _ours(frame.f_code.co_filename):
+        frame, level = frame.f_back, level + 1  # type: ignore[assignment]
+    return level
 
 
 def _warn_once() -> None:
+    """Warn, once per process and through :mod:`warnings` only (so it prints once; route it
+    to logging with :func:`logging.captureWarnings`), that nothing here survives."""
     global _warned
     if _warned:
         return
@@ -67,8 +83,7 @@ def _warn_once() -> None:
         "leases and tokens live only in this process and are LOST on restart; other "
         "replicas cannot see them. Configure a durable backend URL for anything real."
     )
-    log.warning(text)
-    warnings.warn(text, EphemeralStoreWarning, stacklevel=3)
+    warnings.warn(text, EphemeralStoreWarning, stacklevel=_caller_level())
 
 
 async def _yield() -> None:
