@@ -23,6 +23,7 @@ from .state import StateContract
 from .store_edges import StoreEdgesContract
 from .supervision import SupervisionContract
 from .sweep_accounting import SweepAccountingContract
+from .turns import TurnContract
 from .urls import UrlContract
 
 
@@ -43,6 +44,7 @@ class ContractSuite(
     ClockContract,
     LifetimeContract,
     ProtocolContract,
+    TurnContract,
     RegionContract,
     MetadataContract,
     LeaseLifecycleContract,

@@ -2,6 +2,7 @@
 
 from .api import open_stores
 from .capabilities import Capability
+from .conversation import Conversation
 from .errors import (
     AgentStoresError,
     AlreadyClaimedError,
@@ -55,6 +56,7 @@ __all__ = [
     "BackendUnavailableError",
     "BusyError",
     "Capability",
+    "Conversation",
     "ClientInfo",
     "ConflictError",
     "ConversationInfo",
