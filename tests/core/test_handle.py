@@ -7,7 +7,7 @@ import warnings
 
 import pytest
 
-from agentstores import ConversationKey, EphemeralStoreWarning, Message, UsageError, open_stores
+from agentstores import ConversationKey, Message, UsageError, open_stores
 from agentstores.models import StoredMessage
 from agentstores.protocol import is_turn, message_text
 from agentstores.stores.ambient import ambient_epoch, fenced_as, write_epoch
@@ -110,6 +110,6 @@ def test_turn_refuses_bad_arguments_before_claiming(tmp_path: object) -> None:
             with pytest.raises(UsageError):
                 stores.conversation("acme/s-1", "u")  # type: ignore[arg-type]
 
-    with warnings.catch_warnings():  # memory:// warns once per process, maybe not here
-        warnings.simplefilter("ignore", EphemeralStoreWarning)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the in-memory warning, printed once per process
         asyncio.run(main())
