@@ -38,6 +38,7 @@ from .models import (
     TranscriptMessage,
     UserIntegration,
 )
+from .protocol.follow import FollowEnd, FollowEvent, FollowUpdate, follow
 from .stores import UNSET, Expired, IdleFor, OverCap, Stores
 
 __version__ = "0.1.0"
@@ -63,6 +64,9 @@ __all__ = [
     "ExpiredError",
     "Expired",
     "FencedError",
+    "FollowEnd",
+    "FollowEvent",
+    "FollowUpdate",
     "IdleFor",
     "InvalidKeyError",
     "Message",
@@ -83,5 +87,6 @@ __all__ = [
     "UsageError",
     "UserIntegration",
     "__version__",
+    "follow",
     "open_stores",
 ]

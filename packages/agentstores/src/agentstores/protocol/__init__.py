@@ -4,9 +4,11 @@
   fencing token for every producer write, heartbeat that stops a fenced producer).
 - :func:`start_turn`: claim first, then the transcript-tail check (stale guard).
 - :class:`Sweeper`: retention (expired, idle, over-cap) with atomic re-checks.
+- :func:`follow`: stream a running turn to a reconnecting client, ending with a verdict.
 - :func:`rehydrate`: the last N user/assistant turns for a restarted process.
 """
 
+from .follow import FollowEnd, FollowEvent, FollowUpdate, Verdict, follow
 from .lease import (
     DEFAULT_CONFIG,
     ClaimReason,
@@ -26,6 +28,9 @@ from .turn import start_turn
 __all__ = [
     "DEFAULT_CONFIG",
     "ClaimReason",
+    "FollowEnd",
+    "FollowEvent",
+    "FollowUpdate",
     "Lease",
     "LeaseConfig",
     "LeaseLostError",
@@ -33,7 +38,9 @@ __all__ = [
     "Liveness",
     "SweepReport",
     "Sweeper",
+    "Verdict",
     "claim",
+    "follow",
     "heartbeat_age",
     "liveness",
     "rehydrate",
