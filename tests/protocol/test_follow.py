@@ -249,3 +249,27 @@ async def test_shared_principal_follows(stores: MemoryStores, key: ConversationK
 async def test_bad_arguments_are_refused(stores: MemoryStores, key: ConversationKey, kw: Any):
     with pytest.raises(UsageError):
         await anext(follow(stores, key, USER, **kw))
+
+
+async def test_a_snapshot_behind_the_client_is_counted_not_streamed(
+    stores: MemoryStores, key: ConversationKey, monkeypatch: pytest.MonkeyPatch
+):
+    lease = await turn(stores, key)
+    await lease.record(6, {"text": text(6)})
+    real_read = stores.recording.read
+    read = asyncio.Event()
+
+    async def reading(k: ConversationKey, p: str) -> RecordedEvent | None:
+        try:
+            return await real_read(k, p)
+        finally:
+            read.set()
+
+    monkeypatch.setattr(stores.recording, "read", reading)
+    it = following(stores, key, start_index=10)
+    ending = asyncio.ensure_future(drain(it))
+    await asyncio.wait_for(read.wait(), WAIT)
+    await lease.seal("errored")
+    assert await asyncio.wait_for(ending, WAIT) == [
+        FollowEnd("errored", message_id="a1", index=10, behind=1)
+    ]

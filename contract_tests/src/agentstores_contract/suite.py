@@ -7,6 +7,7 @@ from .concurrency import ConcurrencyContract
 from .conversations import ConversationContract
 from .erasure import ErasureContract
 from .fencing import FencingContract
+from .follow import FollowContract
 from .isolation import KeyContract
 from .lease_lifecycle import LeaseLifecycleContract
 from .lifetimes import LifetimeContract
@@ -42,6 +43,7 @@ class ContractSuite(
     ClockContract,
     LifetimeContract,
     ProtocolContract,
+    FollowContract,
     RegionContract,
     MetadataContract,
     LeaseLifecycleContract,
