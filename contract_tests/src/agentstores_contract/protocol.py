@@ -52,7 +52,8 @@ for _name, _text in {
     "and releases the turn",
     "protocol.sweep.touched_survives": "a conversation touched mid-sweep survives it",
     "protocol.sweep.cascade": "the sweeper erases every store's data and leaves a tombstone",
-    "protocol.rehydrate": "rehydrate gives the last N user/assistant turns, oldest first",
+    "protocol.rehydrate": "rehydrate gives the last N user/assistant turns that carry text, "
+    "oldest first, skipping blank and tool-call-only messages",
 }.items():
     register_promise(_name, _text)
 
@@ -433,22 +434,40 @@ class ProtocolContract(ContractBase):
         key = self.key()
 
         async def body(stores: Stores) -> None:
-            roles: list[Role] = ["user", "assistant", "tool", "user", "system", "assistant", "user"]
+            tool_call_only = {"tool_calls": [{"id": "c1", "name": "search"}]}
+            rows: list[tuple[Role, object]] = [
+                ("user", "first question"),
+                ("assistant", [{"type": "text", "text": "first answer"}]),
+                ("assistant", tool_call_only),
+                ("tool", "tool output"),
+                ("user", {"text": "second question"}),
+                ("system", "a system note"),
+                ("assistant", "  \n\t "),
+                ("assistant", {"content": [{"type": "text", "text": "second answer"}]}),
+                ("user", "third question"),
+                ("assistant", [{"type": "tool_use", "name": "search"}, {"type": "text"}]),
+            ]
             await stores.conversations.append_messages(
-                key, USER, [Message(f"m{i}", role, i) for i, role in enumerate(roles)]
+                key, USER, [Message(f"m{i}", role, c) for i, (role, c) in enumerate(rows)]
             )
             got = await rehydrate(stores, key, USER, 3)
             assert [(m.id, m.role) for m in got] == [
-                ("m3", "user"),
-                ("m5", "assistant"),
-                ("m6", "user"),
+                ("m4", "user"),
+                ("m7", "assistant"),
+                ("m8", "user"),
             ]
             assert [m.id for m in await rehydrate(stores, key, USER, 100)] == [
                 "m0",
                 "m1",
-                "m3",
-                "m5",
-                "m6",
+                "m4",
+                "m7",
+                "m8",
+            ]
+            # recent stays a plain read: the last user/assistant messages as stored.
+            assert [m.id for m in await stores.conversations.recent(key, USER, 3)] == [
+                "m7",
+                "m8",
+                "m9",
             ]
             assert await rehydrate(stores, key, "stranger", 3) == []
 

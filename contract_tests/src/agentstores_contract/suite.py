@@ -24,6 +24,7 @@ from .state import StateContract
 from .store_edges import StoreEdgesContract
 from .supervision import SupervisionContract
 from .sweep_accounting import SweepAccountingContract
+from .turns import TurnContract
 
 
 class ContractSuite(
@@ -43,6 +44,7 @@ class ContractSuite(
     ClockContract,
     LifetimeContract,
     ProtocolContract,
+    TurnContract,
     FollowContract,
     RegionContract,
     MetadataContract,

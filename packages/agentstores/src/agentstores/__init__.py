@@ -2,6 +2,7 @@
 
 from .api import open_stores
 from .capabilities import Capability
+from .conversation import Conversation
 from .errors import (
     AgentStoresError,
     AlreadyClaimedError,
@@ -56,6 +57,7 @@ __all__ = [
     "BackendUnavailableError",
     "BusyError",
     "Capability",
+    "Conversation",
     "ClientInfo",
     "ConflictError",
     "ConversationInfo",

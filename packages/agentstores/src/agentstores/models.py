@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -111,6 +112,53 @@ class Message:
         validate_id(self.id, "message id")
         if self.role not in ROLES:
             raise UsageError(f"unknown role {self.role!r}; expected one of {sorted(ROLES)}")
+
+    @classmethod
+    def user(
+        cls, text: JSON, *, id: str | None = None, metadata: Mapping[str, JSON] | None = None
+    ) -> Message:
+        """A user message with a fresh id (or ``id``, to make a retried send a no-op)."""
+        return cls(new_message_id() if id is None else id, "user", text, dict(metadata or {}))
+
+    @classmethod
+    def assistant(
+        cls, content: JSON, *, id: str | None = None, metadata: Mapping[str, JSON] | None = None
+    ) -> Message:
+        """An assistant message with a fresh id (or ``id``)."""
+        return cls(
+            new_message_id() if id is None else id, "assistant", content, dict(metadata or {})
+        )
+
+    @classmethod
+    def system(
+        cls, text: JSON, *, id: str | None = None, metadata: Mapping[str, JSON] | None = None
+    ) -> Message:
+        """A system message with a fresh id (or ``id``)."""
+        return cls(new_message_id() if id is None else id, "system", text, dict(metadata or {}))
+
+    @classmethod
+    def tool(
+        cls,
+        content: JSON,
+        *,
+        call_id: str | None = None,
+        name: str | None = None,
+        id: str | None = None,
+        metadata: Mapping[str, JSON] | None = None,
+    ) -> Message:
+        """A tool result with a fresh id; ``call_id`` and ``name`` (the tool call it
+        answers) go into the metadata as ``tool_call_id`` and ``tool_name``."""
+        meta = dict(metadata or {})
+        if call_id is not None:
+            meta["tool_call_id"] = call_id
+        if name is not None:
+            meta["tool_name"] = name
+        return cls(new_message_id() if id is None else id, "tool", content, meta)
+
+
+def new_message_id() -> str:
+    """A fresh message id: 32 hex digits from a random UUID."""
+    return uuid.uuid4().hex
 
 
 @dataclass(frozen=True, slots=True)

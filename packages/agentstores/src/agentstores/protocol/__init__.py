@@ -3,6 +3,7 @@
 - :func:`claim` / :class:`Lease`: the turn lease (mutex, liveness on the store clock,
   fencing token for every producer write, heartbeat that stops a fenced producer).
 - :func:`start_turn`: claim first, then the transcript-tail check (stale guard).
+- :class:`Turn`: a whole turn as a context manager (what ``conv.turn(...)`` returns).
 - :class:`Sweeper`: retention (expired, idle, over-cap) with atomic re-checks.
 - :func:`follow`: stream a running turn to a reconnecting client, ending with a verdict.
 - :func:`rehydrate`: the last N user/assistant turns for a restarted process.
@@ -21,11 +22,16 @@ from .lease import (
     heartbeat_age,
     liveness,
 )
-from .rehydrate import rehydrate
+from .rehydrate import is_turn, message_text, rehydrate
 from .sweeper import Sweeper, SweepReport
-from .turn import start_turn
+from .turn import CHECKPOINT_EVERY, STREAM_EVERY, Turn, start_turn
 
 __all__ = [
+    "CHECKPOINT_EVERY",
+    "STREAM_EVERY",
+    "Turn",
+    "is_turn",
+    "message_text",
     "DEFAULT_CONFIG",
     "ClaimReason",
     "FollowEnd",

@@ -12,6 +12,7 @@ import contextlib
 import logging
 import uuid
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
+from contextvars import Token
 from dataclasses import dataclass
 from datetime import datetime
 from types import TracebackType
@@ -37,6 +38,7 @@ from ..models import (
     SupervisionView,
 )
 from ..stores import UNSET, Stores, Unset
+from ..stores.ambient import enter_epoch, fenced_as, leave_epoch
 
 log = logging.getLogger(__name__)
 
@@ -147,6 +149,7 @@ class Lease:
         self._heartbeat: asyncio.Task[None] | None = None
         self._bound: list[asyncio.Future[Any]] = []
         self._callbacks: list[Callable[[BaseException], object]] = []
+        self._ambient: list[Token[Mapping[ConversationKey, int]]] = []
 
     def __repr__(self) -> str:
         return (
@@ -436,7 +439,9 @@ class Lease:
         Raises:
             LeaseLostError: the lease was lost meanwhile (the producer was cancelled).
         """
-        task: asyncio.Task[T] = asyncio.ensure_future(producer)
+        with fenced_as(self.key, self.epoch):
+            # The producer's task copies this context: its store writes carry the epoch.
+            task: asyncio.Task[T] = asyncio.ensure_future(producer)
         self.bind(task)
         self.start_heartbeat()
         try:
@@ -456,7 +461,9 @@ class Lease:
             await self.stop_heartbeat()
 
     async def __aenter__(self) -> Lease:
+        """Start beating; until exit, this task's writes on the key carry the epoch."""
         self.start_heartbeat()
+        self._ambient.append(enter_epoch(self.key, self.epoch))
         return self
 
     async def __aexit__(
@@ -466,6 +473,8 @@ class Lease:
         tb: TracebackType | None,
     ) -> None:
         """Stop beating; a turn that raised while the lease was held is sealed ``errored``."""
+        if self._ambient:
+            leave_epoch(self._ambient.pop())
         await self.stop_heartbeat()
         if exc is not None and self.status == "held" and not self.lost.is_set():
             try:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from datetime import datetime
 from types import TracebackType
+from typing import TYPE_CHECKING
 
 from ..capabilities import Capability, capability_set
 from .conversations import ConversationStore
@@ -13,6 +14,10 @@ from .pause_tokens import PauseTokenStore
 from .recording import RecordingStore
 from .state import AgentStateStore
 from .supervision import SupervisionStore
+
+if TYPE_CHECKING:
+    from ..conversation import Conversation
+    from ..keys import ConversationKey
 
 
 class Stores(ABC):
@@ -66,6 +71,12 @@ class Stores(ABC):
         tb: TracebackType | None,
     ) -> None:
         await self.close()
+
+    def conversation(self, key: ConversationKey, principal: str) -> Conversation:
+        """A handle on one conversation as ``principal`` sees it (see :class:`Conversation`)."""
+        from ..conversation import Conversation
+
+        return Conversation(self, key, principal)
 
     @abstractmethod
     async def now(self) -> datetime:

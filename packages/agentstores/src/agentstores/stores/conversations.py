@@ -32,6 +32,7 @@ from ._base import (
     check_limit,
     encode_json,
 )
+from .ambient import write_epoch
 
 MAX_MESSAGE_BYTES = 8 * 1024 * 1024
 """Largest encoded ``content`` + ``metadata`` of one message."""
@@ -203,7 +204,7 @@ class ConversationStore(StoreBase, ABC):
             _check_status(last_turn_status)
         if expected_last_message_id is not UNSET and expected_last_message_id is not None:
             validate_id(expected_last_message_id, "expected_last_message_id")
-        epoch = check_epoch(epoch)
+        epoch = write_epoch(key, check_epoch(epoch))
         _check_title(title)
         check_datetime(expires_at, "expires_at", optional=True)
         async with self.translating_errors("conversations.append_messages", key):
@@ -240,7 +241,7 @@ class ConversationStore(StoreBase, ABC):
         key = check_key(key)
         principal = validate_principal(principal)
         _check_status(status)
-        epoch = check_epoch(epoch)
+        epoch = write_epoch(key, check_epoch(epoch))
         async with self.translating_errors("conversations.set_last_turn_status", key):
             await self._set_last_turn_status(key, principal, status, epoch)
 
@@ -259,7 +260,7 @@ class ConversationStore(StoreBase, ABC):
         key = check_key(key)
         principal = validate_principal(principal)
         _check_title(title)
-        epoch = check_epoch(epoch)
+        epoch = write_epoch(key, check_epoch(epoch))
         async with self.translating_errors("conversations.set_title", key):
             await self._set_title(key, principal, title, epoch)
 
@@ -312,7 +313,7 @@ class ConversationStore(StoreBase, ABC):
         key = check_key(key)
         principal = validate_principal(principal)
         validate_id(message_id, "message_id")
-        epoch = check_epoch(epoch)
+        epoch = write_epoch(key, check_epoch(epoch))
         async with self.translating_errors("conversations.truncate", key):
             return await self._truncate(key, principal, message_id, epoch)
 

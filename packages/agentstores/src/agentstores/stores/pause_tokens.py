@@ -8,6 +8,7 @@ from datetime import datetime
 from ..keys import ConversationKey, validate_id, validate_principal
 from ..models import JSON
 from ._base import StoreBase, check_datetime, check_epoch, check_key, decode_json, encode_json
+from .ambient import write_epoch
 
 MAX_PAYLOAD_BYTES = 1024 * 1024
 
@@ -50,7 +51,7 @@ class PauseTokenStore(StoreBase, ABC):
         principal = validate_principal(principal)
         raw = encode_json(payload, "pause token payload", MAX_PAYLOAD_BYTES)
         checked = check_datetime(expires_at, "expires_at")
-        epoch = check_epoch(epoch)
+        epoch = write_epoch(key, check_epoch(epoch))
         async with self.translating_errors("pause_tokens.put", key):
             await self._put(token_id, key, principal, raw, checked, epoch)
 

@@ -8,6 +8,7 @@ from ..errors import UsageError
 from ..keys import ConversationKey, validate_id, validate_principal
 from ..models import RecordedEvent
 from ._base import StoreBase, check_epoch, check_key, encode_json
+from .ambient import write_epoch
 
 MAX_RECORDING_BYTES = 16 * 1024 * 1024
 
@@ -75,7 +76,7 @@ class RecordingStore(StoreBase, ABC):
         key = check_key(key)
         principal = validate_principal(principal)
         validate_id(message_id, "message_id")
-        epoch = check_epoch(epoch)
+        epoch = write_epoch(key, check_epoch(epoch))
         async with self.translating_errors("recording.delete", key):
             return await self._delete(key, principal, message_id, epoch)
 

@@ -10,6 +10,7 @@ from ..errors import UsageError
 from ..keys import ConversationKey, validate_principal
 from ..models import JSON
 from ._base import StoreBase, check_epoch, check_key, decode_json, encode_json
+from .ambient import write_epoch
 
 MAX_STATE_BYTES = 64 * 1024 * 1024
 """Largest state blob accepted (encoded JSON). Every backend handles at least 8 MiB."""
@@ -63,7 +64,7 @@ class AgentStateStore(StoreBase, ABC):
         if not isinstance(state, Mapping):
             raise UsageError(f"state must be a mapping, got {type(state).__name__}")
         blob = encode_json(dict(state), "agent state", MAX_STATE_BYTES)
-        epoch = check_epoch(epoch)
+        epoch = write_epoch(key, check_epoch(epoch))
         async with self.translating_errors("state.save", key):
             await self._save(key, principal, blob, epoch)
 
@@ -80,7 +81,7 @@ class AgentStateStore(StoreBase, ABC):
         """
         key = check_key(key)
         principal = validate_principal(principal)
-        epoch = check_epoch(epoch)
+        epoch = write_epoch(key, check_epoch(epoch))
         async with self.translating_errors("state.delete", key):
             await self._delete(key, principal, epoch)
 
