@@ -273,3 +273,43 @@ async def test_a_snapshot_behind_the_client_is_counted_not_streamed(
     assert await asyncio.wait_for(ending, WAIT) == [
         FollowEnd("errored", message_id="a1", index=10, behind=1)
     ]
+
+
+async def test_follows_a_handle_api_turn_to_its_answer(stores: MemoryStores, key: ConversationKey):
+    conv = stores.conversation(key, USER)
+    updates: asyncio.Queue[FollowEvent] = asyncio.Queue()
+
+    async def client() -> None:
+        row = None
+        while row is None:  # a second screen opened just before the turn starts
+            row = (await stores.supervision.read(key, USER)).row
+            await asyncio.sleep(POLL)
+        async for event in following(stores, key, message_id="answer-1"):
+            await updates.put(event)
+
+    watching = asyncio.ensure_future(client())
+    async with conv.turn("answer-1", user=Message.user("hi"), stream_every=0) as turn:
+        await turn.stream("Hel")
+        first = await asyncio.wait_for(updates.get(), WAIT)
+        assert isinstance(first, FollowUpdate) and (first.text, first.delta) == ("Hel", "Hel")
+        await turn.stream("Hello")
+        second = await asyncio.wait_for(updates.get(), WAIT)
+        assert isinstance(second, FollowUpdate) and second.delta == "lo"
+        await turn.reply([{"type": "text", "text": "Hello!"}])
+    await asyncio.wait_for(watching, WAIT)
+    last, end = updates.get_nowait(), updates.get_nowait()
+    assert isinstance(last, FollowUpdate) and (last.text, last.delta) == ("Hello!", "!")
+    assert isinstance(end, FollowEnd) and end.verdict == "done" and end.message is not None
+    assert end.message.id == "answer-1" and end.index == 6
+
+
+async def test_a_handle_api_turn_that_raises_ends_errored(
+    stores: MemoryStores, key: ConversationKey
+):
+    conv = stores.conversation(key, USER)
+    with pytest.raises(RuntimeError):
+        async with conv.turn("answer-1", user=Message.user("hi"), stream_every=0) as turn:
+            await turn.stream("Hal")
+            raise RuntimeError("the model failed")
+    events = await drain(following(stores, key, message_id="answer-1"))
+    assert events == [FollowEnd("errored", message_id="answer-1")]

@@ -22,6 +22,7 @@ from ..keys import ConversationKey, validate_id
 from ..models import JSON, RecordedEvent, TranscriptMessage, check_counter
 from ..stores import Stores
 from .lease import DEFAULT_CONFIG, heartbeat_age, liveness
+from .rehydrate import message_text
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +67,7 @@ FollowEvent = FollowUpdate | FollowEnd
 
 
 def snapshot_text(message: JSON) -> str | None:
-    """The text of a recorded snapshot or final message (``{"text": str}`` or a str)."""
+    """The text of a recorded snapshot: ``{"text": str}`` (what a turn records) or a str."""
     if isinstance(message, str):
         return message
     if isinstance(message, dict):
@@ -257,11 +258,14 @@ def _finish(
 ) -> list[FollowEvent]:
     """The last events: the final message's text beyond what was streamed, then the end.
 
+    The final text is what :func:`~agentstores.protocol.message_text` finds in the content
+    (a string, a mapping's text, or the text parts of a list).
+
     ``epoch`` is the last lease epoch seen for the turn (0 if none was seen).
     """
     events: list[FollowEvent] = []
-    text = snapshot_text(message.content) if message is not None else None
-    if text is not None and message_id is not None:
+    text = message_text(message.content) if message is not None else ""
+    if text and message_id is not None:
         update = progress.offer(text, len(text), message_id, epoch)
         if update is not None:
             events.append(update)
