@@ -239,6 +239,7 @@ async def test_shared_principal_follows(stores: MemoryStores, key: ConversationK
         {"start_index": -1},
         {"start_index": True},
         {"poll": 0},
+        {"poll": True},
         {"poll": float("nan")},
         {"dead_after": -1.0},
         {"grace": -0.5},

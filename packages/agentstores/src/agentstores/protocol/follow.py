@@ -96,14 +96,20 @@ class _Progress:
         fresh = seen != self._last_seen
         self._last_seen = seen
         if text is None or len(text) != index:
-            self.skipped += fresh
+            if fresh:
+                self.skipped += 1
+                log.warning(
+                    "follow: snapshot at index %d is not {'text': <%d chars>}", index, index
+                )
             return None
         if index <= self.index:
-            self.behind += fresh and index < self.index
+            if fresh and index < self.index:
+                self.behind += 1
             return None
         if self.text is not None and not text.startswith(self.text):
-            self.skipped += fresh
-            log.warning("follow: snapshot at index %d does not extend the streamed text", index)
+            if fresh:
+                self.skipped += 1
+                log.warning("follow: snapshot at index %d does not extend the streamed text", index)
             return None
         update = FollowUpdate(index, text, text[self.index :], message_id, epoch)
         self.index, self.text = index, text
@@ -133,10 +139,15 @@ async def final_message(
 def _check_args(start_index: int, poll: float, dead_after: float, grace: float) -> None:
     check_counter(start_index, "start_index")
     for name, value in (("poll", poll), ("dead_after", dead_after)):
-        if not (isinstance(value, int | float) and math.isfinite(value) and value > 0):
+        if not (_seconds(value) and value > 0):
             raise UsageError(f"{name} must be a positive number of seconds, got {value!r}")
-    if not (isinstance(grace, int | float) and math.isfinite(grace) and grace >= 0):
+    if not (_seconds(grace) and grace >= 0):
         raise UsageError(f"grace must be a non-negative number of seconds, got {grace!r}")
+
+
+def _seconds(value: object) -> bool:
+    """A finite int or float (not a bool)."""
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
 async def follow(
