@@ -47,7 +47,9 @@ def test_the_same_seed_draws_the_same_failing_example() -> None:
     mutant = "tests.catalogue.mutants:append_not_idempotent"
 
     def model_verdict(seed: int) -> tuple[str, str]:
-        report = validate(mutant, profile="quick", promises=["conversations.model"], seed=seed)
+        report = validate(
+            factory=mutant, profile="quick", promises=["conversations.model"], seed=seed
+        )
         assert report.error is None, report.error
         verdict = report.by_name()["conversations.model"]
         return verdict.outcome, re.sub(r"ct-[0-9a-f]{32}", "ct-<fresh>", verdict.reason)
@@ -61,7 +63,7 @@ def test_the_same_seed_draws_the_same_failing_example() -> None:
 
 
 def test_validate_reports_its_seed_and_how_to_replay_each_failure() -> None:
-    report = validate(MUTANT, profile="quick", promises=["conversations.truncate"], seed=5)
+    report = validate(factory=MUTANT, profile="quick", promises=["conversations.truncate"], seed=5)
     assert report.seed == 5 and not report.ok
     command = report.replays["conversations.truncate"]
     assert command.startswith(f"pytest --agentstores-factory {MUTANT} ")

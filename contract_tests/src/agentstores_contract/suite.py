@@ -25,6 +25,7 @@ from .store_edges import StoreEdgesContract
 from .supervision import SupervisionContract
 from .sweep_accounting import SweepAccountingContract
 from .turns import TurnContract
+from .urls import UrlContract
 
 
 class ContractSuite(
@@ -51,6 +52,7 @@ class ContractSuite(
     LeaseLifecycleContract,
     SweepAccountingContract,
     StoreEdgesContract,
+    UrlContract,
 ):
     """The whole contract. Subclass it with a name starting with ``Test`` and override
     the ``backend`` fixture::
