@@ -7,6 +7,7 @@ from .concurrency import ConcurrencyContract
 from .conversations import ConversationContract
 from .erasure import ErasureContract
 from .fencing import FencingContract
+from .follow import FollowContract
 from .isolation import KeyContract
 from .lease_lifecycle import LeaseLifecycleContract
 from .lifetimes import LifetimeContract
@@ -45,6 +46,7 @@ class ContractSuite(
     LifetimeContract,
     ProtocolContract,
     TurnContract,
+    FollowContract,
     RegionContract,
     MetadataContract,
     LeaseLifecycleContract,
