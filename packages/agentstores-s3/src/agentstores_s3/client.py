@@ -1,0 +1,259 @@
+"""Every request the S3 backend makes goes through one ``S3IO``: blocking boto3 calls
+(the stores run them off the event loop), conditional writes, and the store clock.
+
+Conditional writes are the only atomic primitive: ``put(..., if_none_match=True)``
+creates, ``put(..., if_match=etag)`` swaps, ``delete(..., if_match=etag)`` removes. A
+precondition that does not hold comes back as ``False`` (412, or 404 for ``If-Match`` on
+a missing object); ``409 ConditionalRequestConflict`` (a concurrent conditional write in
+flight) is retried with bounded, jittered backoff. :class:`RequestStats` counts requests
+so tests can check that a call costs the same at 100,000 messages as at 10.
+
+The store clock is the server's: every response's ``Date`` header (1 s resolution) moves
+a lower bound of the offset between this machine's clock and the server's; ``now()`` is
+the local clock plus that offset, never going backwards.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from dataclasses import dataclass, field
+from datetime import datetime
+from email.utils import parsedate_to_datetime
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from agentstores.errors import BackendUnavailableError
+
+CONFLICT_RETRIES = 8
+"""How many times a write answered ``409 ConditionalRequestConflict`` is sent again."""
+CLOCK_REFRESH = 30.0
+"""Seconds after which ``now()`` asks the server for a fresh ``Date`` before answering."""
+
+_PRECONDITION = {"PreconditionFailed", "412"}
+_MISSING = {"NoSuchKey", "404", "NotFound"}
+_CONFLICT = {"ConditionalRequestConflict", "409", "OperationAborted"}
+
+
+@dataclass
+class RequestStats:
+    """Requests by kind; shared by every thread of one ``S3IO``."""
+
+    gets: int = 0
+    puts: int = 0
+    deletes: int = 0
+    lists: int = 0
+    heads: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def count(self, kind: str) -> None:
+        with self.lock:
+            setattr(self, kind, getattr(self, kind) + 1)
+
+    @property
+    def total(self) -> int:
+        return self.gets + self.puts + self.deletes + self.lists + self.heads
+
+    def reset(self) -> None:
+        with self.lock:
+            self.gets = self.puts = self.deletes = self.lists = self.heads = 0
+
+    def snapshot(self) -> dict[str, int]:
+        return {
+            "gets": self.gets,
+            "puts": self.puts,
+            "deletes": self.deletes,
+            "lists": self.lists,
+            "heads": self.heads,
+        }
+
+
+def error_code(exc: ClientError) -> str:
+    """The S3 error code of a failed call, or its HTTP status as text."""
+    code = exc.response.get("Error", {}).get("Code")
+    if code:
+        return str(code)
+    return str(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", ""))
+
+
+def _status(exc: ClientError) -> int:
+    return int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0)
+
+
+class ServerClock:
+    """The server's clock as seen through ``Date`` headers: a lower bound of its offset
+    from the local clock, raised by every response; monotonic within a process."""
+
+    def __init__(self) -> None:
+        self.offset: float | None = None
+        self.seen_at = 0.0
+        self.last = 0.0
+        self.lock = threading.Lock()
+
+    def observe(self, headers: dict[str, str] | None) -> None:
+        stamp = (headers or {}).get("date")
+        if not stamp:
+            return
+        try:
+            server = parsedate_to_datetime(stamp).timestamp()
+        except (TypeError, ValueError):
+            return
+        local = time.time()
+        with self.lock:
+            offset = server - local
+            if self.offset is None or offset > self.offset:
+                self.offset = offset
+            self.seen_at = time.monotonic()
+
+    def stale(self) -> bool:
+        return self.offset is None or time.monotonic() - self.seen_at > CLOCK_REFRESH
+
+    def now(self) -> float:
+        """Seconds since the Unix epoch on the server's clock (never decreasing)."""
+        with self.lock:
+            value = time.time() + (self.offset or 0.0)
+            if value < self.last:
+                value = self.last
+            self.last = value
+            return value
+
+
+class S3IO:
+    """One bucket and prefix on one boto3 client (thread-safe; one per bundle)."""
+
+    def __init__(self, client: Any, bucket: str, prefix: str, stats: RequestStats | None = None):
+        self.client = client
+        self.bucket = bucket
+        self.prefix = prefix
+        self.stats = stats
+        self.clock = ServerClock()
+
+    # --- bookkeeping -------------------------------------------------------------
+
+    def _count(self, kind: str) -> None:
+        if self.stats is not None:
+            self.stats.count(kind)
+
+    def _seen(self, response: dict[str, Any]) -> None:
+        self.clock.observe(response.get("ResponseMetadata", {}).get("HTTPHeaders"))
+
+    def _call(self, kind: str, method: str, **kwargs: Any) -> dict[str, Any]:
+        """One boto3 call; 409 conflicts retried with backoff, the clock fed."""
+        for attempt in range(CONFLICT_RETRIES + 1):
+            self._count(kind)
+            try:
+                response: dict[str, Any] = getattr(self.client, method)(**kwargs)
+            except ClientError as exc:
+                self._seen(exc.response)
+                if error_code(exc) in _CONFLICT or _status(exc) == 409:
+                    if attempt < CONFLICT_RETRIES:
+                        time.sleep(min(1.0, 0.02 * 2**attempt) * (0.5 + random.random()))
+                        continue
+                    raise BackendUnavailableError(
+                        f"S3 kept answering 409 ConditionalRequestConflict "
+                        f"({CONFLICT_RETRIES + 1} attempts)",
+                        exhausted=True,
+                    ) from exc
+                raise
+            self._seen(response)
+            return response
+        raise AssertionError("unreachable")
+
+    # --- the store clock -----------------------------------------------------------
+
+    def now(self) -> datetime:
+        from datetime import UTC
+
+        if self.clock.stale():
+            self.head_bucket()
+        return datetime.fromtimestamp(self.clock.now(), UTC)
+
+    def head_bucket(self) -> None:
+        self._call("heads", "head_bucket", Bucket=self.bucket)
+
+    # --- objects -------------------------------------------------------------------
+
+    def get(self, name: str) -> tuple[bytes, str] | None:
+        """``(body, etag)`` of the object ``prefix + name``, or None when absent."""
+        try:
+            response = self._call("gets", "get_object", Bucket=self.bucket, Key=self.prefix + name)
+        except ClientError as exc:
+            if error_code(exc) in _MISSING or _status(exc) == 404:
+                return None
+            raise
+        return response["Body"].read(), str(response["ETag"])
+
+    def put(
+        self,
+        name: str,
+        body: bytes,
+        *,
+        if_match: str | None = None,
+        if_none_match: bool = False,
+    ) -> str | None:
+        """Write ``body``; the new ETag, or None when the precondition did not hold."""
+        kwargs: dict[str, Any] = {"Bucket": self.bucket, "Key": self.prefix + name, "Body": body}
+        if if_match is not None:
+            kwargs["IfMatch"] = if_match
+        if if_none_match:
+            kwargs["IfNoneMatch"] = "*"
+        try:
+            response = self._call("puts", "put_object", **kwargs)
+        except ClientError as exc:
+            code = error_code(exc)
+            if code in _PRECONDITION or _status(exc) == 412:
+                return None
+            if if_match is not None and (code in _MISSING or _status(exc) == 404):
+                return None
+            raise
+        return str(response["ETag"])
+
+    def delete(self, name: str, *, if_match: str | None = None) -> bool:
+        """Remove the object; False when ``if_match`` did not hold."""
+        kwargs: dict[str, Any] = {"Bucket": self.bucket, "Key": self.prefix + name}
+        if if_match is not None:
+            kwargs["IfMatch"] = if_match
+        try:
+            self._call("deletes", "delete_object", **kwargs)
+        except ClientError as exc:
+            code = error_code(exc)
+            if code in _PRECONDITION or _status(exc) == 412:
+                return False
+            if code in _MISSING or _status(exc) == 404:
+                return if_match is None
+            raise
+        return True
+
+    def list(self, under: str) -> list[str]:
+        """Every object name (without the bucket prefix) under ``prefix + under``."""
+        names: list[str] = []
+        token: str | None = None
+        cut = len(self.prefix)
+        while True:
+            kwargs: dict[str, Any] = {"Bucket": self.bucket, "Prefix": self.prefix + under}
+            if token is not None:
+                kwargs["ContinuationToken"] = token
+            response = self._call("lists", "list_objects_v2", **kwargs)
+            names.extend(item["Key"][cut:] for item in response.get("Contents", ()))
+            if not response.get("IsTruncated"):
+                return names
+            token = response.get("NextContinuationToken")
+
+    def delete_many(self, names: list[str]) -> None:
+        """Remove objects in batches of 1,000 (unconditional; missing ones are fine)."""
+        for start in range(0, len(names), 1000):
+            chunk = names[start : start + 1000]
+            if len(chunk) == 1:
+                self.delete(chunk[0])
+                continue
+            self._call(
+                "deletes",
+                "delete_objects",
+                Bucket=self.bucket,
+                Delete={"Objects": [{"Key": self.prefix + n} for n in chunk], "Quiet": True},
+            )
+
+
+__all__ = ["CONFLICT_RETRIES", "RequestStats", "S3IO", "ServerClock", "error_code"]

@@ -1,0 +1,466 @@
+"""ConversationStore on S3: metadata and the last append in the key header, messages in
+objects named by position (see transcript.py); every write is one conditional header
+write, so each call is atomic and concurrent calls serialise on the header's ETag.
+
+Listing and the sweeper read the listing entries ``o/<owner>/<d>`` and confirm each
+against its header (a documented scan: a principal's conversations for a listing, every
+conversation under the prefix for a sweep), re-checking at erase time.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from agentstores.errors import Refusal, refusal_error
+from agentstores.keys import ConversationKey
+from agentstores.models import (
+    ConversationInfo,
+    LastTurnStatus,
+    Page,
+    StoredMessage,
+    TranscriptMessage,
+)
+from agentstores.stores import (
+    AppendRequest,
+    ConversationStore,
+    Expired,
+    IdleFor,
+    OverCap,
+    SweepRule,
+    TranscriptQuery,
+    kit,
+)
+
+from ._base import S3StoreBase, off_loop
+from .header import ERASED, LIVE, Head, Outcome
+from .transcript import Conv, Transcript, head_conv, new_conv, pending_start, to_stored
+
+READ_ATTEMPTS = 8
+"""Reads that found a message object gone (erased meanwhile) before giving up."""
+
+
+def _info(key: ConversationKey, h: Head, conv: Conv) -> ConversationInfo:
+    return ConversationInfo(
+        key=key,
+        owner=h["owner"],
+        title=conv["t"],
+        created_at=kit.from_micros(conv["c"]),
+        updated_at=kit.from_micros(conv["u"]),
+        expires_at=None if conv["x"] is None else kit.from_micros(conv["x"]),
+        last_turn_status=conv["l"],
+        tail_message_id=conv["tail"],
+        message_count=int(conv["n"]),
+        shared_with=frozenset(h["shared"]),
+    )
+
+
+class S3ConversationStore(S3StoreBase, ConversationStore):
+    # --- helpers -------------------------------------------------------------------
+
+    def _owned(
+        self, key: ConversationKey, h: Head | None, status: str, principal: str, epoch: int | None
+    ) -> tuple[Head, Conv]:
+        """A copy of the header and its conversation for a write by ``principal``."""
+        if status == ERASED:
+            raise refusal_error(Refusal.ERASED, key=key)
+        conv = head_conv(h) if status == LIVE else None
+        if h is None or conv is None:
+            raise refusal_error(Refusal.NOT_FOUND, key=key)
+        self.root.check(key, h, status, principal, epoch)
+        new = self.root.claim(key, h, status, principal, epoch)
+        new["conv"] = dict(conv)
+        return new, new["conv"]
+
+    def _readable(self, key: ConversationKey, principal: str) -> tuple[Head, Conv] | None:
+        h, status, _ = self.root.read(key)
+        conv = head_conv(h)
+        if not self.root.visible(h, status, principal) or h is None or conv is None:
+            return None
+        return h, conv
+
+    @staticmethod
+    def _touch(conv: Conv, now: int) -> None:
+        conv["u"] = max(conv["u"], now)
+
+    # --- writes --------------------------------------------------------------------
+
+    @off_loop
+    def _append_messages(
+        self, key: ConversationKey, principal: str, request: AppendRequest
+    ) -> list[StoredMessage]:
+        root = self.root
+        transcript = Transcript(root.io, key)
+        flushed: set[str] = set()
+
+        def decide(h: Head | None, status: str, now: int) -> Outcome:
+            if status == ERASED:
+                raise refusal_error(Refusal.ERASED, key=key)
+            conv = head_conv(h) if status == LIVE else None
+            if conv is None and not request.create_if_absent:
+                raise refusal_error(Refusal.NOT_FOUND, key=key)
+            root.check(key, h, status, principal, request.epoch)
+            if conv is not None and conv["p"] and h is not None and h["w"] not in flushed:
+                transcript.flush(conv)
+                flushed.add(h["w"])
+            fresh = [
+                m
+                for m in request.messages
+                if conv is None or transcript.position(conv, m.message.id) is None
+            ]
+            if request.messages and not fresh:
+                return Outcome(None, [])
+            if request.has_tail_condition:
+                tail = conv["tail"] if conv is not None else None
+                if tail != request.expected_tail:
+                    raise refusal_error(
+                        Refusal.STALE_TAIL, key=key, tail=tail, expected=request.expected_tail
+                    )
+            new = root.claim(key, h, status, principal, request.epoch)
+            conv = dict(conv) if conv is not None else new_conv(now, kit.writer_nonce_hex())
+            new["conv"] = conv
+            stamp = max(now, conv["last"])
+            first = int(conv["n"])
+            rows = [
+                {
+                    "q": first + i,
+                    "id": m.message.id,
+                    "r": m.message.role,
+                    "c": m.content_json.decode(),
+                    "md": m.metadata_json.decode(),
+                    "k": bool(m.message.compaction),
+                    "t": stamp,
+                }
+                for i, m in enumerate(fresh)
+            ]
+            segs = [list(s) for s in conv["segs"]]
+            if rows:
+                if not segs or segs[-1][0] != conv["gen"]:
+                    segs.append([conv["gen"], first, first])
+                segs[-1][2] = first + len(rows)
+                conv["tail"] = rows[-1]["id"]
+                conv["last"] = stamp
+            conv["segs"] = segs
+            conv["p"] = rows
+            conv["n"] = first + len(rows)
+            if request.last_turn_status is not None:
+                conv["l"] = request.last_turn_status
+            if request.title is not None:
+                conv["t"] = request.title
+            if request.expires_at is not None:
+                conv["x"] = kit.to_micros(request.expires_at)
+            self._touch(conv, now)
+            return Outcome(new, [to_stored(row) for row in rows])
+
+        result: list[StoredMessage] = root.transact(key, decide)
+        return result
+
+    @off_loop
+    def _set_last_turn_status(
+        self, key: ConversationKey, principal: str, status: LastTurnStatus, epoch: int | None
+    ) -> None:
+        root = self.root
+
+        def decide(h: Head | None, state: str, now: int) -> Outcome:
+            if state != LIVE or head_conv(h) is None:
+                return Outcome(None, None)
+            new, conv = self._owned(key, h, state, principal, epoch)
+            conv["l"] = status
+            self._touch(conv, now)
+            return Outcome(new, None)
+
+        root.transact(key, decide)
+
+    @off_loop
+    def _set_title(
+        self, key: ConversationKey, principal: str, title: str | None, epoch: int | None
+    ) -> None:
+        def decide(h: Head | None, status: str, now: int) -> Outcome:
+            new, conv = self._owned(key, h, status, principal, epoch)
+            conv["t"] = title
+            self._touch(conv, now)
+            return Outcome(new, None)
+
+        self.root.transact(key, decide)
+
+    @off_loop
+    def _set_shared(
+        self, key: ConversationKey, principal: str, with_principal: str, shared: bool
+    ) -> None:
+        def decide(h: Head | None, status: str, now: int) -> Outcome:
+            new, _ = self._owned(key, h, status, principal, None)
+            names = set(new["shared"])
+            if (with_principal in names) == shared:
+                return Outcome(None, None)
+            if shared:
+                names.add(with_principal)
+            else:
+                names.discard(with_principal)
+            new["shared"] = sorted(names)
+            return Outcome(new, None)
+
+        self.root.transact(key, decide)
+
+    @off_loop
+    def _truncate(
+        self, key: ConversationKey, principal: str, message_id: str, epoch: int | None
+    ) -> int:
+        root = self.root
+        transcript = Transcript(root.io, key)
+
+        def decide(h: Head | None, status: str, now: int) -> Outcome:
+            new, conv = self._owned(key, h, status, principal, epoch)
+            position = transcript.position(conv, message_id)
+            row = None if position is None else transcript.row(conv, position)
+            if position is None or row is None:
+                raise refusal_error(
+                    Refusal.NOT_FOUND, f"no message {message_id!r} in this conversation", key=key
+                )
+            cut = position if row["r"] == "user" else position + 1
+            removed = int(conv["n"]) - cut
+            transcript.flush(conv)
+            tail = None
+            if cut > 0:
+                last = row if cut == position + 1 else transcript.row(conv, cut - 1)
+                if last is None:
+                    raise refusal_error(Refusal.NOT_FOUND, key=key)
+                tail = last["id"]
+            conv["segs"] = [
+                [gen, start, min(end, cut)] for gen, start, end in conv["segs"] if start < cut
+            ]
+            conv["p"] = []
+            conv["n"] = cut
+            conv["tail"] = tail
+            conv["gen"] = kit.writer_nonce_hex()
+            self._touch(conv, now)
+            return Outcome(new, removed)
+
+        result: int = root.transact(key, decide)
+        return result
+
+    @off_loop
+    def _branch(
+        self, key: ConversationKey, principal: str, message_id: str, new_key: ConversationKey
+    ) -> None:
+        root = self.root
+        source = self._read_snapshot(key, principal)
+        if source is None:
+            raise refusal_error(Refusal.NOT_FOUND, key=key)
+        _, conv, rows = source
+        position = next((i for i, r in enumerate(rows) if r["id"] == message_id), None)
+        if position is None:
+            raise refusal_error(
+                Refusal.NOT_FOUND, f"no message {message_id!r} in this conversation", key=key
+            )
+        taken, _ = root.load(new_key)
+        if root.status(taken, root.now_us()) in (LIVE, ERASED):
+            raise refusal_error(Refusal.EXISTS, "the branch's key is already in use", key=new_key)
+        now = root.now_us()
+        gen = kit.writer_nonce_hex()
+        copies = [
+            {**row, "id": uuid.uuid4().hex, "t": now, "q": i}
+            for i, row in enumerate(rows[: position + 1])
+        ]
+        Transcript(root.io, new_key).write_copy(gen, copies)
+
+        def decide(found: Head | None, status: str, at: int) -> Outcome:
+            if status in (LIVE, ERASED):
+                raise refusal_error(
+                    Refusal.EXISTS, "the branch's key is already in use", key=new_key
+                )
+            new = root.claim(new_key, found, status, principal, None)
+            copy = new_conv(now, kit.writer_nonce_hex())
+            copy.update(
+                t=conv["t"],
+                n=len(copies),
+                tail=copies[-1]["id"],
+                last=now,
+                segs=[[gen, 0, len(copies)]],
+            )
+            new["conv"] = copy
+            return Outcome(new, None)
+
+        root.transact(new_key, decide)
+
+    def _matches(
+        self, key: ConversationKey, h: Head, conv: Conv, rule: SweepRule, now: int
+    ) -> bool:
+        if isinstance(rule, Expired):
+            return conv["x"] is not None and conv["x"] <= now
+        if isinstance(rule, IdleFor):
+            return kit.from_micros(conv["u"]) < kit.from_micros(now) - rule.duration
+        assert isinstance(rule, OverCap)
+        ranked = sorted(
+            (
+                (c["u"], k.session_id)
+                for k, hh, c in self._owned_by(key.tenant, h["owner"])
+                if hh["owner"] == h["owner"]
+            ),
+            reverse=True,
+        )
+        mine = (conv["u"], key.session_id)
+        if mine not in ranked:
+            ranked.append(mine)
+            ranked.sort(reverse=True)
+        return ranked.index(mine) >= rule.keep
+
+    @off_loop
+    def _erase(self, key: ConversationKey, principal: str | None, rule: SweepRule | None) -> bool:
+        root = self.root
+
+        def decide(h: Head | None, status: str, now: int) -> Outcome:
+            if status != LIVE or h is None:
+                return Outcome(None, False)
+            if principal is not None and h["owner"] != principal:
+                raise refusal_error(
+                    Refusal.NOT_OWNED, "only the owner may delete a conversation", key=key
+                )
+            if rule is not None:
+                conv = head_conv(h)
+                if conv is None or not self._matches(key, h, conv, rule, now):
+                    return Outcome(None, False)
+            return Outcome(root.tombstone(key, h), h["owner"])
+
+        owner = root.transact(key, decide)
+        if owner is False:
+            return False
+        root.purge(key)
+        root.io.delete(root.owner_dir(key.tenant, owner) + key.digest)
+        return True
+
+    # --- reads ---------------------------------------------------------------------
+
+    def _rows(self, key: ConversationKey, conv: Conv, seqs: list[int]) -> list[Any] | None:
+        transcript = Transcript(self.root.io, key)
+        rows = self.runner.map(lambda q: transcript.row(conv, q), seqs)
+        return None if any(r is None for r in rows) else rows
+
+    def _read_snapshot(
+        self, key: ConversationKey, principal: str, start: int = 0, limit: int | None = None
+    ) -> tuple[Head, Conv, list[dict[str, Any]]] | None:
+        """One header and the rows ``start .. start+limit`` it covers, all from it."""
+        for _ in range(READ_ATTEMPTS):
+            found = self._readable(key, principal)
+            if found is None:
+                return None
+            h, conv = found
+            count = int(conv["n"])
+            end = count if limit is None else min(count, start + limit)
+            rows = self._rows(key, conv, list(range(start, end)))
+            if rows is not None:
+                return h, conv, rows
+        return None
+
+    @off_loop
+    def _read_messages(
+        self, key: ConversationKey, principal: str, start: int, limit: int | None
+    ) -> list[StoredMessage]:
+        found = self._read_snapshot(key, principal, start, limit)
+        return [] if found is None else [to_stored(row) for row in found[2]]
+
+    async def _get_transcript(
+        self, key: ConversationKey, principal: str, query: TranscriptQuery
+    ) -> list[TranscriptMessage]:
+        if query.index is None or query.speaker != "all":
+            return await super()._get_transcript(key, principal, query)
+        return await self._one(key, principal, query.index)
+
+    @off_loop
+    def _one(self, key: ConversationKey, principal: str, index: int) -> list[TranscriptMessage]:
+        """Read by index: the header, then one GET computed from the position."""
+        for _ in range(READ_ATTEMPTS):
+            found = self._readable(key, principal)
+            if found is None:
+                return []
+            _, conv = found
+            position = index + int(conv["n"]) if index < 0 else index
+            if not 0 <= position < int(conv["n"]):
+                return []
+            row = Transcript(self.root.io, key).row(conv, position)
+            if row is not None:
+                m = to_stored(row)
+                return [TranscriptMessage(position, m.role, m.content, m.id, m.created_at)]
+        return []
+
+    @off_loop
+    def _get_conversation(self, key: ConversationKey, principal: str) -> ConversationInfo | None:
+        found = self._readable(key, principal)
+        return None if found is None else _info(key, *found)
+
+    def _headers(self, digests: list[str]) -> list[tuple[ConversationKey, Head, Conv]]:
+        """The live conversations among key digests (missing or erased ones dropped)."""
+        root = self.root
+        now = root.now_us()
+
+        def load(digest: str) -> tuple[ConversationKey, Head, Conv] | None:
+            got = root.io.get(f"k/{digest}/h")
+            if got is None:
+                return None
+            from .header import loads
+
+            h = loads(got[0], "a key header")
+            conv = head_conv(h)
+            if root.status(h, now) != LIVE or conv is None:
+                return None
+            return ConversationKey.from_storage_name(h["key"]), h, conv
+
+        return [item for item in self.runner.map(load, digests) if item is not None]
+
+    def _owned_by(self, tenant: str, owner: str) -> list[tuple[ConversationKey, Head, Conv]]:
+        prefix = self.root.owner_dir(tenant, owner)
+        digests = [name[len(prefix) :] for name in self.root.io.list(prefix)]
+        return [
+            item
+            for item in self._headers(digests)
+            if item[0].tenant == tenant and item[1]["owner"] == owner
+        ]
+
+    @off_loop
+    def _list_conversations(
+        self, tenant: str, principal: str, limit: int, cursor: str | None
+    ) -> Page:
+        after = kit.decode_cursor(cursor) if cursor is not None else None
+        mine = sorted(
+            (
+                (conv["u"], key.session_id, key, h, conv)
+                for key, h, conv in self._owned_by(tenant, principal)
+            ),
+            key=lambda item: (item[0], item[1]),
+            reverse=True,
+        )
+        mine = [item for item in mine if kit.after_cursor(item[0], item[1], after)]
+        page = mine[:limit]
+        items = [_info(key, h, conv) for _, _, key, h, conv in page]
+        next_cursor = None
+        if len(mine) > limit and page:
+            next_cursor = kit.encode_cursor(page[-1][0], page[-1][1])
+        return Page(items, next_cursor)
+
+    @off_loop
+    def _find_sweepable(self, rule: SweepRule, limit: int) -> list[ConversationKey]:
+        root = self.root
+        digests = sorted({name.rsplit("/", 1)[1] for name in root.io.list("o/")})
+        live = self._headers(digests)
+        now = root.now_us()
+        if isinstance(rule, OverCap):
+            groups: dict[tuple[str, str], list[tuple[int, str]]] = {}
+            for key, h, conv in live:
+                groups.setdefault((key.tenant, h["owner"]), []).append((conv["u"], key.session_id))
+            for ranked in groups.values():
+                ranked.sort(reverse=True)
+            chosen = [
+                (conv["u"], key.session_id, key)
+                for key, h, conv in live
+                if groups[(key.tenant, h["owner"])].index((conv["u"], key.session_id)) >= rule.keep
+            ]
+        else:
+            chosen = [
+                (conv["u"], key.session_id, key)
+                for key, h, conv in live
+                if self._matches(key, h, conv, rule, now)
+            ]
+        chosen.sort(key=lambda item: (item[0], item[1]))
+        return [key for _, _, key in chosen[:limit]]
+
+
+__all__ = ["S3ConversationStore", "pending_start"]

@@ -1,0 +1,276 @@
+"""One bucket prefix of the S3 backend: its layout, key headers and the CAS loop.
+
+Layout under the prefix (no raw id is ever part of an object name)::
+
+    k/<d>/h                       the key header: owner, fence, shares, supervision row,
+                                  recording, pause tokens, state pointer, transcript
+                                  metadata and its not yet copied-out tail (JSON)
+    k/<d>/m/<gen>/<seq:016x>      one object per message (immutable once written)
+    k/<d>/i/<gen>/<sha256(id)>    message id -> seq, for idempotent appends
+    k/<d>/s/<nonce>               one state blob (a fresh name per save)
+    o/<sha256(tenant, owner)>/<d> listing entries (over-approximate; the header decides)
+    oauth/...                     see oauth.py
+
+``d`` is ``ConversationKey.digest``. The header is the key's one commit point: every
+write reads it (body + ETag), decides with the kit's key-header rule, and writes it back
+with ``If-Match`` (``If-None-Match: *`` when absent), starting again when another writer
+got there first. Objects a header does not name (a state blob not yet pointed at,
+messages beyond its count, leftovers of an erased key) are ignored by every reader.
+Every header carries a fresh writer nonce ``w``: equal headers never share an ETag, and
+a write whose reply was lost (a 412 after botocore sent it again) is recognised on
+read-back as having landed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+import time
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from typing import Any, TypeVar
+
+from agentstores.errors import (
+    BackendUnavailableError,
+    ConflictError,
+    Refusal,
+    UnknownOutcomeError,
+    refusal_error,
+)
+from agentstores.keys import ConversationKey, encode_component
+from agentstores.stores import kit
+
+from .client import S3IO
+
+T = TypeVar("T")
+Head = dict[str, Any]
+"""A key header as stored (see :func:`new_head`), or a tombstone (``erased_until``)."""
+
+ABSENT, EXPIRED, LIVE, ERASED = "absent", "expired", "live", "erased"
+CAS_ATTEMPTS = 64
+"""Header writes lost to other writers before a call gives up with ``ConflictError``."""
+
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+
+
+def dumps(value: Any) -> bytes:
+    return _ENCODER.encode(value).encode()
+
+
+def loads(raw: bytes, what: str) -> Any:
+    try:
+        return json.loads(raw.decode())
+    except ValueError:
+        raise BackendUnavailableError(f"{what} does not parse: the bucket is corrupt") from None
+
+
+def name_digest(*parts: str) -> str:
+    """The hex name a tuple of ids gets in object names."""
+    return hashlib.sha256(":".join(encode_component(p) for p in parts).encode()).hexdigest()
+
+
+class Outcome:
+    """What a header transaction decided: the header to write (None: write nothing)
+    and the call's result."""
+
+    __slots__ = ("head", "result")
+
+    def __init__(self, head: Head | None, result: Any) -> None:
+        self.head, self.result = head, result
+
+
+class Root:
+    """The shared part of every S3 store of one bundle: names, headers, clock, options."""
+
+    def __init__(
+        self,
+        io: S3IO,
+        *,
+        clock: Callable[[], datetime] | None = None,
+        tombstone_ttl: timedelta = kit.DEFAULT_TOMBSTONE_TTL,
+        conditional_delete: bool = True,
+    ) -> None:
+        self.io = io
+        self.clock = clock
+        self.tombstone_ttl = tombstone_ttl
+        self.conditional_delete = conditional_delete
+
+    # --- clock ---------------------------------------------------------------------
+
+    def now_us(self) -> int:
+        if self.clock is not None:
+            return kit.to_micros(self.clock())
+        return kit.to_micros(self.io.now())
+
+    # --- names ---------------------------------------------------------------------
+
+    @staticmethod
+    def key_dir(key: ConversationKey) -> str:
+        return f"k/{key.digest}/"
+
+    @staticmethod
+    def owner_dir(tenant: str, owner: str) -> str:
+        return f"o/{name_digest(tenant, owner)}/"
+
+    # --- headers -------------------------------------------------------------------
+
+    def load(self, key: ConversationKey) -> tuple[Head | None, str | None]:
+        """The header of ``key`` and its ETag (``(None, None)`` when absent)."""
+        found = self.io.get(self.key_dir(key) + "h")
+        if found is None:
+            return None, None
+        head = loads(found[0], "a key header")
+        if not isinstance(head, dict) or head.get("key") != key.storage_name:
+            raise refusal_error(
+                Refusal.EXISTS, "two keys share a storage digest; refusing to mix them", key=key
+            )
+        return head, found[1]
+
+    @staticmethod
+    def status(h: Head | None, now: int) -> str:
+        if h is None:
+            return ABSENT
+        until = h.get("erased_until")
+        if until is not None:
+            return EXPIRED if until <= now else ERASED
+        return LIVE
+
+    def read(self, key: ConversationKey) -> tuple[Head | None, str, int]:
+        """``(header, status, now)`` for a read."""
+        h, _ = self.load(key)
+        now = self.now_us()
+        return h, self.status(h, now), now
+
+    @staticmethod
+    def visible(h: Head | None, status: str, principal: str) -> bool:
+        if status != LIVE or h is None:
+            return False
+        return kit.can_read(
+            owner=h["owner"], shared_with=h["shared"], erased=False, principal=principal
+        )
+
+    @staticmethod
+    def rule_fields(h: Head | None, status: str) -> dict[str, Any]:
+        if status == LIVE and h is not None:
+            return {"owner": h["owner"], "fence": h["fence"], "erased": False}
+        if status == ERASED and h is not None:
+            return {"owner": None, "fence": h.get("fence", 0), "erased": True}
+        return {"owner": None, "fence": 0, "erased": False}
+
+    def judge(self, h: Head | None, status: str, principal: str, epoch: int | None) -> Any:
+        return kit.judge_write(**self.rule_fields(h, status), principal=principal, epoch=epoch)
+
+    def check(
+        self, key: ConversationKey, h: Head | None, status: str, principal: str, epoch: int | None
+    ) -> None:
+        kit.check_write(key, **self.rule_fields(h, status), principal=principal, epoch=epoch)
+
+    def claim(
+        self, key: ConversationKey, h: Head | None, status: str, principal: str, epoch: int | None
+    ) -> Head:
+        """A copy of the live header after a write by ``principal`` at ``epoch`` (a new
+        one when the key is unclaimed), fence raised. The caller has checked the rule."""
+        if status == LIVE and h is not None:
+            new = dict(h)
+        else:
+            new = new_head(key, principal)
+            entry = self.owner_dir(key.tenant, principal) + key.digest
+            self.io.put(entry, dumps([key.tenant, key.session_id]))
+        new["fence"] = kit.raised_fence(new["fence"], epoch)
+        return new
+
+    def transact(
+        self, key: ConversationKey, decide: Callable[[Head | None, str, int], Outcome]
+    ) -> Any:
+        """Run ``decide(header, status, now)`` and commit the header it returns with a
+        conditional write, again from a fresh read each time another writer won."""
+        for attempt in range(CAS_ATTEMPTS):
+            h, etag = self.load(key)
+            now = self.now_us()
+            outcome = decide(h, self.status(h, now), now)
+            if outcome.head is None:
+                return outcome.result
+            if etag is not None and self.status(h, now) == EXPIRED and self.conditional_delete:
+                # The lapsed tombstone goes first (guarded), then the key is created anew.
+                if not self.io.delete(self.key_dir(key) + "h", if_match=etag):
+                    continue
+                etag = None
+            if self.commit(key, outcome.head, etag):
+                return outcome.result
+            time.sleep(min(0.05, 0.001 * 2 ** min(attempt, 6)) * random.random())
+        raise ConflictError("the key header kept changing under this write; retry", key=key)
+
+    def commit(self, key: ConversationKey, head: Head, etag: str | None) -> bool:
+        """Write ``head`` over the version ``etag`` (absent when None); False when
+        another writer changed it first. A write that landed although its reply said
+        otherwise (a resend after a lost reply) is recognised by its nonce."""
+        nonce = kit.writer_nonce_hex()
+        head["w"] = nonce
+        name = self.key_dir(key) + "h"
+        body = dumps(head)
+        try:
+            if etag is None:
+                put = self.io.put(name, body, if_none_match=True)
+            else:
+                put = self.io.put(name, body, if_match=etag)
+        except BackendUnavailableError:
+            raise
+        except Exception as exc:
+            if self._landed(key, nonce):
+                return True
+            raise UnknownOutcomeError(
+                f"the S3 write may or may not have taken effect: {exc}"
+            ) from exc
+        if put is not None:
+            return True
+        return self._landed(key, nonce)
+
+    def _landed(self, key: ConversationKey, nonce: str) -> bool:
+        try:
+            h, _ = self.load(key)
+        except Exception:
+            return False
+        return h is not None and h.get("w") == nonce
+
+    def tombstone(self, key: ConversationKey, h: Head) -> Head:
+        """The header an erasure leaves: it refuses writes until the TTL lapses."""
+        return {
+            "key": key.storage_name,
+            "fence": h.get("fence", 0),
+            "erased_until": self.now_us() + kit.to_micros(kit.UNIX_EPOCH + self.tombstone_ttl),
+        }
+
+    def purge(self, key: ConversationKey) -> None:
+        """Remove every object of a key but its header (best effort, after the commit)."""
+        kdir = self.key_dir(key)
+        self.io.delete_many([n for n in self.io.list(kdir) if n != kdir + "h"])
+
+
+def new_head(key: ConversationKey, principal: str) -> Head:
+    return {
+        "key": key.storage_name,
+        "owner": principal,
+        "fence": 0,
+        "shared": [],
+        "sup": None,
+        "rec": None,
+        "state": None,
+        "tokens": {},
+        "conv": None,
+    }
+
+
+__all__ = [
+    "ABSENT",
+    "ERASED",
+    "EXPIRED",
+    "LIVE",
+    "Head",
+    "Outcome",
+    "Root",
+    "dumps",
+    "loads",
+    "name_digest",
+    "new_head",
+]

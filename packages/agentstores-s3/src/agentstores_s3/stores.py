@@ -1,0 +1,191 @@
+"""``S3Stores``: every store on one bucket prefix of an S3-compatible object store.
+
+URL: ``s3://bucket[/prefix]?region=...&endpoint_url=...``. Options, as keyword arguments
+or URL query parameters: ``region``, ``endpoint_url`` (MinIO, R2, Ceph, moto ...),
+``profile`` (a named profile of the standard credential chain), ``addressing_style``
+(``auto`` | ``path`` | ``virtual``), ``workers`` (32: threads and HTTP connections of the
+bundle's pool, where every blocking boto3 call runs), ``max_attempts`` (5: botocore's
+standard retry mode, which backs off on throttling and 5xx), ``connect_timeout`` and
+``read_timeout`` (seconds), ``tombstone_ttl`` (seconds or a timedelta; 30 days) and
+``conditional_delete`` (``true``: deletes use ``DeleteObject`` with ``If-Match``; ``false``
+for stores that ignore it, e.g. MinIO: a conditional tombstone write instead).
+
+Credentials always come from boto3's standard chain (environment, shared files, instance
+roles); none is taken from the URL, and neither the URL nor a credential is ever logged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from typing import Any
+from urllib.parse import urlsplit
+
+from agentstores.errors import BackendUnavailableError, UsageError
+from agentstores.stores import Stores
+from agentstores.stores.kit import DEFAULT_TOMBSTONE_TTL, from_micros, url_options
+
+from ._base import DEFAULT_WORKERS, Runner
+from .client import S3IO, RequestStats
+from .conversations import S3ConversationStore
+from .errors import translate
+from .header import Root
+from .oauth import S3OAuthRepository
+from .pause_tokens import S3PauseTokenStore
+from .plugin import BACKEND
+from .recording import S3RecordingStore
+from .state import S3AgentStateStore
+from .supervision import S3SupervisionStore
+
+URL_OPTIONS = (
+    "region",
+    "endpoint_url",
+    "profile",
+    "addressing_style",
+    "workers",
+    "max_attempts",
+    "connect_timeout",
+    "read_timeout",
+    "tombstone_ttl",
+    "conditional_delete",
+)
+_HINT = " (credentials come from the standard boto3 chain; clock is a keyword argument)"
+
+
+def _flag(value: Any, name: str) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).lower()
+    if text in ("1", "true", "yes", "on"):
+        return True
+    if text in ("0", "false", "no", "off"):
+        return False
+    raise UsageError(f"s3 option {name} must be true or false, got {value!r}")
+
+
+def _number(value: Any, name: str, kind: type = float) -> Any:
+    try:
+        number = kind(value)
+    except (TypeError, ValueError):
+        raise UsageError(f"s3 option {name} must be a number, got {value!r}") from None
+    if number <= 0:
+        raise UsageError(f"s3 option {name} must be positive, got {value!r}")
+    return number
+
+
+def parse_url(url: str, options: dict[str, Any]) -> tuple[str, str, dict[str, Any]]:
+    """``(bucket, prefix, options)``; URL options merged under the keyword ones."""
+    if not isinstance(url, str) or not url.startswith("s3://"):
+        raise UsageError(f"not an s3:// URL: {url!r}")
+    parts = urlsplit(url)
+    if parts.username or parts.password:
+        raise UsageError("credentials are never taken from an s3:// URL; use the boto3 chain")
+    bucket = parts.hostname or ""
+    if not bucket:
+        raise UsageError("an s3:// URL names a bucket: s3://bucket[/prefix]")
+    prefix = parts.path.strip("/")
+    if prefix:
+        prefix += "/"
+    merged = dict(url_options(url, URL_OPTIONS, backend=BACKEND.name, hint=_HINT))
+    for name, value in options.items():
+        if name not in URL_OPTIONS:
+            raise UsageError(f"unknown s3 option {name!r}; known: {', '.join(URL_OPTIONS)}")
+        if value is not None:
+            merged[name] = value
+    return bucket, prefix, merged
+
+
+def make_client(options: dict[str, Any]) -> Any:
+    """A boto3 S3 client for ``options`` (credentials from the standard chain)."""
+    import boto3
+    from botocore.config import Config
+
+    session = boto3.session.Session(profile_name=options.get("profile"))
+    config = Config(
+        region_name=options.get("region"),
+        max_pool_connections=int(options.get("workers", DEFAULT_WORKERS)) + 8,
+        retries={
+            "mode": "standard",
+            "max_attempts": _number(options.get("max_attempts", 5), "max_attempts", int),
+        },
+        connect_timeout=_number(options.get("connect_timeout", 5), "connect_timeout"),
+        read_timeout=_number(options.get("read_timeout", 30), "read_timeout"),
+        s3={"addressing_style": options.get("addressing_style", "path")},
+        request_checksum_calculation="when_required",
+        response_checksum_validation="when_required",
+    )
+    return session.client("s3", endpoint_url=options.get("endpoint_url"), config=config)
+
+
+class S3Stores(Stores):
+    """``s3://bucket/prefix?...`` (see the module docstring for options). ``clock`` (a
+    callable returning an aware datetime) replaces the server clock, for tests; ``stats``
+    (a :class:`RequestStats`) counts requests; ``client`` hands in a boto3 client."""
+
+    backend = BACKEND.name
+    capabilities = BACKEND.capabilities
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        clock: Callable[[], datetime] | None = None,
+        stats: RequestStats | None = None,
+        client: Any = None,
+        **options: Any,
+    ) -> None:
+        bucket, prefix, merged = parse_url(url, options)
+        ttl = merged.get("tombstone_ttl", DEFAULT_TOMBSTONE_TTL)
+        if not isinstance(ttl, timedelta):
+            ttl = timedelta(seconds=_number(ttl, "tombstone_ttl"))
+        workers = _number(merged.get("workers", DEFAULT_WORKERS), "workers", int)
+        merged["workers"] = workers
+        if merged.get("addressing_style", "path") not in ("auto", "path", "virtual"):
+            raise UsageError("s3 option addressing_style must be auto, path or virtual")
+        self.bucket, self.prefix = bucket, prefix
+        self.options = merged
+        self.stats = stats
+        self._client = client
+        self.io = S3IO(client, bucket, prefix, stats)
+        self.root = Root(
+            self.io,
+            clock=clock,
+            tombstone_ttl=ttl,
+            conditional_delete=_flag(merged.get("conditional_delete", True), "conditional_delete"),
+        )
+        self.runner = Runner(workers)
+        self.supervision = S3SupervisionStore(self.root, self.runner)
+        self.recording = S3RecordingStore(self.root, self.runner)
+        self.state = S3AgentStateStore(self.root, self.runner)
+        self.conversations = S3ConversationStore(self.root, self.runner)
+        self.pause_tokens = S3PauseTokenStore(self.root, self.runner)
+        self.oauth = S3OAuthRepository(self.root, self.runner)
+
+    def __repr__(self) -> str:
+        return f"S3Stores(bucket={self.bucket!r}, prefix={self.prefix!r})"
+
+    async def now(self) -> datetime:
+        """The store clock: the server's ``Date`` (``clock=`` when given)."""
+        return from_micros(await self.runner(self.root.now_us))
+
+    async def _open(self) -> None:
+        try:
+            if self.io.client is None:
+                self.io.client = await self.runner(make_client, self.options)
+            await self.runner(self.io.head_bucket)
+        except Exception as exc:
+            translated = translate(exc)
+            if translated is None:
+                raise
+            raise BackendUnavailableError(
+                f"cannot open s3://{self.bucket}/{self.prefix}: {translated}"
+            ) from exc
+
+    async def _close(self) -> None:
+        await self.runner.stop()
+        client, self.io.client = self.io.client, self._client
+        if client is not None and client is not self._client:
+            client.close()
+
+
+__all__ = ["URL_OPTIONS", "S3Stores", "parse_url"]

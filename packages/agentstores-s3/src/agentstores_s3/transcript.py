@@ -1,0 +1,143 @@
+"""A conversation's transcript on S3: message objects named by position, and the tail
+the header still holds.
+
+The header's ``conv`` holds ``n`` (the count), ``segs`` (``[gen, start, end]`` runs: the
+message at position ``q`` is the object ``m/<gen>/<q>`` of the run covering ``q``), and
+``p``: the messages of the last append, kept in the header itself. An append commits by
+writing the header alone (its new messages in ``p``); the next append first copies the
+previous ``p`` out to message and id objects (deterministic bodies: copying twice
+writes the same bytes) and only then drops it. So a message object is written once its
+content is committed and never changes; a truncation starts a new ``gen`` for later
+appends, so a position is never reused within a run. Reading position ``q`` is one GET
+computed from ``q``, whatever the length.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from agentstores.keys import ConversationKey
+from agentstores.models import StoredMessage
+from agentstores.stores import kit
+
+from .client import S3IO
+from .header import Head, dumps, loads
+
+Conv = dict[str, Any]
+
+
+def message_name(kdir: str, gen: str, seq: int) -> str:
+    return f"{kdir}m/{gen}/{seq:016x}"
+
+
+def id_name(kdir: str, gen: str, message_id: str) -> str:
+    return f"{kdir}i/{gen}/{hashlib.sha256(message_id.encode()).hexdigest()}"
+
+
+def new_conv(now: int, gen: str) -> Conv:
+    return {
+        "c": now,
+        "u": now,
+        "t": None,
+        "x": None,
+        "l": None,
+        "n": 0,
+        "tail": None,
+        "last": 0,
+        "segs": [],
+        "gen": gen,
+        "p": [],
+    }
+
+
+def run_of(conv: Conv, seq: int) -> str:
+    """The ``gen`` whose run covers position ``seq``."""
+    for gen, start, end in conv["segs"]:
+        if start <= seq < end:
+            return str(gen)
+    raise LookupError(seq)
+
+
+def pending_start(conv: Conv) -> int:
+    return int(conv["n"]) - len(conv["p"])
+
+
+def to_stored(row: dict[str, Any]) -> StoredMessage:
+    return StoredMessage(
+        id=row["id"],
+        role=row["r"],
+        content=json.loads(row["c"]),
+        metadata=json.loads(row["md"]),
+        compaction=bool(row["k"]),
+        seq=int(row["q"]),
+        created_at=kit.from_micros(row["t"]),
+    )
+
+
+class Transcript:
+    """Reads and copies of one key's transcript objects."""
+
+    def __init__(self, io: S3IO, key: ConversationKey) -> None:
+        self.io = io
+        self.kdir = f"k/{key.digest}/"
+
+    def flush(self, conv: Conv) -> None:
+        """Copy the header's pending messages out to their objects (idempotent)."""
+        for row in conv["p"]:
+            gen = run_of(conv, row["q"])
+            self.io.put(message_name(self.kdir, gen, row["q"]), dumps(row))
+            self.io.put(id_name(self.kdir, gen, row["id"]), str(row["q"]).encode())
+
+    def position(self, conv: Conv, message_id: str) -> int | None:
+        """Where ``message_id`` is in the transcript, or None (one GET per run)."""
+        for row in conv["p"]:
+            if row["id"] == message_id:
+                return int(row["q"])
+        for gen, start, end in conv["segs"]:
+            found = self.io.get(id_name(self.kdir, gen, message_id))
+            if found is None:
+                continue
+            seq = int(found[0])
+            if start <= seq < end and seq < pending_start(conv):
+                return seq
+        return None
+
+    def row(self, conv: Conv, seq: int) -> dict[str, Any] | None:
+        """The stored row at ``seq`` (None when its object is gone: erased meanwhile)."""
+        first = pending_start(conv)
+        if seq >= first:
+            row: dict[str, Any] = conv["p"][seq - first]
+            return row
+        found = self.io.get(message_name(self.kdir, run_of(conv, seq), seq))
+        if found is None:
+            return None
+        value: dict[str, Any] = loads(found[0], "a message object")
+        return value
+
+    def write_copy(self, gen: str, rows: list[dict[str, Any]]) -> None:
+        """Write ``rows`` as objects of run ``gen`` (a branch, before its header)."""
+        for row in rows:
+            self.io.put(message_name(self.kdir, gen, row["q"]), dumps(row))
+            self.io.put(id_name(self.kdir, gen, row["id"]), str(row["q"]).encode())
+
+
+def head_conv(h: Head | None) -> Conv | None:
+    if h is None:
+        return None
+    conv: Conv | None = h.get("conv")
+    return conv
+
+
+__all__ = [
+    "Conv",
+    "Transcript",
+    "head_conv",
+    "id_name",
+    "message_name",
+    "new_conv",
+    "pending_start",
+    "run_of",
+    "to_stored",
+]

@@ -1,0 +1,32 @@
+"""The whole contract suite against moto served single-threaded (with ``If-Match``
+deletes, and again with conditional tombstones for the sections that delete), and
+against ``AGENTSTORES_TEST_S3_URL`` when set."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from agentstores_contract import BackendUnderTest, ContractSuite
+from tests.servers.moto import MotoServer
+
+from .conftest import BUCKET, purge, with_prefix
+
+
+class TestMoto(ContractSuite):
+    @pytest.fixture(scope="class")
+    @classmethod
+    def backend(cls, moto_server: MotoServer) -> Iterator[BackendUnderTest]:
+        url = with_prefix(moto_server.url(BUCKET))
+        yield BackendUnderTest.from_url(url)
+        purge(url)
+
+
+class TestRealS3(ContractSuite):
+    @pytest.fixture(scope="class")
+    @classmethod
+    def backend(cls, real_s3_base: str) -> Iterator[BackendUnderTest]:
+        url = with_prefix(real_s3_base)
+        yield BackendUnderTest.from_url(url)
+        purge(url)
