@@ -16,6 +16,8 @@ roles); none is taken from the URL, and neither the URL nor a credential is ever
 
 from __future__ import annotations
 
+import os
+import threading
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
@@ -95,12 +97,28 @@ def parse_url(url: str, options: dict[str, Any]) -> tuple[str, str, dict[str, An
     return bucket, prefix, merged
 
 
+_sessions: dict[tuple[int, str | None], Any] = {}
+_sessions_lock = threading.Lock()
+
+
+def _session(profile: str | None) -> Any:
+    """One boto3 session per profile and process: its loaded service models are reused by
+    every bundle's client (making a client from a fresh session costs ~100 ms)."""
+    import boto3
+
+    with _sessions_lock:
+        found = _sessions.get((os.getpid(), profile))
+        if found is None:
+            found = boto3.session.Session(profile_name=profile)
+            _sessions[(os.getpid(), profile)] = found
+        return found
+
+
 def make_client(options: dict[str, Any]) -> Any:
     """A boto3 S3 client for ``options`` (credentials from the standard chain)."""
-    import boto3
     from botocore.config import Config
 
-    session = boto3.session.Session(profile_name=options.get("profile"))
+    session = _session(options.get("profile"))
     config = Config(
         region_name=options.get("region"),
         max_pool_connections=int(options.get("workers", DEFAULT_WORKERS)) + 8,
@@ -114,7 +132,8 @@ def make_client(options: dict[str, Any]) -> Any:
         request_checksum_calculation="when_required",
         response_checksum_validation="when_required",
     )
-    return session.client("s3", endpoint_url=options.get("endpoint_url"), config=config)
+    with _sessions_lock:  # a boto3 session is not thread-safe; its clients are
+        return session.client("s3", endpoint_url=options.get("endpoint_url"), config=config)
 
 
 class S3Stores(Stores):
@@ -124,6 +143,8 @@ class S3Stores(Stores):
 
     backend = BACKEND.name
     capabilities = BACKEND.capabilities
+    root_class: type[Root] = Root
+    """The root every store of the bundle shares (the tests plant known flaws in one)."""
 
     def __init__(
         self,
@@ -147,7 +168,7 @@ class S3Stores(Stores):
         self.stats = stats
         self._client = client
         self.io = S3IO(client, bucket, prefix, stats)
-        self.root = Root(
+        self.root = self.root_class(
             self.io,
             clock=clock,
             tombstone_ttl=ttl,

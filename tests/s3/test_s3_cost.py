@@ -1,0 +1,46 @@
+"""Costs that do not grow with the transcript, counted in requests: an append and a read
+by index make the same requests at 1,000 messages as at 10 (the header, the previous
+append's copy-out, one id check per new message, one commit; the header and one GET)."""
+
+from __future__ import annotations
+
+import asyncio
+
+from agentstores.keys import ConversationKey
+from agentstores.models import Message
+from agentstores_s3 import RequestStats, S3Stores
+
+
+def _costs(url: str, length: int) -> dict[str, dict[str, int]]:
+    async def main() -> dict[str, dict[str, int]]:
+        stats = RequestStats()
+        async with S3Stores(url, stats=stats) as stores:
+            conv = stores.conversations
+            key = ConversationKey("cost", f"len-{length}")
+            done = 0
+            while done < length - 1:
+                n = min(500, length - 1 - done)
+                batch = [Message(f"m{done + i}", "user", {"i": done + i}) for i in range(n)]
+                await conv.append_messages(key, "p", batch)
+                done += n
+            await conv.append_messages(key, "p", [Message(f"m{done}", "assistant", "x")])
+            await stores.now()  # the clock is fresh: no HEAD inside the measured calls
+            found: dict[str, dict[str, int]] = {}
+            stats.reset()
+            await conv.append_messages(key, "p", [Message("next", "user", "y")])
+            found["append"] = stats.snapshot()
+            for name, index in (("first", 0), ("middle", length // 2), ("last", -1)):
+                stats.reset()
+                rows = await conv.get_transcript(key, "p", index=index)
+                assert len(rows) == 1
+                found[f"index {name}"] = stats.snapshot()
+            return found
+
+    return asyncio.run(main())
+
+
+def test_append_and_indexed_read_cost_the_same_at_any_length(url: str) -> None:
+    short, long = _costs(url, 10), _costs(url, 1000)
+    assert short == long, f"at 10 messages: {short}\nat 1,000 messages: {long}"
+    assert sum(long["append"].values()) == 5, long["append"]
+    assert long["index middle"] == {"gets": 2, "puts": 0, "deletes": 0, "lists": 0, "heads": 0}

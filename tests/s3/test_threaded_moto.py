@@ -1,0 +1,59 @@
+"""The suite fails a real server that breaks atomicity, not only our mutants: moto's own
+threaded server checks ``If-Match`` and writes without holding one lock, so racing
+conditional PUTs can both succeed. The suite's CAS race, run against the S3 backend on
+that server, must see two winners of one round (given enough rounds)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from agentstores_contract import BackendUnderTest, profiles
+from agentstores_contract.concurrency import ConcurrencyContract
+from tests.servers.moto import MotoServer
+
+from .conftest import BUCKET, make_bucket, purge, with_prefix
+
+ATTEMPTS = 10
+"""Runs of the suite's CAS race (each several rounds of many racers) before giving up."""
+
+
+@pytest.fixture(scope="module")
+def threaded_moto() -> Iterator[MotoServer]:
+    with MotoServer(threaded=True) as server:
+        make_bucket(server.url(BUCKET))
+        yield server
+
+
+def test_the_suite_catches_double_winners_on_threaded_moto(threaded_moto: MotoServer) -> None:
+    url = with_prefix(threaded_moto.url(BUCKET))
+    backend = BackendUnderTest.from_url(url)
+    contract = ConcurrencyContract()
+    caught: AssertionError | None = None
+    before = profiles.active().name
+    profiles.set_active("deep")  # 32 racers, 60 rounds per run
+    try:
+        for _ in range(ATTEMPTS):
+            try:
+                contract.test_cas_has_one_winner(backend)
+            except AssertionError as exc:
+                caught = exc
+                break
+    finally:
+        profiles.set_active(before)
+        purge(url)
+    assert caught is not None, (
+        f"the suite's CAS race passed {ATTEMPTS} times on threaded moto, whose conditional "
+        "writes are not atomic: it cannot tell this server from a correct one"
+    )
+    assert "CAS calls expecting" in str(caught) or "not the winner's" in str(caught), caught
+
+
+def test_the_same_race_passes_on_single_threaded_moto(moto_server: MotoServer) -> None:
+    """The control: the same race, the same adapter, served one request at a time."""
+    url = with_prefix(moto_server.url(BUCKET))
+    try:
+        ConcurrencyContract().test_cas_has_one_winner(BackendUnderTest.from_url(url))
+    finally:
+        purge(url)
