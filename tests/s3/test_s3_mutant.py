@@ -22,7 +22,7 @@ def test_the_suite_kills_a_cas_without_if_match(moto_server: MotoServer) -> None
         name="s3 blind_put mutant",
     )
     try:
-        with pytest.raises(AssertionError, match="CAS calls expecting|not the winner's"):
+        with pytest.raises(AssertionError, match=r"CAS calls expecting|not the winner's"):
             ConcurrencyContract().test_cas_has_one_winner(backend)
     finally:
         purge(url)
