@@ -15,6 +15,7 @@ the local clock plus that offset, never going backwards.
 
 from __future__ import annotations
 
+import builtins
 import random
 import threading
 import time
@@ -226,9 +227,9 @@ class S3IO:
             raise
         return True
 
-    def list(self, under: str) -> list[str]:
+    def list(self, under: str) -> builtins.list[str]:
         """Every object name (without the bucket prefix) under ``prefix + under``."""
-        names: list[str] = []
+        names: builtins.list[str] = []
         token: str | None = None
         cut = len(self.prefix)
         while True:
@@ -241,7 +242,7 @@ class S3IO:
                 return names
             token = response.get("NextContinuationToken")
 
-    def delete_many(self, names: list[str]) -> None:
+    def delete_many(self, names: builtins.list[str]) -> None:
         """Remove objects in batches of 1,000 (unconditional; missing ones are fine)."""
         for start in range(0, len(names), 1000):
             chunk = names[start : start + 1000]

@@ -31,6 +31,8 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
+from botocore.exceptions import ClientError
+
 from agentstores.errors import (
     BackendUnavailableError,
     ConflictError,
@@ -215,6 +217,12 @@ class Root:
             else:
                 put = self.io.put(name, body, if_match=etag)
         except BackendUnavailableError:
+            raise
+        except ClientError:
+            # S3 answered: the write was refused, unless an earlier attempt of botocore's
+            # (whose reply was lost) landed.
+            if self._landed(key, nonce):
+                return True
             raise
         except Exception as exc:
             if self._landed(key, nonce):

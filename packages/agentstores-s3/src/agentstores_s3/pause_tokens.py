@@ -17,7 +17,9 @@ from .header import LIVE, Head, Outcome
 
 class S3PauseTokenStore(S3StoreBase, PauseTokenStore):
     @staticmethod
-    def _token(key: ConversationKey, h: Head | None, status: str, token_id: str, principal: str):
+    def _token(
+        key: ConversationKey, h: Head | None, status: str, token_id: str, principal: str
+    ) -> dict[str, Any]:
         token: dict[str, Any] | None = None
         if status == LIVE and h is not None and h["owner"] == principal:
             token = h["tokens"].get(token_id)

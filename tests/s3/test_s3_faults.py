@@ -1,0 +1,141 @@
+"""Faults between the adapter and S3, injected under the adapter: a reply lost after the
+write landed (with and without the resend that then comes back 412), storms of
+``409 ConditionalRequestConflict``, and throttling that never ends."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from botocore.exceptions import ClientError, ConnectionClosedError
+
+from agentstores.errors import BackendUnavailableError
+from agentstores.keys import ConversationKey
+from agentstores.models import Message, SupervisionRow
+from agentstores_s3 import S3Stores
+from agentstores_s3.client import CONFLICT_RETRIES
+
+from .conftest import client_for
+
+
+def _error(code: str, status: int) -> ClientError:
+    return ClientError(
+        {"Error": {"Code": code, "Message": code}, "ResponseMetadata": {"HTTPStatusCode": status}},
+        "PutObject",
+    )
+
+
+class Faulty:
+    """A boto3 client whose ``put_object`` to key headers goes through ``fault``."""
+
+    def __init__(self, real: Any, fault: Callable[[Callable[[], Any]], Any]) -> None:
+        self.real, self.fault, self.hits = real, fault, 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.real, name)
+
+    def put_object(self, **kwargs: Any) -> Any:
+        if not kwargs["Key"].endswith("/h"):
+            return self.real.put_object(**kwargs)
+        self.hits += 1
+        return self.fault(lambda: self.real.put_object(**kwargs))
+
+
+def _run(url: str, fault: Callable[[Callable[[], Any]], Any], body: Any) -> Faulty:
+    real = client_for(url)
+    client = Faulty(real, fault)
+
+    async def main() -> None:
+        async with S3Stores(url, client=client) as stores:
+            await body(stores)
+
+    try:
+        asyncio.run(main())
+    finally:
+        real.close()
+    return client
+
+
+KEY = ConversationKey("faults", "s")
+
+
+def test_a_reply_lost_after_the_write_is_recognised_by_its_nonce(url: str) -> None:
+    lost = [0]
+
+    def lose_first(send: Callable[[], Any]) -> Any:
+        result = send()
+        if not lost[0]:
+            lost[0] = 1
+            raise ConnectionClosedError(endpoint_url="http://moto")
+        return result
+
+    async def body(stores: S3Stores) -> None:
+        row = SupervisionRow("running", "m", 1)
+        assert await stores.supervision.compare_and_swap(KEY, "p", None, row)
+        view = await stores.supervision.read(KEY, "p")
+        assert view.row is not None and view.row.epoch == 1
+
+    _run(url, lose_first, body)
+    assert lost == [1]
+
+
+def test_a_resend_answered_412_after_the_first_landed_is_a_success(url: str) -> None:
+    def resend(send: Callable[[], Any]) -> Any:
+        first = send()
+        try:
+            return send()  # the same conditional PUT again: its precondition now fails
+        except ClientError as exc:
+            assert exc.response["Error"]["Code"] == "PreconditionFailed"
+            raise
+        finally:
+            del first
+
+    async def body(stores: S3Stores) -> None:
+        stored = await stores.conversations.append_messages(KEY, "p", [Message("a", "user", 1)])
+        assert [m.id for m in stored] == ["a"]
+        stored = await stores.conversations.append_messages(KEY, "p", [Message("b", "user", 2)])
+        assert [m.id for m in stored] == ["b"]
+        rows = await stores.conversations.get_transcript(KEY, "p")
+        assert [r.id for r in rows] == ["a", "b"], "a write reported lost was applied twice"
+
+    _run(url, resend, body)
+
+
+def test_a_409_storm_is_retried_until_it_passes(url: str) -> None:
+    def storm(send: Callable[[], Any]) -> Any:
+        if storm_left[0] > 0:
+            storm_left[0] -= 1
+            raise _error("ConditionalRequestConflict", 409)
+        return send()
+
+    storm_left = [CONFLICT_RETRIES]
+
+    async def body(stores: S3Stores) -> None:
+        assert await stores.supervision.compare_and_swap(
+            KEY, "p", None, SupervisionRow("running", "m", 1)
+        )
+
+    _run(url, storm, body)
+    assert storm_left == [0]
+
+
+@pytest.mark.parametrize(
+    ("code", "status", "words"),
+    [("ConditionalRequestConflict", 409, "409"), ("SlowDown", 503, "throttled")],
+)
+def test_an_endless_fault_ends_in_a_clear_error(
+    url: str, code: str, status: int, words: str
+) -> None:
+    def endless(send: Callable[[], Any]) -> Any:
+        raise _error(code, status)
+
+    async def body(stores: S3Stores) -> None:
+        with pytest.raises(BackendUnavailableError, match=words):
+            await stores.supervision.compare_and_swap(
+                KEY, "p", None, SupervisionRow("running", "m", 1)
+            )
+        assert (await stores.supervision.read(KEY, "p")).row is None
+
+    _run(url, endless, body)
