@@ -9,6 +9,8 @@ from collections.abc import Iterator
 import pytest
 
 from agentstores_contract import BackendUnderTest, ContractSuite
+from agentstores_contract.lifetimes import LifetimeContract
+from agentstores_contract.oauth import OAuthContract
 from tests.servers.moto import MotoServer
 
 from .conftest import BUCKET, purge, with_prefix
@@ -28,5 +30,18 @@ class TestRealS3(ContractSuite):
     @classmethod
     def backend(cls, real_s3_base: str) -> Iterator[BackendUnderTest]:
         url = with_prefix(real_s3_base)
+        yield BackendUnderTest.from_url(url)
+        purge(url)
+
+
+class TestMotoTombstoneDeletes(OAuthContract, LifetimeContract):
+    """``conditional_delete=false`` (for stores that ignore ``If-Match`` on delete, such
+    as MinIO): the sections whose calls take the guarded-delete path, OAuth deletes and
+    the reuse of a key after its tombstone lapses, written as conditional tombstones."""
+
+    @pytest.fixture(scope="class")
+    @classmethod
+    def backend(cls, moto_server: MotoServer) -> Iterator[BackendUnderTest]:
+        url = with_prefix(moto_server.url(BUCKET)) + "&conditional_delete=false"
         yield BackendUnderTest.from_url(url)
         purge(url)

@@ -59,6 +59,7 @@ CASES = [
         scheme="redis://",
         env_url="AGENTSTORES_TEST_REDIS_URL",
     ),
+    Case("s3", "packages/agentstores-s3", scheme="s3://"),
     Case("contract", "contract_tests"),
 ]
 

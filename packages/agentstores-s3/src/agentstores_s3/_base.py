@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import threading
 from collections.abc import Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Concatenate, ParamSpec, TypeVar
@@ -20,6 +21,8 @@ S = TypeVar("S", bound="S3StoreBase")
 
 DEFAULT_WORKERS = 32
 """Threads (and HTTP connections) of a bundle's pool, unless ``workers`` says otherwise."""
+READERS = 8
+"""Threads a bundle uses to fetch the message objects of one read in parallel."""
 
 
 class Runner:
@@ -28,6 +31,8 @@ class Runner:
     def __init__(self, workers: int) -> None:
         self.workers = workers
         self.pool: ThreadPoolExecutor | None = None
+        self.reads: ThreadPoolExecutor | None = None
+        self.lock = threading.Lock()
 
     def start(self) -> ThreadPoolExecutor:
         if self.pool is None:
@@ -38,17 +43,24 @@ class Runner:
         pool, self.pool = self.pool, None
         if pool is not None:
             await asyncio.to_thread(pool.shutdown, True)
+        reads, self.reads = self.reads, None
+        if reads is not None:
+            await asyncio.to_thread(reads.shutdown, True)
 
     async def __call__(self, fn: Callable[..., T], *args: Any) -> T:
         pool = self.pool or self.start()
         return await asyncio.get_running_loop().run_in_executor(pool, fn, *args)
 
     def map(self, fn: Callable[[Any], T], items: list[Any]) -> list[T]:
-        """``fn`` over ``items`` from a pool thread, a few at a time (reads only)."""
+        """``fn`` over ``items``, called from a pool thread: several GETs at once on a
+        small pool of its own (reads only; they never call ``map`` again)."""
         if len(items) <= 1:
             return [fn(item) for item in items]
-        with ThreadPoolExecutor(min(8, len(items)), thread_name_prefix="agentstores-s3-r") as ex:
-            return list(ex.map(fn, items))
+        with self.lock:
+            if self.reads is None:
+                self.reads = ThreadPoolExecutor(READERS, thread_name_prefix="agentstores-s3-r")
+            reads = self.reads
+        return list(reads.map(fn, items))
 
 
 def off_loop(

@@ -103,6 +103,8 @@ class ServerClock:
             return
         local = time.time()
         with self.lock:
+            # The server's clock read [server, server + 1) when it answered, before now:
+            # server - local is a lower bound of the offset; the largest seen is kept.
             offset = server - local
             if self.offset is None or offset > self.offset:
                 self.offset = offset
@@ -121,15 +123,40 @@ class ServerClock:
             return value
 
 
+_clocks: dict[tuple[int, str, str], ServerClock] = {}
+_clocks_lock = threading.Lock()
+
+
+def shared_clock(endpoint: str, bucket: str) -> ServerClock:
+    """The one clock estimate of a process for a bucket: every bundle feeds it, so they
+    all agree (and never go backwards), and it tightens with every response seen."""
+    import os
+
+    with _clocks_lock:
+        key = (os.getpid(), endpoint, bucket)
+        clock = _clocks.get(key)
+        if clock is None:
+            clock = _clocks[key] = ServerClock()
+        return clock
+
+
 class S3IO:
     """One bucket and prefix on one boto3 client (thread-safe; one per bundle)."""
 
-    def __init__(self, client: Any, bucket: str, prefix: str, stats: RequestStats | None = None):
+    def __init__(
+        self,
+        client: Any,
+        bucket: str,
+        prefix: str,
+        stats: RequestStats | None = None,
+        *,
+        endpoint: str = "",
+    ):
         self.client = client
         self.bucket = bucket
         self.prefix = prefix
         self.stats = stats
-        self.clock = ServerClock()
+        self.clock = shared_clock(endpoint, bucket)
 
     # --- bookkeeping -------------------------------------------------------------
 

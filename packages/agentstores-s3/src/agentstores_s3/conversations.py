@@ -34,7 +34,16 @@ from agentstores.stores import (
 
 from ._base import S3StoreBase, off_loop
 from .header import ERASED, LIVE, Head, Outcome
-from .transcript import Conv, Transcript, head_conv, new_conv, pending_start, to_stored
+from .transcript import (
+    Conv,
+    Transcript,
+    head_conv,
+    new_conv,
+    pending_start,
+    run_of,
+    split_window,
+    to_stored,
+)
 
 READ_ATTEMPTS = 8
 """Reads that found a message object gone (erased meanwhile) before giving up."""
@@ -91,7 +100,7 @@ class S3ConversationStore(S3StoreBase, ConversationStore):
     ) -> list[StoredMessage]:
         root = self.root
         transcript = Transcript(root.io, key)
-        flushed: set[str] = set()
+        flushed: set[tuple[str, int]] = set()
 
         def decide(h: Head | None, status: str, now: int) -> Outcome:
             if status == ERASED:
@@ -100,9 +109,6 @@ class S3ConversationStore(S3StoreBase, ConversationStore):
             if conv is None and not request.create_if_absent:
                 raise refusal_error(Refusal.NOT_FOUND, key=key)
             root.check(key, h, status, principal, request.epoch)
-            if conv is not None and conv["p"] and h is not None and h["w"] not in flushed:
-                transcript.flush(conv)
-                flushed.add(h["w"])
             fresh = [
                 m
                 for m in request.messages
@@ -141,7 +147,10 @@ class S3ConversationStore(S3StoreBase, ConversationStore):
                 conv["tail"] = rows[-1]["id"]
                 conv["last"] = stamp
             conv["segs"] = segs
-            conv["p"] = rows
+            leaving, conv["p"] = split_window(list(conv["p"]), rows)
+            todo = [r for r in leaving if (run_of(conv, r["q"]), r["q"]) not in flushed]
+            transcript.flush(conv, todo)  # committed rows, copied out before they leave
+            flushed.update((run_of(conv, r["q"]), r["q"]) for r in todo)
             conv["n"] = first + len(rows)
             if request.last_turn_status is not None:
                 conv["l"] = request.last_turn_status
@@ -218,7 +227,6 @@ class S3ConversationStore(S3StoreBase, ConversationStore):
                 )
             cut = position if row["r"] == "user" else position + 1
             removed = int(conv["n"]) - cut
-            transcript.flush(conv)
             tail = None
             if cut > 0:
                 last = row if cut == position + 1 else transcript.row(conv, cut - 1)
@@ -228,7 +236,7 @@ class S3ConversationStore(S3StoreBase, ConversationStore):
             conv["segs"] = [
                 [gen, start, min(end, cut)] for gen, start, end in conv["segs"] if start < cut
             ]
-            conv["p"] = []
+            conv["p"] = [r for r in conv["p"] if r["q"] < cut]
             conv["n"] = cut
             conv["tail"] = tail
             conv["gen"] = kit.writer_nonce_hex()
@@ -361,9 +369,57 @@ class S3ConversationStore(S3StoreBase, ConversationStore):
     async def _get_transcript(
         self, key: ConversationKey, principal: str, query: TranscriptQuery
     ) -> list[TranscriptMessage]:
-        if query.index is None or query.speaker != "all":
-            return await super()._get_transcript(key, principal, query)
-        return await self._one(key, principal, query.index)
+        if query.index is not None and query.speaker == "all":
+            return await self._one(key, principal, query.index)
+        if query.time_range is not None and query.speaker == "all":
+            return await super()._get_transcript(key, principal, query)  # a binary search
+        return await self._filtered(key, principal, query)
+
+    @off_loop
+    def _filtered(
+        self, key: ConversationKey, principal: str, query: TranscriptQuery
+    ) -> list[TranscriptMessage]:
+        """A speaker view (or the whole transcript) from one header snapshot: a scan."""
+        found = self._read_snapshot(key, principal)
+        if found is None:
+            return []
+        rows = [to_stored(r) for r in found[2]]
+        if query.speaker != "all":
+            rows = [m for m in rows if m.role == query.speaker]
+        chosen = list(range(len(rows)))
+        if query.index is not None:
+            i = query.index + len(rows) if query.index < 0 else query.index
+            chosen = [i] if 0 <= i < len(rows) else []
+        elif query.time_range is not None:
+            start, end = query.time_range
+            chosen = [i for i in chosen if start <= rows[i].created_at <= end]
+        if query.limit is not None:
+            chosen = chosen[: query.limit]
+        return [
+            TranscriptMessage(i, rows[i].role, rows[i].content, rows[i].id, rows[i].created_at)
+            for i in chosen
+        ]
+
+    @off_loop
+    def _recent(self, key: ConversationKey, principal: str, limit: int) -> list[StoredMessage]:
+        """The last ``limit`` user/assistant messages, scanning back from one snapshot."""
+        for _ in range(READ_ATTEMPTS):
+            snapshot = self._readable(key, principal)
+            if snapshot is None:
+                return []
+            _, conv = snapshot
+            found: list[StoredMessage] = []
+            end = int(conv["n"])
+            while end > 0 and len(found) < limit:
+                start = max(0, end - max(limit, 32))
+                rows = self._rows(key, conv, list(range(start, end)))
+                if rows is None:
+                    break
+                found[:0] = [m for m in map(to_stored, rows) if m.role in ("user", "assistant")]
+                end = start
+            else:
+                return found[-limit:]
+        return []
 
     @off_loop
     def _one(self, key: ConversationKey, principal: str, index: int) -> list[TranscriptMessage]:

@@ -167,7 +167,7 @@ class S3Stores(Stores):
         self.options = merged
         self.stats = stats
         self._client = client
-        self.io = S3IO(client, bucket, prefix, stats)
+        self.io = S3IO(client, bucket, prefix, stats, endpoint=str(merged.get("endpoint_url", "")))
         self.root = self.root_class(
             self.io,
             clock=clock,

@@ -1,14 +1,15 @@
-"""A conversation's transcript on S3: message objects named by position, and the tail
-the header still holds.
+"""A conversation's transcript on S3: message objects named by position, and a window
+of the newest messages that the header itself holds.
 
 The header's ``conv`` holds ``n`` (the count), ``segs`` (``[gen, start, end]`` runs: the
 message at position ``q`` is the object ``m/<gen>/<q>`` of the run covering ``q``), and
-``p``: the messages of the last append, kept in the header itself. An append commits by
-writing the header alone (its new messages in ``p``); the next append first copies the
-previous ``p`` out to message and id objects (deterministic bodies: copying twice
-writes the same bytes) and only then drops it. So a message object is written once its
-content is committed and never changes; a truncation starts a new ``gen`` for later
-appends, so a position is never reused within a run. Reading position ``q`` is one GET
+``p``: the newest messages (the last append whole, and older ones while the window stays
+within :data:`WINDOW` messages and :data:`WINDOW_BYTES`). An append commits by writing
+the header alone, its new messages in ``p``; messages leaving the window are first
+copied out to message and id objects (deterministic bodies: copying twice writes the
+same bytes). So a message object is only written once its content is committed, and
+never changes; a truncation starts a new ``gen`` for later appends, so a position is
+never reused within a run. Reading position ``q`` is the header and at most one GET
 computed from ``q``, whatever the length.
 """
 
@@ -26,6 +27,11 @@ from .client import S3IO
 from .header import Head, dumps, loads
 
 Conv = dict[str, Any]
+
+WINDOW = 32
+"""Most messages the header holds (older ones live in message objects)."""
+WINDOW_BYTES = 64 * 1024
+"""Most encoded bytes of messages the header holds beyond the last append's own."""
 
 
 def message_name(kdir: str, gen: str, seq: int) -> str:
@@ -83,9 +89,9 @@ class Transcript:
         self.io = io
         self.kdir = f"k/{key.digest}/"
 
-    def flush(self, conv: Conv) -> None:
-        """Copy the header's pending messages out to their objects (idempotent)."""
-        for row in conv["p"]:
+    def flush(self, conv: Conv, rows: list[dict[str, Any]]) -> None:
+        """Copy committed rows of the header's window out to their objects (idempotent)."""
+        for row in rows:
             gen = run_of(conv, row["q"])
             self.io.put(message_name(self.kdir, gen, row["q"]), dumps(row))
             self.io.put(id_name(self.kdir, gen, row["id"]), str(row["q"]).encode())
@@ -95,6 +101,8 @@ class Transcript:
         for row in conv["p"]:
             if row["id"] == message_id:
                 return int(row["q"])
+        if pending_start(conv) == 0:
+            return None
         for gen, start, end in conv["segs"]:
             found = self.io.get(id_name(self.kdir, gen, message_id))
             if found is None:
@@ -123,6 +131,23 @@ class Transcript:
             self.io.put(id_name(self.kdir, gen, row["id"]), str(row["q"]).encode())
 
 
+def split_window(
+    kept: list[dict[str, Any]], new: list[dict[str, Any]]
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """``(leaving, window)``: which of the old window ``kept`` must leave the header so
+    that it holds ``new`` whole and the newest of ``kept`` within the bounds."""
+    room = max(0, WINDOW - len(new))
+    size = 0
+    stay = 0
+    for row in reversed(kept):
+        size += len(row["c"]) + len(row["md"]) + 64
+        if stay >= room or size > WINDOW_BYTES:
+            break
+        stay += 1
+    cut = len(kept) - stay
+    return kept[:cut], kept[cut:] + new
+
+
 def head_conv(h: Head | None) -> Conv | None:
     if h is None:
         return None
@@ -139,5 +164,6 @@ __all__ = [
     "new_conv",
     "pending_start",
     "run_of",
+    "split_window",
     "to_stored",
 ]
