@@ -14,13 +14,14 @@ from __future__ import annotations
 import asyncio
 import math
 from collections.abc import AsyncGenerator, Awaitable, Callable
+from types import SimpleNamespace
 from typing import Any, cast
 
 import pytest
 
 from agentstores.errors import UsageError
 from agentstores.keys import ConversationKey
-from agentstores.models import Message, RecordedEvent
+from agentstores.models import Message, RecordedEvent, SupervisionView
 from agentstores.protocol import (
     FollowEnd,
     FollowEvent,
@@ -135,16 +136,30 @@ def _follow(stores: Stores, key: ConversationKey, **kw: Any) -> Follow:
 
 
 class _Reads:
-    """The follower's bundle with its recording reads noted, so a test knows a snapshot
-    was polled (and how often) before it writes the next one."""
+    """The follower's reads, noted, so a test knows what the follower polled (and how
+    often) before it writes the next thing."""
 
     def __init__(self, stores: Stores) -> None:
-        self._recording = stores.recording
+        self._stores = stores
+        self.rows = 0
+        """Supervision reads so far."""
         self.seen: list[tuple[str, int, int] | None] = []
-        self.bundle = cast(Stores, _Bundle(stores, self))
+        """What each recording read returned: (message id, index, epoch), or None."""
+        self.bundle = cast(
+            Stores,
+            SimpleNamespace(
+                supervision=SimpleNamespace(read=self._row),
+                recording=SimpleNamespace(read=self._snapshot),
+                conversations=stores.conversations,
+            ),
+        )
 
-    async def read(self, key: ConversationKey, principal: str) -> RecordedEvent | None:
-        event = await self._recording.read(key, principal)
+    async def _row(self, key: ConversationKey, principal: str) -> SupervisionView:
+        self.rows += 1
+        return await self._stores.supervision.read(key, principal)
+
+    async def _snapshot(self, key: ConversationKey, principal: str) -> RecordedEvent | None:
+        event = await self._stores.recording.read(key, principal)
         self.seen.append(None if event is None else (event.message_id, event.index, event.epoch))
         return event
 
@@ -156,14 +171,15 @@ class _Reads:
 
         await _until(enough, f"the follower to poll {snapshot} {times} times")
 
+    async def waited(self, waiting: asyncio.Future[FollowEvent], times: int = 3) -> None:
+        """Wait until the follower has read the row ``times`` more times, yielding nothing."""
+        target = self.rows + times
 
-class _Bundle:
-    """Just what the follower reads: the supervision row, the recording, the transcript."""
+        async def enough() -> bool | None:
+            assert not waiting.done(), f"the follow did not wait: {waiting.result()}"
+            return True if self.rows >= target else None
 
-    def __init__(self, stores: Stores, recording: _Reads) -> None:
-        self.supervision = stores.supervision
-        self.conversations = stores.conversations
-        self.recording = recording
+        await _until(enough, f"the follower to read the row {times} times")
 
 
 async def _refused(what: str, **kw: Any) -> None:
@@ -350,8 +366,10 @@ class FollowContract(ContractBase):
                 return True if age is not None and age > 3 * SHORT.dead_after else None
 
             await _until(long_dead, "the silent producer to be dead for 3 * dead_after")
-            events = _follow(reader, key, dead_after=SHORT.dead_after, grace=PATIENCE * 10)
+            reads = _Reads(reader)
+            events = _follow(reads.bundle, key, dead_after=SHORT.dead_after, grace=PATIENCE * 10)
             waiting = asyncio.ensure_future(_next(events))
+            await reads.waited(waiting)
             heir = await claim(producer, key, USER, MID, config=SHORT, resume_live=False)
             async with heir:  # beating, so the follower keeps judging it live
                 await _record(heir, 13)
