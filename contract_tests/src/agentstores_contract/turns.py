@@ -25,7 +25,7 @@ from agentstores.errors import (
 )
 from agentstores.keys import ConversationKey
 from agentstores.models import Message
-from agentstores.protocol import FollowEnd, FollowUpdate, LeaseConfig
+from agentstores.protocol import FollowEnd, FollowUpdate, LeaseConfig, liveness
 from agentstores.stores import Stores
 from agentstores.stores.ambient import ambient_epoch
 
@@ -147,6 +147,49 @@ class TurnContract(ContractBase):
 
         self.run(backend, body)
 
+    @promise("handle.arguments")
+    def test_handle_follow_and_retried_turns(self, backend: BackendUnderTest) -> None:
+        key = self.key()
+
+        async def body(stores: Stores) -> None:
+            conv = stores.conversation(key, USER)
+            assert await conv.rehydrate(1) == []
+            question = Message.user("q", id="q")
+            with pytest.raises(_Boom):
+                async with conv.turn("d1", user=question, lease=SHORT, stream_every=0) as turn:
+                    await turn.stream("half")
+                    await turn.lease.stop_heartbeat()  # the producer hangs
+
+                    async def dead() -> bool | None:
+                        view = await stores.supervision.read(key, USER)
+                        return True if liveness(view, SHORT.dead_after) == "dead" else None
+
+                    await _until(dead, "the hung producer to be seen dead")
+                    hidden = [e async for e in conv.follow(dead_after=0.3, grace=0, poll=0.05)]
+                    assert [type(e) for e in hidden] == [FollowEnd]
+                    assert hidden[0].verdict == "dead"
+                    shown = [
+                        e
+                        async for e in conv.follow(partial=True, dead_after=0.3, grace=0, poll=0.05)
+                    ]
+                    assert isinstance(shown[0], FollowUpdate) and shown[0].text == "half"
+                    assert isinstance(shown[-1], FollowEnd) and shown[-1].verdict == "dead"
+                    # The client retries its send: the same turn, the same message, the same
+                    # tail it saw; the retry takes the turn over and appends nothing twice.
+                    async with conv.turn(
+                        "d1", user=question, expect_tail=None, lease=SHORT
+                    ) as retry:
+                        assert retry.epoch > turn.epoch and retry.reason in ("dead", "resume")
+                        await retry.stream("whole")
+                    raise _Boom
+            assert [(m.id, m.content) for m in await conv.messages()] == [
+                ("q", "q"),
+                ("d1", "whole"),
+            ]
+            assert [m.id for m in await conv.rehydrate(1)] == ["d1"]
+
+        self.run(backend, body)
+
     @promise("protocol.turn.arguments")
     def test_turn_passes_its_arguments_through(self, backend: BackendUnderTest) -> None:
         key = self.key()
@@ -243,7 +286,7 @@ class TurnContract(ContractBase):
             events = [event async for event in conv.follow(poll=0.05)]
             assert len(events) == 2 and isinstance(events[-1], FollowEnd)
             assert (events[-1].verdict, events[-1].message_id) == ("done", "answer-1")
-            assert isinstance(events[0], FollowUpdate) and events[0].text == "Once upon a time"
+            assert isinstance(events[0], FollowUpdate) and events[0].delta == "Once upon a time"
             later = [e async for e in conv.follow(4, message_id="answer-1", poll=0.05)]
             assert isinstance(later[0], FollowUpdate) and later[0].delta == " upon a time"
             other = [e async for e in conv.follow(message_id="never-ran", poll=0.05)]
