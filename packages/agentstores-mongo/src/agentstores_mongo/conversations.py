@@ -1,0 +1,620 @@
+"""ConversationStore on MongoDB: one document per message in ``<prefix>messages``, the
+header's ``c`` entry as the commit point.
+
+A message document: ``c`` generation, ``s`` seq, ``b`` the header rev its writer read,
+``w`` writer nonce, ``i`` id, ``r`` role, ``k`` compaction, ``ct``/``md`` content and
+metadata (canonical JSON text), ``at`` created_at (the server's clock, in microseconds:
+nx-27017 compares datetimes wrongly in range queries), ``nu``/``na``
+user and assistant messages before it, ``rk`` its rank among messages of its role,
+``pc`` the latest compaction before it (-1: none). Unique on (c, s).
+
+An append inserts its messages at ``s >= c.n`` and commits by the header CAS raising
+``c.n``; readers read only ``s < c.n``. A document in the way at the same seq is either
+another writer's in flight (written at the header's current rev: it gets
+``stall_after`` seconds, then is retired) or garbage (older rev, never committable:
+deleted, guarded by its rev).
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from datetime import datetime, timedelta
+from typing import Any
+
+from pymongo import ASCENDING, DESCENDING
+from pymongo.errors import BulkWriteError
+
+from agentstores.errors import AgentStoresError, Refusal, refusal_error
+from agentstores.keys import ConversationKey
+from agentstores.models import (
+    ConversationInfo,
+    LastTurnStatus,
+    Page,
+    StoredMessage,
+    TranscriptMessage,
+)
+from agentstores.stores import (
+    AppendRequest,
+    ConversationStore,
+    Expired,
+    IdleFor,
+    OverCap,
+    SweepRule,
+    TranscriptQuery,
+    kit,
+)
+
+from ._base import MongoStoreBase
+from .header import (
+    ERASED,
+    LIVE,
+    RETRY,
+    Header,
+    Retry,
+    commit,
+    ensure_header,
+    read_header,
+    read_with_clock,
+    retire,
+    touched,
+    write,
+)
+
+COPY_CHUNK = 500
+"""Messages a branch copies per round trip."""
+_US = timedelta(microseconds=1)
+
+
+def _no_message(message_id: str, key: ConversationKey) -> AgentStoresError:
+    return refusal_error(
+        Refusal.NOT_FOUND, f"no message {message_id!r} in this conversation", key=key
+    )
+
+
+def new_conv(created_us: int) -> dict[str, Any]:
+    return {
+        "ti": None,
+        "lts": None,
+        "tl": None,
+        "n": 0,
+        "ca": created_us,
+        "la": None,
+        "nu": 0,
+        "na": 0,
+        "lc": -1,
+    }
+
+
+def _info(key: ConversationKey, h: Header) -> ConversationInfo:
+    d = h.live
+    assert d is not None
+    conv = d["c"]
+    return ConversationInfo(
+        key=key,
+        owner=d["o"],
+        title=conv["ti"],
+        created_at=kit.from_micros(conv["ca"]),
+        updated_at=kit.from_micros(d["u"]),
+        expires_at=None if d.get("cx") is None else kit.from_micros(d["cx"]),
+        last_turn_status=conv["lts"],
+        tail_message_id=conv["tl"],
+        message_count=conv["n"],
+        shared_with=frozenset(d.get("sh") or ()),
+    )
+
+
+def _stored(doc: dict[str, Any]) -> StoredMessage:
+    return StoredMessage(
+        id=doc["i"],
+        role=doc["r"],
+        content=json.loads(doc["ct"]),
+        metadata=json.loads(doc["md"]),
+        compaction=bool(doc["k"]),
+        seq=doc["s"],
+        created_at=kit.from_micros(doc["at"]),
+    )
+
+
+def _row(index: int, doc: dict[str, Any]) -> TranscriptMessage:
+    return TranscriptMessage(
+        index=index,
+        role=doc["r"],
+        content=json.loads(doc["ct"]),
+        id=doc["i"],
+        created_at=kit.from_micros(doc["at"]),
+    )
+
+
+def message_docs(
+    conv: dict[str, Any],
+    gen: str,
+    base: int,
+    nonce: str,
+    items: list[tuple[str, str, bool, str, str]],
+    at: datetime,
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The documents of ``items`` (id, role, compaction, content, metadata) appended to
+    ``conv``, and the conversation metadata after them."""
+    conv = dict(conv)
+    docs = []
+    for message_id, role, compaction, content, metadata in items:
+        seq = conv["n"]
+        rank = conv["nu"] if role == "user" else conv["na"] if role == "assistant" else seq
+        docs.append(
+            {
+                "c": gen,
+                "s": seq,
+                "b": base,
+                "w": nonce,
+                "i": message_id,
+                "r": role,
+                "k": compaction,
+                "ct": content,
+                "md": metadata,
+                "at": kit.to_micros(at),
+                "nu": conv["nu"],
+                "na": conv["na"],
+                "rk": rank,
+                "pc": conv["lc"],
+            }
+        )
+        conv["n"] = seq + 1
+        conv["tl"] = message_id
+        if role == "user":
+            conv["nu"] += 1
+        elif role == "assistant":
+            conv["na"] += 1
+        if compaction:
+            conv["lc"] = seq
+    if docs:
+        conv["la"] = kit.to_micros(at)
+    return docs, conv
+
+
+class MongoConversationStore(MongoStoreBase, ConversationStore):
+    # --- writes ------------------------------------------------------------------
+
+    async def _insert_messages(self, h: Header, docs: list[dict[str, Any]], nonce: str) -> bool:
+        """Insert ``docs`` (uncommitted); False when documents were in the way (they are
+        retired or cleared, so the caller reads the header again and retries)."""
+        ctx = self.ctx
+        if not docs:
+            return True
+        try:
+            await ctx.messages.insert_many(docs, ordered=True)
+            return True
+        except BulkWriteError:
+            pass
+        gen, lo, hi = docs[0]["c"], docs[0]["s"], docs[-1]["s"] + 1
+        await ctx.messages.delete_many({"c": gen, "w": nonce})
+        in_flight = False
+        async for other in ctx.messages.find(
+            {"c": gen, "s": {"$gte": lo, "$lt": hi}}, {"b": 1, "w": 1}
+        ):
+            if other["b"] >= h.rev:
+                in_flight = True
+            else:
+                await ctx.messages.delete_one({"_id": other["_id"], "b": other["b"]})
+        if in_flight:
+            await retire(ctx, h)
+        return False
+
+    async def _append_messages(
+        self, key: ConversationKey, principal: str, request: AppendRequest
+    ) -> list[StoredMessage]:
+        ctx = self.ctx
+
+        async def attempt(h: Header) -> list[StoredMessage] | Retry:
+            if h.status == ERASED:
+                raise refusal_error(Refusal.ERASED, key=key)
+            conv = h.conv
+            if conv is None and not request.create_if_absent:
+                raise refusal_error(Refusal.NOT_FOUND, key=key)
+            h.check_write(principal, request.epoch)
+            fresh = list(request.messages)
+            if conv is not None and conv["n"] > 0 and fresh:
+                ids = [m.message.id for m in fresh]
+                present = {
+                    d["i"]
+                    async for d in ctx.messages.find(
+                        {"c": h.gen, "i": {"$in": ids}, "s": {"$lt": conv["n"]}}, {"i": 1}
+                    )
+                }
+                fresh = [m for m in fresh if m.message.id not in present]
+            if request.messages and not fresh:
+                return []
+            if request.has_tail_condition:
+                tail = conv["tl"] if conv is not None else None
+                if tail != request.expected_tail:
+                    raise refusal_error(
+                        Refusal.STALE_TAIL, key=key, tail=tail, expected=request.expected_tail
+                    )
+            if h.doc is None:
+                await ensure_header(ctx, key)
+                return RETRY
+            fields, gen = h.claim(principal)
+            assert h.now_us is not None
+            now_us = h.now_us
+            now = kit.from_micros(now_us)
+            if conv is None:
+                conv = new_conv(now_us)
+            stamp = now
+            if conv["la"] is not None and conv["la"] > now_us:
+                stamp = kit.from_micros(conv["la"])
+            nonce = kit.writer_nonce_hex()
+            items = [
+                (
+                    m.message.id,
+                    m.message.role,
+                    m.message.compaction,
+                    m.content_json.decode("utf-8"),
+                    m.metadata_json.decode("utf-8"),
+                )
+                for m in fresh
+            ]
+            docs, after = message_docs(conv, gen, h.rev, nonce, items, stamp)
+            if not await self._insert_messages(h, docs, nonce):
+                return RETRY
+            if request.last_turn_status is not None:
+                after["lts"] = request.last_turn_status
+            if request.title is not None:
+                after["ti"] = request.title
+            fields.update(
+                {
+                    "c": after,
+                    "f": kit.raised_fence(h.fence, request.epoch),
+                    "lo": h.owner or principal,
+                    "lv": True,
+                    "u": touched(h),
+                }
+            )
+            if request.expires_at is not None:
+                fields["cx"] = kit.to_micros(request.expires_at)
+            if await commit(ctx, h, fields, nonce=nonce):
+                return [_stored(d) for d in docs]
+            if docs:
+                await ctx.messages.delete_many({"c": gen, "w": nonce})
+            return RETRY
+
+        return await write(ctx, key, attempt, clock=True)
+
+    async def _change(
+        self,
+        key: ConversationKey,
+        principal: str,
+        epoch: int | None,
+        change: Any,
+        *,
+        missing_ok: bool = False,
+        touch: bool = True,
+    ) -> Any:
+        """A metadata write to a live conversation: ``change(h, conv)`` returns the new
+        conversation entry and extra fields (or ``None`` for no change) and a result."""
+        ctx = self.ctx
+
+        async def attempt(h: Header) -> Any:
+            if missing_ok and (h.status != LIVE or h.conv is None):
+                return None
+            if h.status == ERASED:
+                raise refusal_error(Refusal.ERASED, key=key)
+            conv = h.conv
+            if conv is None:
+                raise refusal_error(Refusal.NOT_FOUND, key=key)
+            h.check_write(principal, epoch)
+            fields, redo, result = await change(h, dict(conv))
+            if fields is None:
+                return result
+            fields["f"] = kit.raised_fence(h.fence, epoch)
+            if touch:
+                fields["u"] = touched(h)
+            return result if await commit(ctx, h, fields, redo=redo) else RETRY
+
+        return await write(ctx, key, attempt, clock=touch)
+
+    async def _set_last_turn_status(
+        self, key: ConversationKey, principal: str, status: LastTurnStatus, epoch: int | None
+    ) -> None:
+        async def change(h: Header, conv: dict[str, Any]) -> Any:
+            conv["lts"] = status
+            return {"c": conv}, None, None
+
+        await self._change(key, principal, epoch, change, missing_ok=True)
+
+    async def _set_title(
+        self, key: ConversationKey, principal: str, title: str | None, epoch: int | None
+    ) -> None:
+        async def change(h: Header, conv: dict[str, Any]) -> Any:
+            conv["ti"] = title
+            return {"c": conv}, None, None
+
+        await self._change(key, principal, epoch, change)
+
+    async def _set_shared(
+        self, key: ConversationKey, principal: str, with_principal: str, shared: bool
+    ) -> None:
+        async def change(h: Header, conv: dict[str, Any]) -> Any:
+            members = set(h.get("sh") or ())
+            before = set(members)
+            if shared:
+                members.add(with_principal)
+            else:
+                members.discard(with_principal)
+            if members == before:
+                return None, None, None
+            return {"sh": sorted(members)}, None, None
+
+        await self._change(key, principal, None, change, touch=False)
+
+    async def _truncate(
+        self, key: ConversationKey, principal: str, message_id: str, epoch: int | None
+    ) -> int:
+        ctx = self.ctx
+
+        async def change(h: Header, conv: dict[str, Any]) -> Any:
+            target = await ctx.messages.find_one(
+                {"c": h.gen, "i": message_id, "s": {"$lt": conv["n"]}}
+            )
+            if target is None:
+                raise _no_message(message_id, key)
+            role = target["r"]
+            if role == "user":
+                keep = target["s"]
+                conv["nu"], conv["na"], conv["lc"] = target["nu"], target["na"], target["pc"]
+            else:
+                keep = target["s"] + 1
+                conv["nu"] = target["nu"]
+                conv["na"] = target["na"] + (1 if role == "assistant" else 0)
+                conv["lc"] = target["s"] if target["k"] else target["pc"]
+            removed = conv["n"] - keep
+            if keep == 0:
+                conv["tl"] = None
+            elif keep == target["s"] + 1:
+                conv["tl"] = target["i"]
+            else:
+                last = await ctx.messages.find_one({"c": h.gen, "s": keep - 1}, {"i": 1})
+                assert last is not None
+                conv["tl"] = last["i"]
+            conv["n"] = keep
+            return {"c": conv}, [["cut", h.gen, keep, h.rev + 1]], removed
+
+        result: int = await self._change(key, principal, epoch, change)
+        return result
+
+    async def _branch(
+        self, key: ConversationKey, principal: str, message_id: str, new_key: ConversationKey
+    ) -> None:
+        ctx = self.ctx
+
+        async def attempt(nh: Header) -> None | Retry:
+            h = await read_header(ctx, key)
+            conv = h.conv
+            if not h.can_read(principal) or conv is None:
+                raise refusal_error(Refusal.NOT_FOUND, key=key)
+            target = await ctx.messages.find_one(
+                {"c": h.gen, "i": message_id, "s": {"$lt": conv["n"]}}, {"s": 1}
+            )
+            if target is None:
+                raise _no_message(message_id, key)
+            if nh.status in (LIVE, ERASED):
+                raise refusal_error(
+                    Refusal.EXISTS, "the branch's key is already in use", key=new_key
+                )
+            if nh.doc is None:
+                await ensure_header(ctx, new_key)
+                return RETRY
+            fields, gen = nh.claim(principal)
+            assert nh.now_us is not None
+            now = kit.from_micros(nh.now_us)
+            copy = new_conv(nh.now_us)
+            copy["ti"] = conv["ti"]
+            nonce = kit.writer_nonce_hex()
+            last = target["s"]
+            for lo in range(0, last + 1, COPY_CHUNK):
+                hi = min(last + 1, lo + COPY_CHUNK)
+                source = [
+                    (uuid.uuid4().hex, d["r"], bool(d["k"]), d["ct"], d["md"])
+                    async for d in ctx.messages.find(
+                        {"c": h.gen, "s": {"$gte": lo, "$lt": hi}},
+                        {"r": 1, "k": 1, "ct": 1, "md": 1},
+                    ).sort("s", ASCENDING)
+                ]
+                docs, copy = message_docs(copy, gen, nh.rev, nonce, source, now)
+                await ctx.messages.insert_many(docs, ordered=True)
+            still = await ctx.messages.find_one({"c": h.gen, "s": last}, {"_id": 1})
+            if still is None or still["_id"] != target["_id"]:
+                await ctx.messages.delete_many({"c": gen, "w": nonce})
+                return RETRY  # the source was cut under the copy
+            fields.update({"c": copy, "lo": principal, "lv": True, "cx": None, "u": nh.now_us})
+            if await commit(ctx, nh, fields, nonce=nonce):
+                return None
+            await ctx.messages.delete_many({"c": gen, "w": nonce})
+            return RETRY
+
+        await write(ctx, new_key, attempt, clock=True)
+
+    async def _matches(self, h: Header, rule: SweepRule, now_us: int) -> bool:
+        """Whether a live conversation falls under a sweep rule at ``now_us``."""
+        d = h.live
+        if d is None or d.get("c") is None:
+            return False
+        if isinstance(rule, Expired):
+            return d.get("cx") is not None and d["cx"] <= now_us
+        updated = int(d["u"])
+        if isinstance(rule, IdleFor):
+            return updated < now_us - rule.duration // _US
+        assert isinstance(rule, OverCap)
+        newer = await self.ctx.keys.count_documents(
+            {
+                "t": h.key.tenant,
+                "lo": d["o"],
+                "lv": True,
+                "_id": {"$ne": h.id},
+                "$or": [{"u": {"$gt": updated}}, {"u": updated, "s": {"$gt": h.key.session_id}}],
+            }
+        )
+        return newer >= rule.keep
+
+    async def _erase(self, key: ConversationKey, principal: str | None, rule: SweepRule | None) -> bool:
+        ctx = self.ctx
+
+        async def attempt(h: Header) -> bool | Retry:
+            d = h.live
+            if d is None:
+                return False
+            if principal is not None and d["o"] != principal:
+                raise refusal_error(
+                    Refusal.NOT_OWNED, "only the owner may delete a conversation", key=key
+                )
+            if rule is not None:
+                assert h.now_us is not None
+                if not await self._matches(h, rule, h.now_us):
+                    return False
+            tomb = {
+                "o": None,
+                "sh": [],
+                "g": None,
+                "sup": None,
+                "c": None,
+                "cx": None,
+                "lo": None,
+                "lv": False,
+                "st": None,
+                "rc": None,
+                "rb": None,
+                "et": ctx.tombstone_ttl // timedelta(microseconds=1),
+            }
+            committed = await commit(ctx, h, tomb, stamps=("ea",), redo=[["purge", d["g"]]])
+            return True if committed else RETRY
+
+        return await write(ctx, key, attempt, clock=rule is not None)
+
+    # --- reads -------------------------------------------------------------------
+
+    async def _visible(self, key: ConversationKey, principal: str) -> Header | None:
+        h = await read_header(self.ctx, key)
+        if not h.can_read(principal) or h.conv is None:
+            return None
+        return h
+
+    async def _read_messages(
+        self, key: ConversationKey, principal: str, start: int, limit: int | None
+    ) -> list[StoredMessage]:
+        h = await self._visible(key, principal)
+        if h is None:
+            return []
+        n = h.conv["n"]  # type: ignore[index]
+        end = n if limit is None else min(n, start + limit)
+        if start >= end:
+            return []
+        cursor = self.ctx.messages.find({"c": h.gen, "s": {"$gte": start, "$lt": end}})
+        return [_stored(d) async for d in cursor.sort("s", ASCENDING)]
+
+    async def _get_transcript(
+        self, key: ConversationKey, principal: str, query: TranscriptQuery
+    ) -> list[TranscriptMessage]:
+        h = await self._visible(key, principal)
+        if h is None:
+            return []
+        conv = h.conv
+        assert conv is not None
+        speaker = query.speaker
+        size = conv["n"] if speaker == "all" else conv["nu" if speaker == "user" else "na"]
+        where: dict[str, Any] = {"c": h.gen, "s": {"$lt": conv["n"]}}
+        if speaker != "all":
+            where["r"] = speaker
+        rank = "s" if speaker == "all" else "rk"
+        if query.index is not None:
+            i = query.index + size if query.index < 0 else query.index
+            if not 0 <= i < size:
+                return []
+            where[rank] = i
+            doc = await self.ctx.messages.find_one(where)
+            return [] if doc is None else [_row(i, doc)]
+        if query.time_range is not None:
+            start, end = query.time_range
+            if start > end:
+                return []
+            where["at"] = {"$gte": kit.to_micros(start), "$lte": kit.to_micros(end)}
+        cursor = self.ctx.messages.find(where).sort("s", ASCENDING)
+        if query.limit is not None:
+            cursor = cursor.limit(query.limit)
+        return [_row(d[rank], d) async for d in cursor]
+
+    async def _recent(self, key: ConversationKey, principal: str, limit: int) -> list[StoredMessage]:
+        h = await self._visible(key, principal)
+        if h is None:
+            return []
+        conv = h.conv
+        assert conv is not None
+        cursor = self.ctx.messages.find(
+            {"c": h.gen, "s": {"$lt": conv["n"]}, "r": {"$in": ["user", "assistant"]}}
+        )
+        found = [_stored(d) async for d in cursor.sort("s", DESCENDING).limit(limit)]
+        found.reverse()
+        return found
+
+    async def _history(self, key: ConversationKey, principal: str) -> list[StoredMessage]:
+        h = await self._visible(key, principal)
+        if h is None:
+            return []
+        conv = h.conv
+        assert conv is not None
+        start = max(conv["lc"], 0)
+        cursor = self.ctx.messages.find({"c": h.gen, "s": {"$gte": start, "$lt": conv["n"]}})
+        return [_stored(d) async for d in cursor.sort("s", ASCENDING)]
+
+    async def _get_conversation(self, key: ConversationKey, principal: str) -> ConversationInfo | None:
+        h = await self._visible(key, principal)
+        return None if h is None else _info(key, h)
+
+    async def _list_conversations(
+        self, tenant: str, principal: str, limit: int, cursor: str | None
+    ) -> Page:
+        where: dict[str, Any] = {"t": tenant, "lo": principal, "lv": True}
+        if cursor is not None:
+            updated, session_id = kit.decode_cursor(cursor)
+            where["$or"] = [{"u": {"$lt": updated}}, {"u": updated, "s": {"$lt": session_id}}]
+        found = self.ctx.keys.find(where, {"rb": 0}).sort([("u", DESCENDING), ("s", DESCENDING)])
+        docs = [d async for d in found.limit(limit + 1)]
+        items = []
+        for d in docs[:limit]:
+            key = ConversationKey.from_storage_name(d["_id"])
+            items.append(_info(key, Header(key, d, None)))
+        next_cursor = None
+        if len(docs) > limit and items:
+            last = items[-1]
+            next_cursor = kit.encode_cursor(kit.to_micros(last.updated_at), last.key.session_id)
+        return Page(items, next_cursor)
+
+    async def _find_sweepable(self, rule: SweepRule, limit: int) -> list[ConversationKey]:
+        ctx = self.ctx
+        if limit == 0:
+            return []
+        now_us = kit.to_micros(await ctx.now())
+        projection = {"_id": 1, "t": 1, "lo": 1}
+        if isinstance(rule, Expired):
+            found = ctx.keys.find({"lv": True, "cx": {"$lte": now_us}}, projection)
+            return [ConversationKey.from_storage_name(d["_id"]) async for d in found.limit(limit)]
+        if isinstance(rule, IdleFor):
+            found = ctx.keys.find({"lv": True, "u": {"$lt": now_us - rule.duration // _US}}, projection)
+            return [ConversationKey.from_storage_name(d["_id"]) async for d in found.limit(limit)]
+        assert isinstance(rule, OverCap)
+        ordered = ctx.keys.find({"lv": True}, projection).sort(
+            [("t", ASCENDING), ("lo", ASCENDING), ("u", DESCENDING), ("s", DESCENDING)]
+        )
+        keys: list[ConversationKey] = []
+        group: tuple[str, str] | None = None
+        seen = 0
+        async for d in ordered:
+            if (d["t"], d["lo"]) != group:
+                group, seen = (d["t"], d["lo"]), 0
+            seen += 1
+            if seen > rule.keep:
+                keys.append(ConversationKey.from_storage_name(d["_id"]))
+                if len(keys) >= limit:
+                    break
+        return keys
+
+
+__all__ = ["MongoConversationStore"]
