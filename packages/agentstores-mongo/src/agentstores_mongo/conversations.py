@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -55,7 +56,6 @@ from .header import (
     commit,
     ensure_header,
     read_header,
-    read_with_clock,
     retire,
     touched,
     write,
@@ -131,7 +131,7 @@ def message_docs(
     gen: str,
     base: int,
     nonce: str,
-    items: list[tuple[str, str, bool, str, str]],
+    items: Sequence[tuple[str, str, bool, str, str]],
     at: datetime,
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """The documents of ``items`` (id, role, compaction, content, metadata) appended to
@@ -386,7 +386,7 @@ class MongoConversationStore(MongoStoreBase, ConversationStore):
     ) -> None:
         ctx = self.ctx
 
-        async def attempt(nh: Header) -> None | Retry:
+        async def attempt(nh: Header) -> Retry | None:
             h = await read_header(ctx, key)
             conv = h.conv
             if not h.can_read(principal) or conv is None:
@@ -453,9 +453,11 @@ class MongoConversationStore(MongoStoreBase, ConversationStore):
                 "$or": [{"u": {"$gt": updated}}, {"u": updated, "s": {"$gt": h.key.session_id}}],
             }
         )
-        return newer >= rule.keep
+        return bool(newer >= rule.keep)
 
-    async def _erase(self, key: ConversationKey, principal: str | None, rule: SweepRule | None) -> bool:
+    async def _erase(
+        self, key: ConversationKey, principal: str | None, rule: SweepRule | None
+    ) -> bool:
         ctx = self.ctx
 
         async def attempt(h: Header) -> bool | Retry:
@@ -470,7 +472,7 @@ class MongoConversationStore(MongoStoreBase, ConversationStore):
                 assert h.now_us is not None
                 if not await self._matches(h, rule, h.now_us):
                     return False
-            tomb = {
+            tomb: dict[str, Any] = {
                 "o": None,
                 "sh": [],
                 "g": None,
@@ -541,7 +543,9 @@ class MongoConversationStore(MongoStoreBase, ConversationStore):
             cursor = cursor.limit(query.limit)
         return [_row(d[rank], d) async for d in cursor]
 
-    async def _recent(self, key: ConversationKey, principal: str, limit: int) -> list[StoredMessage]:
+    async def _recent(
+        self, key: ConversationKey, principal: str, limit: int
+    ) -> list[StoredMessage]:
         h = await self._visible(key, principal)
         if h is None:
             return []
@@ -564,7 +568,9 @@ class MongoConversationStore(MongoStoreBase, ConversationStore):
         cursor = self.ctx.messages.find({"c": h.gen, "s": {"$gte": start, "$lt": conv["n"]}})
         return [_stored(d) async for d in cursor.sort("s", ASCENDING)]
 
-    async def _get_conversation(self, key: ConversationKey, principal: str) -> ConversationInfo | None:
+    async def _get_conversation(
+        self, key: ConversationKey, principal: str
+    ) -> ConversationInfo | None:
         h = await self._visible(key, principal)
         return None if h is None else _info(key, h)
 
@@ -597,7 +603,9 @@ class MongoConversationStore(MongoStoreBase, ConversationStore):
             found = ctx.keys.find({"lv": True, "cx": {"$lte": now_us}}, projection)
             return [ConversationKey.from_storage_name(d["_id"]) async for d in found.limit(limit)]
         if isinstance(rule, IdleFor):
-            found = ctx.keys.find({"lv": True, "u": {"$lt": now_us - rule.duration // _US}}, projection)
+            found = ctx.keys.find(
+                {"lv": True, "u": {"$lt": now_us - rule.duration // _US}}, projection
+            )
             return [ConversationKey.from_storage_name(d["_id"]) async for d in found.limit(limit)]
         assert isinstance(rule, OverCap)
         ordered = ctx.keys.find({"lv": True}, projection).sort(

@@ -13,8 +13,8 @@ Collection ``<prefix>keys``, ``_id`` = the key's storage name. Fields::
             life of the key or a failed write left behind never mixes in
     sup     supervision row {s, m, e}; hb  its heartbeat ($currentDate)
     c       conversation metadata (None: no conversation) {ti, lts, tl, n, ca, la, nu, na,
-            lc}; cx  expires_at (microseconds); u  updated_at (microseconds of the server clock); lo  listing
-            owner and lv  live flag (only while a conversation exists)
+            lc}; cx  expires_at; u  updated_at (both microseconds, of the server clock
+            for u); lo  listing owner and lv  live flag (only while a conversation exists)
     st      writer nonce of the committed state version, or None
     rc      recording metadata {m, e, i}; rb  its body (read only by recording reads)
     ea, et  erased at ($currentDate) and the tombstone's lifetime in microseconds
@@ -242,7 +242,7 @@ async def _finish_quietly(ctx: Context, redo: list[list[Any]]) -> None:
         return
     try:
         await finish(ctx, redo)
-    except Exception:  # noqa: BLE001 - committed already; the next writer redoes it
+    except Exception:
         return
 
 

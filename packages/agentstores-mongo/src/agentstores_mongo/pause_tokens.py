@@ -52,7 +52,7 @@ class MongoPauseTokenStore(MongoStoreBase, PauseTokenStore):
     ) -> None:
         ctx = self.ctx
 
-        async def attempt(h: Header) -> None | Retry:
+        async def attempt(h: Header) -> Retry | None:
             h.check_write(principal, epoch)
             if h.doc is None:
                 await ensure_header(ctx, key)
@@ -105,7 +105,8 @@ class MongoPauseTokenStore(MongoStoreBase, PauseTokenStore):
         found = await ctx.tokens.find_one({"g": h.gen, "t": token_id})
         if found is None or not _committed(found, h) or found["p"] != principal:
             raise refusal_error(Refusal.NOT_FOUND, "no such pause token", key=key)
-        return found
+        token: dict[str, Any] = found
+        return token
 
     async def _still_live(self, key: ConversationKey, gen: str) -> bool:
         """Whether the key still holds the generation a token belongs to (an erasure that

@@ -39,7 +39,7 @@ async def missing_indexes(db: Any, prefix: str) -> list[str]:
     Indexes are recognised by their fields (in order) and uniqueness, not by name or
     direction: nx-27017 renames indexes and keeps every direction ascending.
     """
-    missing = []
+    missing: list[str] = []
     for name, wanted in INDEXES.items():
         have = {
             (tuple(field for field, _ in ix["key"].items()), bool(ix.get("unique")))
@@ -57,10 +57,12 @@ async def create_indexes(db: Any, prefix: str) -> list[str]:
     """Create every missing index; returns what it created."""
     from pymongo import IndexModel
 
-    created = []
+    created: list[str] = []
     for name, wanted in INDEXES.items():
         models = [IndexModel(keys, name=ix, **options) for ix, keys, options in wanted]
-        created.extend(f"{prefix}{name}.{ix}" for ix in await db[prefix + name].create_indexes(models))
+        created.extend(
+            f"{prefix}{name}.{ix}" for ix in await db[prefix + name].create_indexes(models)
+        )
     return created
 
 

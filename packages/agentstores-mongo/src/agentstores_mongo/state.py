@@ -36,7 +36,7 @@ class MongoAgentStateStore(MongoStoreBase, AgentStateStore):
     ) -> None:
         ctx = self.ctx
 
-        async def attempt(h: Header) -> None | Retry:
+        async def attempt(h: Header) -> Retry | None:
             h.check_write(principal, epoch)
             if h.doc is None:
                 await ensure_header(ctx, key)
@@ -58,7 +58,7 @@ class MongoAgentStateStore(MongoStoreBase, AgentStateStore):
     async def _delete(self, key: ConversationKey, principal: str, epoch: int | None) -> None:
         ctx = self.ctx
 
-        async def attempt(h: Header) -> None | Retry:
+        async def attempt(h: Header) -> Retry | None:
             if h.status in (ABSENT, EXPIRED):
                 return None
             h.check_write(principal, epoch)

@@ -117,7 +117,9 @@ class MongoStores(Stores):
         elif isinstance(url, str):
             driver, database, opts = parse_url(url, options)
             present = {k.lower() for k, _ in parse_qsl(urlsplit(driver).query)}
-            extra = {k: v for k, v in CLIENT_DEFAULTS.items() if k.lower() not in present}
+            extra: dict[str, Any] = {
+                k: v for k, v in CLIENT_DEFAULTS.items() if k.lower() not in present
+            }
             client = AsyncMongoClient(driver, tz_aware=True, connect=False, **extra)
             owned = True
             self.url = url
@@ -134,9 +136,7 @@ class MongoStores(Stores):
             wc = WriteConcern(w=concern, wtimeout=timeout_ms)
         except (TypeError, ValueError) as exc:
             raise UsageError(f"bad write_concern {concern!r}: {exc}") from exc
-        db = client.get_database(
-            database, write_concern=wc, read_preference=ReadPreference.PRIMARY
-        )
+        db = client.get_database(database, write_concern=wc, read_preference=ReadPreference.PRIMARY)
         ttl = opts.get("tombstone_ttl")
         self.check_indexes = _flag(opts.get("check_indexes", True))
         self.ctx = Context(
