@@ -22,6 +22,14 @@ def is_connection_error(exc: BaseException) -> bool:
     return isinstance(exc, (px.ConnectionFailure, px.ServerSelectionTimeoutError, OSError))
 
 
+def maybe_sent(exc: BaseException) -> bool:
+    """Whether a failed call may have reached the server: a lost connection or reply,
+    not a failure to select a server or to get a pooled connection (nothing was sent)."""
+    if isinstance(exc, (px.ServerSelectionTimeoutError, px.WaitQueueTimeoutError)):
+        return False
+    return is_connection_error(exc)
+
+
 def translate_error(exc: Exception) -> AgentStoresError | None:
     """The typed error for a driver failure; ``None`` lets a real bug propagate unchanged.
 
@@ -50,4 +58,4 @@ def translate_error(exc: Exception) -> AgentStoresError | None:
     return None
 
 
-__all__ = ["LostReply", "is_connection_error", "translate_error"]
+__all__ = ["LostReply", "is_connection_error", "maybe_sent", "translate_error"]

@@ -40,7 +40,7 @@ from agentstores.keys import ConversationKey
 from agentstores.stores import kit
 
 from ._base import Context, aware
-from .errors import LostReply, is_connection_error
+from .errors import LostReply, is_connection_error, maybe_sent
 
 ABSENT, EXPIRED, LIVE, ERASED = "absent", "expired", "live", "erased"
 
@@ -235,9 +235,9 @@ async def finish(ctx: Context, redo: list[list[Any]]) -> None:
             )
 
 
-async def _finish_quietly(ctx: Context, redo: list[list[Any]]) -> None:
-    """Finish after a commit: the write already took effect, so a failure here is left to
-    the next writer of the key (which finishes ``redo`` before its own commit)."""
+async def finish_quietly(ctx: Context, redo: list[list[Any]]) -> None:
+    """Finish what a committed header left, ignoring failures: the write already took
+    effect, and the next writer of the key finishes ``redo`` before its own commit."""
     if not redo:
         return
     try:
@@ -285,13 +285,13 @@ async def commit(
     try:
         result = await ctx.keys.update_one({"_id": h.id, "rev": h.rev}, update)
     except Exception as exc:
-        if not is_connection_error(exc):
+        if not maybe_sent(exc):
             raise
         landed = await reconcile(ctx, h, nonce, exc)
     else:
         landed = result.matched_count == 1
     if landed:
-        await _finish_quietly(ctx, redo or [])
+        await finish_quietly(ctx, redo or [])
     return landed
 
 
@@ -379,6 +379,7 @@ __all__ = [
     "commit",
     "ensure_header",
     "finish",
+    "finish_quietly",
     "new_generation",
     "not_found",
     "read_header",

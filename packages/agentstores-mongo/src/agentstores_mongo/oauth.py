@@ -8,6 +8,7 @@ record as JSON text). ``<prefix>oauth_clients``: ``_id`` = encoded (tenant, serv
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
@@ -17,6 +18,7 @@ from agentstores.stores import OAuthRepository
 from agentstores.stores.kit import from_micros, to_micros
 
 from ._base import MongoStoreBase
+from .errors import LostReply, is_connection_error, maybe_sent
 
 
 def _id(*parts: str) -> str:
@@ -60,7 +62,19 @@ def _decode(doc: dict[str, Any]) -> UserIntegration:
 
 
 async def _put(collection: Any, doc: dict[str, Any]) -> None:
-    """Last write wins on ``doc["_id"]``: replace it, or create it when absent."""
+    """Last write wins on ``doc["_id"]``: replace it, or create it when absent. A lost
+    reply is resent: writing the same record again is the same last write."""
+    for attempt in range(3):
+        try:
+            await _replace_or_insert(collection, doc)
+            return
+        except Exception as exc:
+            if not is_connection_error(exc) or attempt == 2:
+                raise
+            await asyncio.sleep(0.2)
+
+
+async def _replace_or_insert(collection: Any, doc: dict[str, Any]) -> None:
     from pymongo.errors import DuplicateKeyError
 
     while True:
@@ -109,7 +123,12 @@ class MongoOAuthRepository(MongoStoreBase, OAuthRepository):
         await _put(self.ctx.oauth_users, doc)
 
     async def _delete_user_integration(self, tenant: str, user: str, server_name: str) -> bool:
-        result = await self.ctx.oauth_users.delete_one({"_id": _id(tenant, user, server_name)})
+        try:
+            result = await self.ctx.oauth_users.delete_one({"_id": _id(tenant, user, server_name)})
+        except Exception as exc:
+            if maybe_sent(exc):
+                raise LostReply(f"deleting the integration: {exc}") from exc
+            raise
         return bool(result.deleted_count)
 
     async def _list_client_info(

@@ -4,10 +4,13 @@
 A put writes its token unconfirmed (``ok`` false), commits by the header CAS naming the
 token in its redo, then marks it ``ok``; a token counts once it is ``ok`` or named by
 the header's redo. A claim is one filtered ``update_one`` from pending to claimed, with
-the server clock's expiry in the filter."""
+the server clock's expiry in the filter and the claimer's nonce in the update, so a
+claim whose reply was lost is settled by reading the token back."""
 
 from __future__ import annotations
 
+import asyncio
+import time
 from datetime import datetime
 from typing import Any
 
@@ -19,13 +22,14 @@ from agentstores.keys import ConversationKey
 from agentstores.stores import PauseTokenStore, kit
 
 from ._base import MongoStoreBase
+from .errors import LostReply, is_connection_error, maybe_sent
 from .header import (
     RETRY,
     Header,
     Retry,
     commit,
     ensure_header,
-    finish,
+    finish_quietly,
     read_header,
     retire,
     write,
@@ -100,8 +104,7 @@ class MongoPauseTokenStore(MongoStoreBase, PauseTokenStore):
         h = await read_header(ctx, key)
         if h.live is None or h.owner != principal:
             raise refusal_error(Refusal.NOT_FOUND, "no such pause token", key=key)
-        if h.redo:
-            await finish(ctx, h.redo)
+        await finish_quietly(ctx, h.redo)
         found = await ctx.tokens.find_one({"g": h.gen, "t": token_id})
         if found is None or not _committed(found, h) or found["p"] != principal:
             raise refusal_error(Refusal.NOT_FOUND, "no such pause token", key=key)
@@ -125,17 +128,36 @@ class MongoPauseTokenStore(MongoStoreBase, PauseTokenStore):
             now = kit.to_micros(await ctx.now())
             if found["x"] <= now:
                 raise refusal_error(Refusal.EXPIRED, f"pause token {token_id!r} expired", key=key)
-            claimed = await ctx.tokens.update_one(
-                {"_id": found["_id"], "s": "pending", "x": {"$gt": now}},
-                {"$set": {"s": "claimed"}},
-            )
-            if claimed.matched_count == 1:
+            nonce = kit.writer_nonce_hex()
+            try:
+                claimed = await ctx.tokens.update_one(
+                    {"_id": found["_id"], "s": "pending", "x": {"$gt": now}},
+                    {"$set": {"s": "claimed", "cw": nonce}},
+                )
+                landed = claimed.matched_count == 1
+            except Exception as exc:
+                if not maybe_sent(exc):
+                    raise
+                landed = await self._reconcile_claim(found["_id"], nonce, exc)
+            if landed:
                 if not await self._still_live(key, found["g"]):
                     raise refusal_error(Refusal.NOT_FOUND, "no such pause token", key=key)
                 return bytes(found["d"])
         raise refusal_error(
             Refusal.ALREADY_CLAIMED, f"pause token {token_id!r} was taken meanwhile", key=key
         )
+
+    async def _reconcile_claim(self, token: Any, nonce: str, cause: BaseException) -> bool:
+        """Whether a claim whose reply was lost landed: the token names its claimer."""
+        deadline = time.monotonic() + self.ctx.reconcile_window
+        while True:
+            try:
+                doc = await self.ctx.tokens.find_one({"_id": token}, {"cw": 1})
+                return doc is not None and doc.get("cw") == nonce
+            except Exception as exc:
+                if not is_connection_error(exc) or time.monotonic() > deadline:
+                    raise LostReply(f"{cause}; reading the token back failed: {exc}") from exc
+                await asyncio.sleep(0.1)
 
     async def _abandon(self, token_id: str, key: ConversationKey, principal: str) -> None:
         found = await self._token(token_id, key, principal)
