@@ -3,14 +3,18 @@ options) and the error edge."""
 
 from __future__ import annotations
 
+import asyncio
+import functools
+import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 from agentstores.errors import AgentStoresError
 from agentstores.stores.kit import DEFAULT_TOMBSTONE_TTL
 
-from .errors import translate_error
+from .errors import LostReply, is_connection_error, translate_error
 
 COLLECTIONS = ("keys", "messages", "state", "tokens", "oauth_users", "oauth_clients")
 """The collections of one installation, each named ``<prefix><name>``."""
@@ -44,6 +48,9 @@ class Context:
     before it retires that writer (bumps the header so its commit can never land)."""
     reconcile_window: float = 5.0
     """Seconds a write whose reply was lost keeps trying to read back its outcome."""
+    reconnect_window: float = 5.0
+    """Seconds a call keeps resending after a connection failure before anything was
+    committed (e.g. while the server restarts)."""
     conflict_deadline: float = 30.0
     """Seconds a write keeps retrying lost races on one header before ``ConflictError``."""
 
@@ -51,6 +58,36 @@ class Context:
         """The server's clock (``hello``'s ``localTime``), aware UTC, millisecond precision."""
         reply = await self.db.command("hello")
         return aware(reply["localTime"])
+
+
+M = TypeVar("M", bound=Callable[..., Awaitable[Any]])
+
+
+def resent(method: M) -> M:
+    """Run a store method again when the connection fails before anything was committed
+    (a server restarting, a pooled connection gone stale), for up to
+    ``ctx.reconnect_window`` seconds. Safe: a write commits only by its header CAS, and
+    a CAS whose reply was lost is settled by :func:`header.reconcile` or raised as
+    ``LostReply``, which is never resent."""
+
+    @functools.wraps(method)
+    async def wrapper(self: MongoStoreBase, *args: Any, **kwargs: Any) -> Any:
+        deadline: float | None = None
+        while True:
+            try:
+                return await method(self, *args, **kwargs)
+            except LostReply:
+                raise
+            except Exception as exc:
+                if not is_connection_error(exc):
+                    raise
+                now = time.monotonic()
+                deadline = deadline or now + self.ctx.reconnect_window
+                if now >= deadline:
+                    raise
+                await asyncio.sleep(0.1)
+
+    return wrapper  # type: ignore[return-value]
 
 
 class MongoStoreBase:
@@ -63,4 +100,4 @@ class MongoStoreBase:
         return translate_error(exc)
 
 
-__all__ = ["COLLECTIONS", "Context", "MongoStoreBase", "aware"]
+__all__ = ["COLLECTIONS", "Context", "MongoStoreBase", "aware", "resent"]

@@ -46,7 +46,7 @@ from agentstores.stores import (
     kit,
 )
 
-from ._base import MongoStoreBase
+from ._base import MongoStoreBase, resent
 from .header import (
     ERASED,
     LIVE,
@@ -200,6 +200,7 @@ class MongoConversationStore(MongoStoreBase, ConversationStore):
             await retire(ctx, h)
         return False
 
+    @resent
     async def _append_messages(
         self, key: ConversationKey, principal: str, request: AppendRequest
     ) -> list[StoredMessage]:
@@ -312,6 +313,7 @@ class MongoConversationStore(MongoStoreBase, ConversationStore):
 
         return await write(ctx, key, attempt, clock=touch)
 
+    @resent
     async def _set_last_turn_status(
         self, key: ConversationKey, principal: str, status: LastTurnStatus, epoch: int | None
     ) -> None:
@@ -321,6 +323,7 @@ class MongoConversationStore(MongoStoreBase, ConversationStore):
 
         await self._change(key, principal, epoch, change, missing_ok=True)
 
+    @resent
     async def _set_title(
         self, key: ConversationKey, principal: str, title: str | None, epoch: int | None
     ) -> None:
@@ -330,6 +333,7 @@ class MongoConversationStore(MongoStoreBase, ConversationStore):
 
         await self._change(key, principal, epoch, change)
 
+    @resent
     async def _set_shared(
         self, key: ConversationKey, principal: str, with_principal: str, shared: bool
     ) -> None:
@@ -346,6 +350,7 @@ class MongoConversationStore(MongoStoreBase, ConversationStore):
 
         await self._change(key, principal, None, change, touch=False)
 
+    @resent
     async def _truncate(
         self, key: ConversationKey, principal: str, message_id: str, epoch: int | None
     ) -> int:
@@ -381,6 +386,7 @@ class MongoConversationStore(MongoStoreBase, ConversationStore):
         result: int = await self._change(key, principal, epoch, change)
         return result
 
+    @resent
     async def _branch(
         self, key: ConversationKey, principal: str, message_id: str, new_key: ConversationKey
     ) -> None:
@@ -455,6 +461,7 @@ class MongoConversationStore(MongoStoreBase, ConversationStore):
         )
         return bool(newer >= rule.keep)
 
+    @resent
     async def _erase(
         self, key: ConversationKey, principal: str | None, rule: SweepRule | None
     ) -> bool:
@@ -499,6 +506,7 @@ class MongoConversationStore(MongoStoreBase, ConversationStore):
             return None
         return h
 
+    @resent
     async def _read_messages(
         self, key: ConversationKey, principal: str, start: int, limit: int | None
     ) -> list[StoredMessage]:
@@ -512,6 +520,7 @@ class MongoConversationStore(MongoStoreBase, ConversationStore):
         cursor = self.ctx.messages.find({"c": h.gen, "s": {"$gte": start, "$lt": end}})
         return [_stored(d) async for d in cursor.sort("s", ASCENDING)]
 
+    @resent
     async def _get_transcript(
         self, key: ConversationKey, principal: str, query: TranscriptQuery
     ) -> list[TranscriptMessage]:
@@ -543,6 +552,7 @@ class MongoConversationStore(MongoStoreBase, ConversationStore):
             cursor = cursor.limit(query.limit)
         return [_row(d[rank], d) async for d in cursor]
 
+    @resent
     async def _recent(
         self, key: ConversationKey, principal: str, limit: int
     ) -> list[StoredMessage]:
@@ -558,6 +568,7 @@ class MongoConversationStore(MongoStoreBase, ConversationStore):
         found.reverse()
         return found
 
+    @resent
     async def _history(self, key: ConversationKey, principal: str) -> list[StoredMessage]:
         h = await self._visible(key, principal)
         if h is None:
@@ -568,12 +579,14 @@ class MongoConversationStore(MongoStoreBase, ConversationStore):
         cursor = self.ctx.messages.find({"c": h.gen, "s": {"$gte": start, "$lt": conv["n"]}})
         return [_stored(d) async for d in cursor.sort("s", ASCENDING)]
 
+    @resent
     async def _get_conversation(
         self, key: ConversationKey, principal: str
     ) -> ConversationInfo | None:
         h = await self._visible(key, principal)
         return None if h is None else _info(key, h)
 
+    @resent
     async def _list_conversations(
         self, tenant: str, principal: str, limit: int, cursor: str | None
     ) -> Page:
@@ -593,6 +606,7 @@ class MongoConversationStore(MongoStoreBase, ConversationStore):
             next_cursor = kit.encode_cursor(kit.to_micros(last.updated_at), last.key.session_id)
         return Page(items, next_cursor)
 
+    @resent
     async def _find_sweepable(self, rule: SweepRule, limit: int) -> list[ConversationKey]:
         ctx = self.ctx
         if limit == 0:

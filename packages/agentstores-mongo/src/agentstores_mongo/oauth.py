@@ -17,7 +17,7 @@ from agentstores.models import ClientInfo, PendingAuthorization, UserIntegration
 from agentstores.stores import OAuthRepository
 from agentstores.stores.kit import from_micros, to_micros
 
-from ._base import MongoStoreBase
+from ._base import MongoStoreBase, resent
 from .errors import LostReply, is_connection_error, maybe_sent
 
 
@@ -93,6 +93,7 @@ def _names(server_names: list[str] | None) -> dict[str, Any]:
 
 
 class MongoOAuthRepository(MongoStoreBase, OAuthRepository):
+    @resent
     async def _list_user_integrations(
         self, tenant: str, user: str, server_names: list[str] | None
     ) -> list[UserIntegration]:
@@ -100,17 +101,20 @@ class MongoOAuthRepository(MongoStoreBase, OAuthRepository):
         records = [_decode(d) async for d in found]
         return sorted(records, key=lambda r: r.server_name)
 
+    @resent
     async def _get_user_integration(
         self, tenant: str, user: str, server_name: str
     ) -> UserIntegration | None:
         doc = await self.ctx.oauth_users.find_one({"_id": _id(tenant, user, server_name)})
         return None if doc is None else _decode(doc)
 
+    @resent
     async def _find_by_pending_state(self, state: str) -> UserIntegration | None:
         found = self.ctx.oauth_users.find({"ps": state}).sort("_id", 1).limit(1)
         docs = [d async for d in found]
         return _decode(docs[0]) if docs else None
 
+    @resent
     async def _save_user_integration(self, record: UserIntegration) -> None:
         doc = {
             "_id": _id(record.tenant, record.user, record.server_name),
@@ -122,6 +126,7 @@ class MongoOAuthRepository(MongoStoreBase, OAuthRepository):
         }
         await _put(self.ctx.oauth_users, doc)
 
+    @resent
     async def _delete_user_integration(self, tenant: str, user: str, server_name: str) -> bool:
         try:
             result = await self.ctx.oauth_users.delete_one({"_id": _id(tenant, user, server_name)})
@@ -131,6 +136,7 @@ class MongoOAuthRepository(MongoStoreBase, OAuthRepository):
             raise
         return bool(result.deleted_count)
 
+    @resent
     async def _list_client_info(
         self, tenant: str, server_names: list[str] | None
     ) -> list[ClientInfo]:
@@ -138,10 +144,12 @@ class MongoOAuthRepository(MongoStoreBase, OAuthRepository):
         records = [ClientInfo(d["t"], d["n"], json.loads(d["d"])) async for d in found]
         return sorted(records, key=lambda r: r.server_name)
 
+    @resent
     async def _get_client_info(self, tenant: str, server_name: str) -> ClientInfo | None:
         doc = await self.ctx.oauth_clients.find_one({"_id": _id(tenant, server_name)})
         return None if doc is None else ClientInfo(doc["t"], doc["n"], json.loads(doc["d"]))
 
+    @resent
     async def _save_client_info(self, record: ClientInfo) -> None:
         doc = {
             "_id": _id(record.tenant, record.server_name),

@@ -21,7 +21,7 @@ from agentstores.errors import Refusal, refusal_error
 from agentstores.keys import ConversationKey
 from agentstores.stores import PauseTokenStore, kit
 
-from ._base import MongoStoreBase
+from ._base import MongoStoreBase, resent
 from .errors import LostReply, is_connection_error, maybe_sent
 from .header import (
     RETRY,
@@ -45,6 +45,7 @@ def _committed(doc: dict[str, Any], h: Header) -> bool:
 
 
 class MongoPauseTokenStore(MongoStoreBase, PauseTokenStore):
+    @resent
     async def _put(
         self,
         token_id: str,
@@ -117,6 +118,7 @@ class MongoPauseTokenStore(MongoStoreBase, PauseTokenStore):
         h = await read_header(self.ctx, key)
         return h.gen == gen
 
+    @resent
     async def _claim(self, token_id: str, key: ConversationKey, principal: str) -> bytes:
         ctx = self.ctx
         for _ in range(CLAIM_ATTEMPTS):
@@ -159,6 +161,7 @@ class MongoPauseTokenStore(MongoStoreBase, PauseTokenStore):
                     raise LostReply(f"{cause}; reading the token back failed: {exc}") from exc
                 await asyncio.sleep(0.1)
 
+    @resent
     async def _abandon(self, token_id: str, key: ConversationKey, principal: str) -> None:
         found = await self._token(token_id, key, principal)
         if found["s"] != "abandoned":

@@ -11,11 +11,12 @@ from agentstores.keys import ConversationKey
 from agentstores.models import RecordedEvent
 from agentstores.stores import RecordingStore, kit
 
-from ._base import MongoStoreBase
+from ._base import MongoStoreBase, resent
 from .header import ABSENT, EXPIRED, RETRY, Header, Retry, commit, ensure_header, read_header, write
 
 
 class MongoRecordingStore(MongoStoreBase, RecordingStore):
+    @resent
     async def _put(
         self, key: ConversationKey, principal: str, event: RecordedEvent, message_json: bytes
     ) -> bool:
@@ -50,6 +51,7 @@ class MongoRecordingStore(MongoStoreBase, RecordingStore):
 
         return await write(ctx, key, attempt)
 
+    @resent
     async def _read(self, key: ConversationKey, principal: str) -> RecordedEvent | None:
         h = await read_header(self.ctx, key, body=True)
         if not h.can_read(principal):
@@ -59,6 +61,7 @@ class MongoRecordingStore(MongoStoreBase, RecordingStore):
             return None
         return RecordedEvent(rc["i"], json.loads(h.get("rb")), rc["m"], rc["e"])
 
+    @resent
     async def _delete(
         self, key: ConversationKey, principal: str, message_id: str, epoch: int | None
     ) -> bool:

@@ -10,7 +10,7 @@ from bson.binary import Binary
 from agentstores.keys import ConversationKey
 from agentstores.stores import AgentStateStore, kit
 
-from ._base import MongoStoreBase
+from ._base import MongoStoreBase, resent
 from .header import ABSENT, EXPIRED, RETRY, Header, Retry, commit, ensure_header, read_header, write
 
 READS = 8
@@ -18,6 +18,7 @@ READS = 8
 
 
 class MongoAgentStateStore(MongoStoreBase, AgentStateStore):
+    @resent
     async def _load(self, key: ConversationKey, principal: str) -> bytes | None:
         ctx = self.ctx
         for _ in range(READS):
@@ -31,6 +32,7 @@ class MongoAgentStateStore(MongoStoreBase, AgentStateStore):
 
         raise ConflictError("the state kept being replaced while it was read; retry", key=key)
 
+    @resent
     async def _save(
         self, key: ConversationKey, principal: str, blob: bytes, epoch: int | None
     ) -> None:
@@ -55,6 +57,7 @@ class MongoAgentStateStore(MongoStoreBase, AgentStateStore):
 
         await write(ctx, key, attempt)
 
+    @resent
     async def _delete(self, key: ConversationKey, principal: str, epoch: int | None) -> None:
         ctx = self.ctx
 

@@ -9,11 +9,15 @@ The URL is PyMongo's (its own query options pass through); the database is the U
 path, else ``database=``, else ``agentstores``. Options, as keyword arguments or URL
 query parameters: ``collection_prefix`` (``agentstores_``), ``write_concern``
 (``majority``, or a number of nodes), ``write_timeout`` (seconds the write concern may
-take, 10), ``tombstone_ttl`` (seconds or a timedelta; 30 days), ``stall_after`` (2 s),
-``reconcile_window`` (5 s), ``check_indexes`` (true: refuse to open when an index is
-missing). Unless the URL says otherwise the client waits at most 5 s to select a server
-(``serverSelectionTimeoutMS``), 5 s for a pooled connection (``waitQueueTimeoutMS``) and
-20 s for a reply (``socketTimeoutMS``), each ending in ``BackendUnavailableError``.
+take, 10), ``tombstone_ttl`` (seconds or a timedelta; 30 days), ``stall_after`` (2 s:
+how long a write waits for another writer's uncommitted documents before retiring it),
+``reconcile_window`` (5 s: how long a write whose reply was lost tries to read its
+outcome back), ``reconnect_window`` (5 s: how long a call keeps resending after a
+connection failure before its commit, e.g. while the server restarts),
+``check_indexes`` (true: refuse to open when an index is missing). Unless the URL says
+otherwise the client waits at most 5 s to select a server (``serverSelectionTimeoutMS``),
+5 s for a pooled connection (``waitQueueTimeoutMS``) and 20 s for a reply
+(``socketTimeoutMS``), each ending in ``BackendUnavailableError``.
 """
 
 from __future__ import annotations
@@ -46,6 +50,7 @@ OPTIONS = (
     "tombstone_ttl",
     "stall_after",
     "reconcile_window",
+    "reconnect_window",
     "check_indexes",
 )
 CLIENT_DEFAULTS = {
@@ -156,6 +161,7 @@ class MongoStores(Stores):
             ),
             stall_after=_seconds(opts.get("stall_after", 2.0), "stall_after"),
             reconcile_window=_seconds(opts.get("reconcile_window", 5.0), "reconcile_window"),
+            reconnect_window=_seconds(opts.get("reconnect_window", 5.0), "reconnect_window"),
         )
         self.supervision = MongoSupervisionStore(self.ctx)
         self.recording = MongoRecordingStore(self.ctx)

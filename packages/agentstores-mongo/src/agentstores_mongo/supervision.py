@@ -8,11 +8,12 @@ from agentstores.keys import ConversationKey
 from agentstores.models import SupervisionRow, SupervisionView
 from agentstores.stores import SupervisionStore, kit
 
-from ._base import MongoStoreBase, aware
+from ._base import MongoStoreBase, aware, resent
 from .header import RETRY, Header, Retry, commit, ensure_header, read_with_clock, write
 
 
 class MongoSupervisionStore(MongoStoreBase, SupervisionStore):
+    @resent
     async def _compare_and_swap(
         self, key: ConversationKey, principal: str, expected_epoch: int | None, row: SupervisionRow
     ) -> bool:
@@ -40,6 +41,7 @@ class MongoSupervisionStore(MongoStoreBase, SupervisionStore):
 
         return await write(ctx, key, attempt)
 
+    @resent
     async def _read(self, key: ConversationKey, principal: str) -> SupervisionView:
         h, now = await read_with_clock(self.ctx, key)
         if not h.can_read(principal):
@@ -56,6 +58,7 @@ class MongoSupervisionStore(MongoStoreBase, SupervisionStore):
             )
         return SupervisionView(row, now, h.fence)
 
+    @resent
     async def _delete(
         self, key: ConversationKey, principal: str, message_id: str, epoch: int
     ) -> bool:
