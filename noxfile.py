@@ -104,7 +104,14 @@ def tests_redis(session: nox.Session) -> None:
 @nox.session(name="tests-mongo", python=PYTHON, tags=["tests"])
 def tests_mongo(session: nox.Session) -> None:
     """MongoDB: nx-27017 (MongoDB wire protocol on SQLite), plus $MONGODB_URI when set."""
-    session.install(*CORE, "-e", "packages/agentstores-mongo", "nx-27017==0.8.1", *TEST_TOOLS)
+    session.install(
+        *CORE,
+        "-e",
+        "packages/agentstores-mongo[langgraph]",
+        "langgraph-checkpoint-conformance",
+        "nx-27017==0.8.1",
+        *TEST_TOOLS,
+    )
     _pytest(session, "tests/mongo")
 
 

@@ -31,9 +31,15 @@ SERVERS = ("nx-27017", "mongodb") if os.environ.get(MONGODB_URI_ENV) else ("nx-2
 
 
 @pytest.fixture(params=SERVERS)
-def base_url(request: pytest.FixtureRequest) -> str:
+def server_name(request: pytest.FixtureRequest) -> str:
+    """Each server by name: ``nx-27017``, and ``mongodb`` where ``MONGODB_URI`` is set."""
+    return str(request.param)
+
+
+@pytest.fixture
+def base_url(server_name: str, request: pytest.FixtureRequest) -> str:
     """The base URL of each server (no prefix)."""
-    if request.param == "nx-27017":
+    if server_name == "nx-27017":
         return str(request.getfixturevalue("nx_server").url)
     return str(request.getfixturevalue("real_mongodb"))
 

@@ -239,6 +239,16 @@ class TestNxWrong:
         assert not named
         assert any(dict(ix["key"]) == {"a": 1, "b": 1} for ix in listed)
 
+    async def test_an_implicit_equality_with_an_array_is_refused(self, nx_db: Any) -> None:
+        # Not the adapter's: MongoDBSaver's list(filter=...) sends such filters, which is
+        # why 7 of the 58 LangGraph conformance tests fail on nx-27017 (test_mongo_langgraph).
+        from pymongo.errors import OperationFailure
+
+        await nx_db.c.insert_one({"_id": 1, "m": {"step": ["json", "1"]}})
+        with pytest.raises(OperationFailure, match="type 'list' is not supported"):
+            await nx_db.c.find_one({"m.step": ["json", "1"]})
+        assert await nx_db.c.find_one({"m.step": {"$eq": ["json", "1"]}}) is not None
+
     async def test_add_to_set_on_a_missing_field_does_nothing(self, nx_db: Any) -> None:
         # Workaround: the share list is always set whole.
         await nx_db.k.insert_one({"_id": "a"})

@@ -1,20 +1,29 @@
 """LangGraph's checkpointer beside the stores: a ``langgraph-checkpoint-mongodb``
-``MongoDBSaver`` on the same deployment, in its own collections."""
+``MongoDBSaver`` on the same deployment, in collections of its own."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from agentstores.errors import UnsupportedError
+from agentstores.errors import UnsupportedError, UsageError
 
 if TYPE_CHECKING:
     from .stores import MongoStores
 
 
-def checkpointer(stores: MongoStores, **options: Any) -> Any:
-    """A ``MongoDBSaver`` in ``stores``' database (``db_name=`` overrides it). The saver
-    takes a synchronous ``MongoClient``; it gets one of its own to the same deployment
-    (closed with the saver's client), since PyMongo's clients are not interchangeable."""
+def checkpointer(stores: MongoStores, client: Any = None, **options: Any) -> Any:
+    """A ``MongoDBSaver`` in ``stores``' database (``db_name=`` overrides it), its
+    collections named after the bundle's prefix (``<prefix>checkpoints`` and
+    ``<prefix>checkpoint_writes`` unless given).
+
+    The saver needs a synchronous ``pymongo.MongoClient``: ``client`` when given (the
+    caller closes it), else one made from the bundle's URL and closed with the bundle.
+
+    Raises:
+        UnsupportedError: ``langgraph-checkpoint-mongodb`` is not installed.
+        UsageError: the bundle was built on an application's client and no ``client``
+            was given (there is no URL to connect a synchronous twin with).
+    """
     try:
         from langgraph.checkpoint.mongodb import MongoDBSaver
     except ImportError as exc:
@@ -22,27 +31,21 @@ def checkpointer(stores: MongoStores, **options: Any) -> Any:
             "stores.langgraph_checkpointer() needs langgraph-checkpoint-mongodb: "
             "pip install 'agentstores-mongo[langgraph]'"
         ) from exc
-    from pymongo import MongoClient
-
     ctx = stores.ctx
-    client: Any = MongoClient(**_client_options(ctx.client))
+    if client is None:
+        if stores.driver_url is None:
+            raise UsageError(
+                "this bundle uses the application's AsyncMongoClient: pass client= a "
+                "pymongo.MongoClient for the saver"
+            )
+        from pymongo import MongoClient
+
+        client = MongoClient(stores.driver_url, tz_aware=True, **stores.client_options)
+        stores.closing.append(client)
     options.setdefault("db_name", ctx.db.name)
+    options.setdefault("checkpoint_collection_name", f"{ctx.prefix}checkpoints")
+    options.setdefault("writes_collection_name", f"{ctx.prefix}checkpoint_writes")
     return MongoDBSaver(client, **options)
-
-
-def _client_options(client: Any) -> dict[str, Any]:
-    """Connection settings of an ``AsyncMongoClient`` for a synchronous twin."""
-    opts = client.options
-    hosts = [f"{host}:{port}" for host, port in client._topology_settings.seeds]
-    kwargs: dict[str, Any] = {"host": hosts, "tz_aware": opts.codec_options.tz_aware}
-    if opts.replica_set_name:
-        kwargs["replicaSet"] = opts.replica_set_name
-    creds = opts._credentials
-    if creds is not None:
-        kwargs.update(username=creds.username, password=creds.password, authSource=creds.source)
-    if opts.direct_connection is not None:
-        kwargs["directConnection"] = opts.direct_connection
-    return kwargs
 
 
 __all__ = ["checkpointer"]

@@ -119,6 +119,8 @@ class MongoStores(Stores):
                     raise UsageError(f"unknown mongo option {name!r}")
             opts = dict(options)
             self.url = "mongodb://(application client)"
+            self.driver_url: str | None = None
+            self.client_options: dict[str, Any] = {}
         elif isinstance(url, str):
             driver, database, opts = parse_url(url, options)
             present = {k.lower() for k, _ in parse_qsl(urlsplit(driver).query)}
@@ -128,9 +130,12 @@ class MongoStores(Stores):
             client = AsyncMongoClient(driver, tz_aware=True, connect=False, **extra)
             owned = True
             self.url = url
+            self.driver_url, self.client_options = driver, extra
         else:
             raise UsageError(f"expected a mongodb:// URL or an AsyncMongoClient, got {url!r}")
         self._client, self._owned = client, owned
+        self.closing: list[Any] = []
+        """Synchronous clients made for the LangGraph saver, closed with the bundle."""
         database = opts.get("database") or database or DEFAULT_DATABASE
         prefix = str(opts.get("collection_prefix", DEFAULT_PREFIX))
         concern = opts.get("write_concern", "majority")
@@ -186,6 +191,8 @@ class MongoStores(Stores):
             raise translated from exc
 
     async def _close(self) -> None:
+        while self.closing:
+            self.closing.pop().close()
         if self._owned:
             await self._client.close()
 
@@ -198,16 +205,18 @@ class MongoStores(Stores):
                 raise
             raise translated from exc
 
-    def langgraph_checkpointer(self, **options: Any) -> Any:
+    def langgraph_checkpointer(self, client: Any = None, **options: Any) -> Any:
         """A ``langgraph-checkpoint-mongodb`` ``MongoDBSaver`` on the same deployment (its
-        own collections, in this bundle's database unless ``db_name=`` says otherwise).
+        own collections, in this bundle's database unless ``db_name=`` says otherwise);
+        see :func:`agentstores_mongo.langgraph.checkpointer`.
 
         Raises:
             UnsupportedError: ``langgraph-checkpoint-mongodb`` is not installed.
+            UsageError: built on an application's client and no sync ``client`` given.
         """
         from .langgraph import checkpointer
 
-        return checkpointer(self, **options)
+        return checkpointer(self, client, **options)
 
 
 __all__ = ["MongoStores", "parse_url"]

@@ -9,15 +9,56 @@ from agentstores.models import SupervisionRow, SupervisionView
 from agentstores.stores import SupervisionStore, kit
 
 from ._base import MongoStoreBase, aware, resent
+from .errors import LostReply, maybe_sent
 from .header import RETRY, Header, Retry, commit, ensure_header, read_with_clock, write
 
 
 class MongoSupervisionStore(MongoStoreBase, SupervisionStore):
+    async def _swap_in_place(
+        self, key: ConversationKey, principal: str, expected_epoch: int, row: SupervisionRow
+    ) -> bool:
+        """The common CAS (a heartbeat or takeover on a live key of ``principal``'s) in one
+        round trip: the key-header rule's passing case is the filter (not erased, owned by
+        ``principal``, ``row.epoch`` not below the fence, nothing left to finish) and the
+        expectation too. False means "not that case": the general path decides."""
+        nonce = kit.writer_nonce_hex()
+        update = {
+            "$set": {
+                "sup": {"s": row.status, "m": row.message_id, "e": row.epoch},
+                "lw": nonce,
+            },
+            "$max": {"f": row.epoch},
+            "$inc": {"rev": 1},
+            "$currentDate": {"hb": True},
+        }
+        where = {
+            "_id": key.storage_name,
+            "o": principal,
+            "ea": None,
+            "redo": None,
+            "f": {"$lte": row.epoch},
+            "sup.e": expected_epoch,
+        }
+        try:
+            result = await self.ctx.keys.update_one(where, update)
+        except Exception as exc:
+            if not maybe_sent(exc):
+                raise
+            doc = await self.ctx.keys.find_one({"_id": key.storage_name}, {"lw": 1})
+            if doc is not None and doc.get("lw") == nonce:
+                return True
+            raise LostReply(f"{exc}; the heartbeat's nonce is not in the header") from exc
+        return bool(result.matched_count == 1)
+
     @resent
     async def _compare_and_swap(
         self, key: ConversationKey, principal: str, expected_epoch: int | None, row: SupervisionRow
     ) -> bool:
         ctx = self.ctx
+        if expected_epoch is not None and await self._swap_in_place(
+            key, principal, expected_epoch, row
+        ):
+            return True
 
         async def attempt(h: Header) -> bool | Retry:
             refusal = h.judge(principal, row.epoch)
