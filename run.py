@@ -1,19 +1,25 @@
 #!/usr/bin/env python3
-"""Set up and run agentstores from a fresh clone, with nothing but Python 3.11+.
+"""Set up and run agentstores from a fresh clone, with nothing but Python 3.11 to 3.13.
 
     python3 run.py drill     the main job: a kill-and-resume drill on the embedded file backend
     python3 run.py test      the whole test suite (every backend; servers start themselves)
-    python3 run.py nox ARGS  any other nox session (lint, typecheck, bench, deep, ...)
+    python3 run.py nox ARGS  any other nox session (lint, typecheck, build, bench, deep, ...)
 
 The first call creates ``.venv`` beside this file and installs what the command needs.
+Everything runs on the Python that started this script (``python3.12 run.py test`` tests
+on 3.12); started by an unsupported one, it picks a supported Python from PATH or pyenv.
+A nox session skipped for any reason (a missing interpreter above all) fails the run.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import subprocess
 import sys
-import venv
+import tempfile
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent
@@ -21,18 +27,80 @@ VENV = ROOT / ".venv"
 BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
 TOOLS = ["uv>=0.5", "nox>=2024.10"]
 LOCAL = ["packages/agentstores", "packages/agentstores-file", "contract_tests"]
+SUPPORTED = ((3, 11), (3, 12), (3, 13))
+"""The Python versions every distribution's ``requires-python`` (>=3.11,<3.14) admits."""
+PYTHON_ENV = "AGENTSTORES_PYTHON"
+"""Tells the noxfile which interpreter its sessions use (a version such as ``3.12``)."""
+NOX_INFO_FLAGS = {"-l", "--list", "--list-sessions", "--json", "--usage", "-h", "--help"}
+NOX_INFO_FLAGS |= {"--version"}
 
 
-def ensure_venv() -> None:
-    if sys.version_info < (3, 11):  # noqa: UP036 - run.py may be started by an older python3
-        sys.exit("agentstores needs Python 3.11 or newer")
-    if not (BIN / "python").exists():
-        print(f"creating {VENV} ...", flush=True)
-        venv.EnvBuilder(with_pip=True).create(VENV)
-    stamp = VENV / ".agentstores-setup"
-    wanted = "\n".join(TOOLS + LOCAL)
-    if stamp.exists() and stamp.read_text() == wanted:
+def _version_of(python: str) -> tuple[int, int] | None:
+    """The (major, minor) of the interpreter at ``python``, or None if it does not run."""
+    try:
+        out = subprocess.run(
+            [python, "-c", "import sys; print(*sys.version_info[:2])"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=True,
+        ).stdout.split()
+        return int(out[0]), int(out[1])
+    except (OSError, subprocess.SubprocessError, ValueError, IndexError):
+        return None
+
+
+def _pyenv_roots(env: Mapping[str, str]) -> Iterator[Path]:
+    """Where pyenv keeps its interpreters: ``$PYENV_ROOT``, else what ``pyenv root`` says."""
+    if env.get("PYENV_ROOT"):
+        yield Path(env["PYENV_ROOT"])
         return
+    pyenv = shutil.which("pyenv", path=env.get("PATH", ""))
+    if pyenv:
+        try:
+            out = subprocess.run(
+                [pyenv, "root"], capture_output=True, text=True, timeout=30, check=True
+            ).stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            return
+        if out:
+            yield Path(out)
+
+
+def _candidates(env: Mapping[str, str]) -> Iterator[str]:
+    """Supported interpreters on PATH, then under pyenv's root, newest first."""
+    for major, minor in reversed(SUPPORTED):
+        found = shutil.which(f"python{major}.{minor}", path=env.get("PATH", ""))
+        if found:
+            yield found
+    for root in _pyenv_roots(env):
+        for major, minor in reversed(SUPPORTED):
+            pattern = f"{major}.{minor}.*/bin/python{major}.{minor}"
+            yield from (str(p) for p in sorted(root.glob(f"versions/{pattern}"), reverse=True))
+
+
+def find_python(
+    current: tuple[int, int], executable: str, env: Mapping[str, str]
+) -> tuple[str, tuple[int, int]] | None:
+    """The interpreter to run on: ``executable`` (of version ``current``) if supported,
+    else a supported one found on PATH or under pyenv's root."""
+    if current in SUPPORTED and executable:
+        return executable, current
+    for candidate in _candidates(env):
+        version = _version_of(candidate)
+        if version in SUPPORTED:
+            return candidate, version
+    return None
+
+
+def ensure_venv(python: str, version: tuple[int, int]) -> None:
+    """Create ``.venv`` on ``python`` (anew if it holds another version) with the tools."""
+    stamp = VENV / ".agentstores-setup"
+    wanted = "\n".join([f"python {version[0]}.{version[1]}", *TOOLS, *LOCAL])
+    if stamp.exists() and stamp.read_text() == wanted and (BIN / "python").exists():
+        return
+    print(f"creating {VENV} on Python {version[0]}.{version[1]} ...", flush=True)
+    subprocess.run([python, "-m", "venv", "--clear", str(VENV)], check=True)
     pip = [str(BIN / "python"), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
     subprocess.run([*pip, *TOOLS], check=True)
     editable = [arg for path in LOCAL for arg in ("-e", str(ROOT / path))]
@@ -41,23 +109,68 @@ def ensure_venv() -> None:
     stamp.write_text(wanted)
 
 
+def run_nox(command: Sequence[str], env: Mapping[str, str], cwd: Path = ROOT) -> int:
+    """Run nox; non-zero when it fails or when any session it ran was skipped.
+
+    nox exits 0 when a session is skipped (``--no-error-on-missing-interpreters``, a
+    ``session.skip()``), which would let a run that tested nothing pass.
+    """
+    command = list(command)
+    at = command.index("--") if "--" in command else len(command)  # nox's own args end here
+    own = command[:at]
+    if NOX_INFO_FLAGS.intersection(own):
+        return subprocess.call(command, cwd=cwd, env=dict(env))
+    with tempfile.TemporaryDirectory(prefix="agentstores-nox-") as tmp:
+        if "--report" in own[:-1]:
+            report = cwd / own[own.index("--report") + 1]
+        else:
+            report = Path(tmp) / "report.json"
+            command[at:at] = ["--report", str(report)]
+        code = subprocess.call(command, cwd=cwd, env=dict(env))
+        sessions = json.loads(report.read_text())["sessions"] if report.exists() else []
+    skipped = [s for s in sessions if s.get("result") == "skipped"]
+    for session in skipped:
+        reason = session.get("reason") or "no reason given"
+        print(f"run.py: session {session['name']} was skipped ({reason})", file=sys.stderr)
+    if skipped:
+        print(f"run.py: failing: {len(skipped)} session(s) skipped", file=sys.stderr)
+        return code or 1
+    return code
+
+
 def main(argv: list[str]) -> int:
+    """Run one command of the module docstring; return its exit code."""
     if not argv or argv[0] in {"-h", "--help"}:
         print(__doc__)
         return 0
-    ensure_venv()
+    current = (sys.version_info[0], sys.version_info[1])
+    found = find_python(current, sys.executable, os.environ)
+    if found is None:
+        wanted = ", ".join(f"{major}.{minor}" for major, minor in SUPPORTED)
+        print(
+            f"run.py: agentstores needs Python {wanted}; this is {current[0]}.{current[1]} "
+            "and none of those was found on PATH or under pyenv's root",
+            file=sys.stderr,
+        )
+        return 2
+    python, version = found
+    if python != sys.executable:
+        print(f"run.py: using {python} (Python {version[0]}.{version[1]})", flush=True)
+    ensure_venv(python, version)
     command, rest = argv[0], argv[1:]
-    if command == "drill":
-        args = [str(BIN / "agentstores"), "drill", *rest]
-    elif command == "test":
-        args = [str(BIN / "nox"), "-t", "tests", *rest]
-    elif command == "nox":
-        args = [str(BIN / "nox"), *rest]
-    else:
-        args = [str(BIN / "agentstores"), command, *rest]
     env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}")
-    return subprocess.call(args, cwd=ROOT, env=env)
+    env[PYTHON_ENV] = f"{version[0]}.{version[1]}"
+    env["NOX_ENABLE_STALENESS_CHECK"] = "1"  # a reused env built on another Python is rebuilt
+    if command == "test":
+        return run_nox([str(BIN / "nox"), "-t", "tests", *rest], env)
+    if command == "nox":
+        return run_nox([str(BIN / "nox"), *rest], env)
+    if command == "drill":
+        return subprocess.call([str(BIN / "agentstores"), "drill", *rest], cwd=ROOT, env=env)
+    return subprocess.call([str(BIN / "agentstores"), command, *rest], cwd=ROOT, env=env)
 
 
 if __name__ == "__main__":
+    if sys.version_info < (3, 8):  # noqa: UP036 - an old python3 must still get the message
+        sys.exit("agentstores needs Python 3.11 to 3.13")
     sys.exit(main(sys.argv[1:]))

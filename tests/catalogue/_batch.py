@@ -20,7 +20,7 @@ def main(profile: str, seed: int, names: list[str]) -> None:
     for name in names:
         before = set(memory_data._registry)
         try:
-            report = validate(by_name[name].factory, profile=profile, seed=seed)
+            report = validate(factory=by_name[name].factory, profile=profile, seed=seed)
             line = {"name": name, "report": report.to_dict()}
         except Exception:
             line = {"name": name, "error": traceback.format_exc()[-3000:]}

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from agentstores.errors import UsageError
 from agentstores_contract import PROMISES, ContractSuite, Report, validate
 from agentstores_contract.validation import FAILED, PASSED, SKIPPED
 
@@ -123,14 +124,28 @@ def test_validate_takes_a_callable_and_names_the_broken_promise() -> None:
 
 
 @pytest.mark.parametrize(
-    "target",
-    ["agentstores_contract.backend:no_such_factory", "nosuchscheme://x", lambda: 42],
-    ids=["missing-factory", "unknown-scheme", "not-a-backend"],
+    ("target", "factory", "says"),
+    [
+        (None, "agentstores_contract.backend:no_such_factory", "no_such_factory"),
+        (None, "memory://x", "expected a factory as module:callable"),
+        ("nosuchscheme://x", None, "no installed backend handles nosuchscheme://"),
+        ("tests.catalogue.mutants:cas_creates_from_epoch", None, "expected a backend URL"),
+        (lambda: 42, None, "not a backend or Stores"),
+    ],
+    ids=["missing-factory", "url-as-factory", "unknown-scheme", "spec-as-url", "not-a-backend"],
 )
-def test_validate_reports_a_run_that_cannot_start(target: Any) -> None:
-    report = validate(target, promises=["keys.*"])
+def test_validate_reports_a_run_that_cannot_start(target: Any, factory: Any, says: str) -> None:
+    report = validate(target, factory=factory, promises=["keys.*"])
     assert report.error is not None and not report.ok
     assert report.promises == [] and "cannot make a backend" in report.error
+    assert says in report.error
+
+
+def test_validate_takes_a_target_or_a_factory() -> None:
+    with pytest.raises(UsageError, match="not both"):
+        validate()
+    with pytest.raises(UsageError, match="not both"):
+        validate("memory://", factory="tests.catalogue.mutants:cas_creates_from_epoch")
 
 
 @pytest.mark.parametrize("profile", ["quick", "ci", "deep"])

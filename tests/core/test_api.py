@@ -13,7 +13,7 @@ from agentstores.keys import ConversationKey
 from agentstores.memory.stores import EphemeralStoreWarning, MemoryStores
 from agentstores.models import SupervisionRow
 from agentstores.stores import Stores
-from tests.core._support import run_json
+from tests.core._support import run_json, run_python
 
 
 @pytest.fixture(autouse=True)
@@ -70,12 +70,8 @@ async def test_open_stores_unknown_scheme() -> None:
 def test_memory_backend_warns_loudly_once_per_process() -> None:
     got = run_json(
         """
-        import asyncio, json, logging, warnings
+        import asyncio, json, warnings
         from agentstores.api import open_stores
-        logs = []
-        class H(logging.Handler):
-            def emit(self, record): logs.append(record.getMessage())
-        logging.getLogger("agentstores").addHandler(H())
         async def main():
             for name in ("a", "b", "a"):
                 async with open_stores("memory://" + name):
@@ -86,10 +82,27 @@ def test_memory_backend_warns_loudly_once_per_process() -> None:
         print(json.dumps({
             "warnings": [str(w.message) for w in seen
                          if w.category.__name__ == "EphemeralStoreWarning"],
-            "logs": logs,
+            "where": [w.filename for w in seen],
         }))
         """
     )
     assert len(got["warnings"]) == 1
     assert "LOST on restart" in got["warnings"][0]
-    assert len([m for m in got["logs"] if "IN-MEMORY" in m]) == 1
+    assert got["where"] == ["<string>"], "the warning names the caller's line, not ours"
+
+
+def test_the_memory_warning_prints_once_on_stderr() -> None:
+    out = run_python(
+        """
+        import asyncio, logging
+        from agentstores.api import open_stores
+        logging.basicConfig()
+        async def main():
+            for name in ("a", "b", "a"):
+                async with open_stores("memory://" + name):
+                    pass
+        asyncio.run(main())
+        """
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stderr.count("IN-MEMORY") == 1, out.stderr

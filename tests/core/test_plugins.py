@@ -92,8 +92,31 @@ def test_unknown_scheme_names_failed_plugins(plugin_dir: Path) -> None:
         path=plugin_dir,
     )
     assert out.returncode != 0
-    assert "UsageError" in out.stderr and "'nosuch'" in out.stderr
+    assert "UsageError" in out.stderr and "handles nosuch://" in out.stderr
     assert "plugins that failed to load" in out.stderr and "broken" in out.stderr
+
+
+@pytest.mark.parametrize(
+    ("scheme", "hint"),
+    [
+        ("mongodb", "pip install agentstores-mongo"),
+        ("mongodb+srv", "pip install agentstores-mongo"),
+        ("s3", "pip install agentstores-s3"),
+        ("postgresql", "pip install agentstores-postgres"),
+        ("valkeys+cluster", "pip install agentstores-redis"),
+        ("nosuch", "registers it in the 'agentstores' entry-point group"),
+    ],
+)
+def test_an_unknown_scheme_says_what_to_install(scheme: str, hint: str) -> None:
+    registry = get_registry()
+    saved = dict(registry.backends)
+    registry.backends.clear()  # as if only core were installed
+    try:
+        with pytest.raises(UsageError) as refused:
+            create_stores(f"{scheme}://host/db")
+    finally:
+        registry.backends.update(saved)
+    assert hint in str(refused.value) and refused.value.context["scheme"] == scheme
 
 
 def test_discovery_imports_no_driver() -> None:

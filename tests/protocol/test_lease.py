@@ -330,3 +330,43 @@ async def test_cancelling_the_producer_stops_the_heartbeat(
     await asyncio.sleep(FAST.heartbeat_interval * 5)
     assert lease.heartbeats == beats
     assert not lease.lost.is_set()
+
+
+async def test_run_and_the_context_fence_plain_writes_with_the_lease_epoch(
+    stores: MemoryStores, key: ConversationKey
+):
+    from agentstores.stores.ambient import ambient_epoch
+
+    first = await claim(stores, key, USER, "m1", config=FAST)
+
+    async def producer() -> int | None:
+        return ambient_epoch(key)
+
+    assert await first.run(producer()) == first.epoch
+    assert ambient_epoch(key) is None  # only the producer's task carried it
+    async with first:
+        assert ambient_epoch(key) == first.epoch
+    assert ambient_epoch(key) is None
+
+    second = await claim(stores, key, USER, "m1", config=FAST)  # a resume fences the first
+    async with first:
+        with pytest.raises(FencedError):
+            await stores.state.save(key, USER, {"late": True})
+    assert await stores.state.load(key, USER) == {}
+    await second.release()
+
+
+async def test_a_takeover_of_the_same_turn_accepts_its_own_user_message_as_tail(
+    stores: MemoryStores, key: ConversationKey
+):
+    question = Message("q1", "user", "hi")
+    first = await start_turn(stores, key, USER, "a1", None, user_message=question, config=FAST)
+    # The producer dies; its successor retries the very same turn with the same tail.
+    second = await start_turn(stores, key, USER, "a1", None, user_message=question, config=FAST)
+    assert second.epoch > first.epoch and second.reason == "resume"
+    assert [m.id for m in await stores.conversations.read_messages(key, USER)] == ["q1"]
+    with pytest.raises(StaleWriteError):
+        await start_turn(
+            stores, key, USER, "a1", None, user_message=Message("q2", "user", "x"), config=FAST
+        )
+    await second.release()

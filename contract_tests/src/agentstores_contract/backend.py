@@ -74,19 +74,41 @@ def load_object(spec: str) -> Any:
     return obj
 
 
-def as_backend(target: object) -> BackendUnderTest:
-    """Accept a BackendUnderTest, a URL, a ``"module:callable"`` spec or a callable.
+NOT_A_URL = (
+    "expected a backend URL (scheme://..., e.g. postgresql://user@host/db or memory://), "
+    "got {target!r}; a factory is named on its own, as module:callable "
+    "(--factory, --agentstores-factory or validate(factory=...))"
+)
 
-    A callable (or the object a spec names) is called with no arguments and may return a
-    BackendUnderTest or an unopened Stores bundle; in the latter case it is called again
-    for every bundle the suite needs.
+
+def from_factory(spec: str) -> BackendUnderTest:
+    """The backend the ``"module:callable"`` ``spec`` names (see :func:`as_backend`).
+
+    Raises:
+        UsageError: ``spec`` is not ``module:callable`` (a URL included).
+    """
+    if not isinstance(spec, str) or "://" in spec:
+        raise UsageError(f"expected a factory as module:callable, got {spec!r}")
+    return as_backend(load_object(spec))
+
+
+def as_backend(target: object) -> BackendUnderTest:
+    """Accept a BackendUnderTest, a backend URL or a callable.
+
+    A callable is called with no arguments and may return a BackendUnderTest or an
+    unopened Stores bundle; in the latter case it is called again for every bundle the
+    suite needs. A string must be a URL: a ``"module:callable"`` spec goes through
+    :func:`from_factory`, so a mistyped URL is never imported as a module.
+
+    Raises:
+        UsageError: a string without ``://``, or an object that makes no backend.
     """
     if isinstance(target, BackendUnderTest):
         return target
     if isinstance(target, str):
-        if "://" in target:
-            return BackendUnderTest.from_url(target)
-        target = load_object(target)
+        if "://" not in target:
+            raise UsageError(NOT_A_URL.format(target=target))
+        return BackendUnderTest.from_url(target)
     if isinstance(target, type) and issubclass(target, Stores):
         raise UsageError("pass a callable returning a bundle, not a Stores class")
     if not callable(target):

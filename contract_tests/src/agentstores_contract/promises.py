@@ -50,6 +50,9 @@ PROMISES: dict[str, str] = {
     "keys.max_length": "ids of exactly MAX_ID_BYTES bytes work in every store",
     "keys.isolation": "distinct keys (near-collisions included) never see each other's writes",
     "keys.tenant_scope": "a tenant's listing never includes another tenant's conversations",
+    # URLs
+    "urls.unknown_option": "a URL option the backend does not know is refused with UsageError "
+    "naming it, when the bundle is made (before any connection)",
     # supervision
     "supervision.model": "supervision store behaves as the sequential model",
     "supervision.cas.create": "CAS expecting None creates once; expecting an epoch never creates",

@@ -184,15 +184,15 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
 
 def configured_backend(config: pytest.Config) -> Any:
     """The BackendUnderTest the command line names (built once per session)."""
-    from .backend import BackendUnderTest, as_backend
+    from .backend import as_backend, from_factory
 
     if _BACKEND_KEY not in config.stash:
         url = config.getoption("agentstores_url")
         factory = config.getoption("agentstores_factory")
         if url:
-            config.stash[_BACKEND_KEY] = BackendUnderTest.from_url(url)
+            config.stash[_BACKEND_KEY] = as_backend(url)
         elif factory:
-            config.stash[_BACKEND_KEY] = as_backend(factory)
+            config.stash[_BACKEND_KEY] = from_factory(factory)
         else:
             raise pytest.UsageError("no --agentstores-url or --agentstores-factory given")
     return config.stash[_BACKEND_KEY]

@@ -7,6 +7,7 @@ from .concurrency import ConcurrencyContract
 from .conversations import ConversationContract
 from .erasure import ErasureContract
 from .fencing import FencingContract
+from .follow import FollowContract
 from .isolation import KeyContract
 from .lease_lifecycle import LeaseLifecycleContract
 from .lifetimes import LifetimeContract
@@ -24,6 +25,7 @@ from .store_edges import StoreEdgesContract
 from .supervision import SupervisionContract
 from .sweep_accounting import SweepAccountingContract
 from .turns import TurnContract
+from .urls import UrlContract
 
 
 class ContractSuite(
@@ -44,11 +46,13 @@ class ContractSuite(
     LifetimeContract,
     ProtocolContract,
     TurnContract,
+    FollowContract,
     RegionContract,
     MetadataContract,
     LeaseLifecycleContract,
     SweepAccountingContract,
     StoreEdgesContract,
+    UrlContract,
 ):
     """The whole contract. Subclass it with a name starting with ``Test`` and override
     the ``backend`` fixture::

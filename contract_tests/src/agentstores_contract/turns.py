@@ -16,7 +16,7 @@ import pytest
 
 from agentstores.errors import FencedError, LeaseLostError
 from agentstores.models import Message
-from agentstores.protocol import LeaseConfig
+from agentstores.protocol import FollowEnd, FollowUpdate, LeaseConfig
 from agentstores.stores import Stores
 
 from .backend import BackendUnderTest
@@ -121,6 +121,11 @@ class TurnContract(ContractBase):
             )
             assert await stores.recording.read(key, USER) is None
             assert await conv.state() == {"position": 3}
+            # A screen that arrives after the end gets the verdict and the answer at once.
+            events = [event async for event in conv.follow(poll=0.05)]
+            assert len(events) == 2 and isinstance(events[-1], FollowEnd)
+            assert (events[-1].verdict, events[-1].message_id) == ("done", "answer-1")
+            assert isinstance(events[0], FollowUpdate) and events[0].text == "Once upon a time"
             with pytest.raises(LeaseLostError):
                 await turn.stream("Once upon a time, late")
 
@@ -249,6 +254,7 @@ class TurnContract(ContractBase):
                         await asyncio.create_task(child())
                     assert loop.time() < deadline
                     await turn.stream("late")  # the lease is lost: LeaseLostError
+            assert turn.lost.is_set()
             assert await stores.state.load(key, USER) == {"by": "turn"}
             assert [m.id for m in await conv.messages()] == ["q0", "q1"]
             # Outside any turn, a plain write carries no epoch and is not fenced.

@@ -7,6 +7,7 @@ import importlib.util
 import json
 import shlex
 import tempfile
+import textwrap
 import time
 from collections.abc import Callable, Generator, Iterable
 from dataclasses import asdict, dataclass, field
@@ -15,8 +16,10 @@ from typing import Any
 
 import pytest
 
+from agentstores.errors import AgentStoresError, UsageError
+
 from . import not_implemented, profiles, seeds
-from .backend import BackendUnderTest, as_backend
+from .backend import BackendUnderTest, as_backend, from_factory
 from .promises import PROMISES, promises_of
 
 PASSED, FAILED, SKIPPED = "passed", "failed", "skipped"
@@ -95,16 +98,34 @@ class Report:
         )
 
     def table(self, *, width: int = 100) -> str:
-        """A plain-text table, one row per promise."""
+        """A plain-text table, one row per promise, then every failure's reason in full.
+
+        A row's detail is shortened to fit ``width`` (marked ``…``); a failed promise's
+        reason is never lost that way: a shortened one follows the table in full, wrapped
+        to ``width``.
+        """
         name_w = max([len(p.name) for p in self.promises] + [7])
         lines = [f"{'promise':<{name_w}}  result   tests  detail", "-" * min(width, name_w + 40)]
+        room = max(20, width - name_w - 18)
         for p in self.promises:
             detail = p.reason if p.outcome != PASSED else p.description
-            room = max(20, width - name_w - 18)
             lines.append(
                 f"{p.name:<{name_w}}  {p.outcome.upper():<7}  {len(p.tests):>5}  "
-                f"{_one_line(detail)[:room]}"
+                f"{_fit(_one_line(detail), room)}"
             )
+        cut = [p for p in self.failed if len(_one_line(p.reason)) > room]
+        if cut:
+            lines.append("failures shortened above, in full:")
+            for p in cut:
+                lines.append(f"  {p.name}:")
+                lines += textwrap.wrap(
+                    _one_line(p.reason) or "(no reason given)",
+                    max(40, width - 4),
+                    initial_indent="    ",
+                    subsequent_indent="    ",
+                    break_long_words=False,
+                    break_on_hyphens=False,
+                )
         if self.not_implemented:
             lines.append("not implemented by the backend (NotImplementedError):")
             lines += [f"  {method}" for method in self.not_implemented]
@@ -157,6 +178,11 @@ class Report:
 
 def _one_line(text: str) -> str:
     return " ".join(text.split())
+
+
+def _fit(text: str, room: int) -> str:
+    """``text`` cut to ``room`` characters, ending with ``…`` when it was cut."""
+    return text if len(text) <= room else text[: room - 1] + "…"
 
 
 def _reason(report: pytest.TestReport) -> str:
@@ -279,43 +305,65 @@ def unreachable(backend: BackendUnderTest) -> str | None:
     except TimeoutError:
         return f"no answer within {REACH_SECONDS:.0f} s"
     except Exception as exc:
-        return f"{type(exc).__name__}: {exc}"
+        return _why(exc)
     return None
 
 
+def _why(exc: BaseException) -> str:
+    """An error as one line: our own errors by their message (they say what to do),
+    anything else with its type as well."""
+    if isinstance(exc, AgentStoresError):
+        return _one_line(str(exc))
+    return _one_line(f"{type(exc).__name__}: {exc}")
+
+
 def validate(
-    target: object,
+    target: object = None,
     *,
+    factory: str | None = None,
     profile: str | None = None,
     promises: Iterable[str] | None = None,
     on_result: Callable[[PromiseResult], None] | None = None,
+    on_start: Callable[[], None] | None = None,
     pytest_args: Iterable[str] = (),
     seed: int | None = None,
 ) -> Report:
     """Run the contract suite against ``target`` in this process and report per promise.
 
-    ``target`` is a URL, a ``"module:callable"`` spec, a callable returning a
-    BackendUnderTest or an unopened Stores bundle, or a BackendUnderTest. ``promises``
-    narrows the run to names matching these globs; ``on_result`` is called as each
-    promise's tests finish. ``seed`` fixes the generated values (default: a fresh seed,
-    reported in ``Report.seed``, with a replay command per failed promise). pytest's own
-    output is silenced.
+    ``target`` is a backend URL (``scheme://...``), a callable returning a
+    BackendUnderTest or an unopened Stores bundle, or a BackendUnderTest; or, instead,
+    ``factory`` names such a callable as ``"module:callable"``. A string without ``://``
+    is not a URL and is refused (it is never taken for a factory). ``promises`` narrows
+    the run to names matching these globs; ``on_start`` is called once the backend has
+    answered, just before the suite runs; ``on_result`` is called as each promise's tests
+    finish. ``seed`` fixes the generated values (default: a fresh seed, reported in
+    ``Report.seed``, with a replay command per failed promise). pytest's own output is
+    silenced.
+
+    Raises:
+        UsageError: both ``target`` and ``factory`` given, or neither.
     """
+    if (target is None) == (factory is None):
+        raise UsageError("validate() takes a target or factory='module:callable', not both")
     chosen = profile or profiles.active().name
     run_seed = seeds.fresh() if seed is None else seed
     started = time.perf_counter()
     label = target if isinstance(target, str) else repr(target)
+    if factory is not None:
+        label = factory
     try:
-        backend = as_backend(target)
+        backend = from_factory(factory) if factory is not None else as_backend(target)
     except Exception as exc:
-        problem = f"cannot make a backend from {label}: {type(exc).__name__}: {exc}"
+        problem = f"cannot make a backend from {label}: {_why(exc)}"
         return Report(label, chosen, [], [], time.perf_counter() - started, problem, run_seed)
-    if not isinstance(target, str):
+    if factory is None and not isinstance(target, str):
         label = backend.label
     problem = unreachable(backend)
     if problem is not None:
         elapsed = time.perf_counter() - started
         return Report(label, chosen, [], [], elapsed, f"cannot reach {label}: {problem}", run_seed)
+    if on_start is not None:
+        on_start()
     _in_process.append(backend)
     args = ["--agentstores-factory", f"{__name__}:in_process_backend"]
     for pattern in promises or ():
@@ -365,7 +413,7 @@ def validate(
         error = "no contract tests were collected"
     ordered = [collector.results[n] for n in collector.pending if n in collector.results]
     replays = {
-        p.name: _replay(target, p.name, chosen, run_seed)
+        p.name: _replay(target if factory is None else None, factory, p.name, chosen, run_seed)
         for p in ordered
         if p.outcome == FAILED and not p.reason.startswith("not implemented: ")
     }
@@ -381,12 +429,12 @@ def validate(
     )
 
 
-def _replay(target: object, promise: str, profile: str, seed: int) -> str:
+def _replay(target: object, factory: str | None, promise: str, profile: str, seed: int) -> str:
     """The command (or call) that reruns one promise of a :func:`validate` run."""
-    if isinstance(target, str) and "://" in target:
+    if isinstance(target, str):
         check = ["agentstores", "check", target, "--profile", profile, "--seed", str(seed)]
         return shlex.join([*check, "--promise", promise])
-    if isinstance(target, str):
-        run = ["pytest", "--agentstores-factory", target, "--agentstores-promise", promise]
+    if factory is not None:
+        run = ["pytest", "--agentstores-factory", factory, "--agentstores-promise", promise]
         return shlex.join([*run, "--agentstores-profile", profile, "--agentstores-seed", str(seed)])
     return f"validate(<the same backend>, profile={profile!r}, seed={seed}, promises=[{promise!r}])"

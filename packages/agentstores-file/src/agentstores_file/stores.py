@@ -54,6 +54,9 @@ def path_from_url(url: str) -> str:
     return path
 
 
+_OPTIONS_HINT = " (fsync, workers, clock and tombstone_ttl are keyword arguments)"
+
+
 class FileStores(Stores):
     """``file:///abs/path`` or ``file://./relative``: every store in one directory.
 
@@ -96,6 +99,7 @@ class FileStores(Stores):
     ) -> None:
         self.url = url
         self.path = path_from_url(url)
+        kit.url_options(url, (), backend="file", hint=_OPTIONS_HINT)
         if workers is not None and (not isinstance(workers, int) or workers < 1):
             raise UsageError(f"workers must be a positive int or None, got {workers!r}")
         if io is None:

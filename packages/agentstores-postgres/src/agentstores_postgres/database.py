@@ -35,6 +35,12 @@ T = TypeVar("T")
 Conn = Any
 """An asyncpg connection (or pool proxy); asyncpg ships no type information."""
 
+OPEN_UNANSWERED_WINDOW = 3.0
+"""Seconds ``open`` keeps retrying while nothing answers at the address (a refused or
+failed TCP connect): long enough for a restart's closed port, short enough that a wrong
+host or port fails fast. A server that answers but is not ready (starting up, shutting
+down, full) is waited for up to ``acquire_timeout``."""
+
 ORPHAN_GRACE = 1.0
 """Seconds an orphaned backend may keep running before it is terminated."""
 
@@ -92,13 +98,15 @@ class Database:
             options["init"] = self._identify
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.config.acquire_timeout
+        unanswered = loop.time() + min(OPEN_UNANSWERED_WINDOW, self.config.acquire_timeout)
         delay = 0.05
         while True:
             try:
                 self.pool = await asyncpg.create_pool(self.config.dsn, **options)
                 break
             except Exception as exc:
-                if not _server_away(exc) or loop.time() + delay >= deadline:
+                limit = unanswered if _nothing_answers(exc) else deadline
+                if not _server_away(exc) or loop.time() + delay >= limit:
                     raise self._unreachable(exc) from exc
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 0.5)
@@ -324,6 +332,11 @@ async def keep_session(conn: Conn) -> None:
     no session state (no SET, cursors, LISTEN or advisory locks), and an open
     transaction is still rolled back by asyncpg before this runs, so nothing is reset."""
     return None
+
+
+def _nothing_answers(exc: BaseException) -> bool:
+    """No PostgreSQL server answered at all: the TCP connect was refused or failed."""
+    return isinstance(exc, OSError) and getattr(exc, "sqlstate", None) is None
 
 
 def _server_away(exc: BaseException) -> bool:

@@ -5,7 +5,9 @@ Our options ride in the query string and are removed before the URL reaches asyn
 
     postgresql://app@db:5432/chat?schema=agentstores&pool_max_size=20&pgbouncer=true
 
-Every option can also be passed as a keyword to ``PostgresStores``; keywords win.
+Every option can also be passed as a keyword to ``PostgresStores``; keywords win. The
+other query parameters allowed are asyncpg's connection parameters (``sslmode``, ...),
+``application_name`` and ``options``; any other name is refused before connecting.
 """
 
 from __future__ import annotations
@@ -13,10 +15,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import urlencode, urlsplit, urlunsplit
 
 from agentstores.errors import UsageError
-from agentstores.stores.kit import DEFAULT_TOMBSTONE_TTL
+from agentstores.stores.kit import DEFAULT_TOMBSTONE_TTL, url_options
 
 DEFAULT_SCHEMA = "agentstores"
 SCHEMES = ("postgresql", "postgres")
@@ -51,6 +53,38 @@ _OPTIONS = {
     "command_timeout": float,
 }
 
+DRIVER_OPTIONS = frozenset(
+    {
+        # the libpq connection parameters asyncpg reads from a URL
+        "host",
+        "port",
+        "dbname",
+        "database",
+        "user",
+        "password",
+        "passfile",
+        "service",
+        "sslmode",
+        "sslcert",
+        "sslkey",
+        "sslrootcert",
+        "sslnegotiation",
+        "sslcrl",
+        "sslpassword",
+        "ssl_min_protocol_version",
+        "ssl_max_protocol_version",
+        "target_session_attrs",
+        "krbsrvname",
+        "gsslib",
+        # sent to the server at startup, which always accepts them
+        "application_name",
+        "options",
+    }
+)
+"""Query parameters handed on to asyncpg. Any other name would reach the server as a
+setting and fail only when connecting, so it is refused when the URL is parsed."""
+_SETTINGS_HINT = " (a server setting goes in options=-c name=value)"
+
 
 def _coerce(name: str, value: Any) -> Any:
     kind = _OPTIONS[name]
@@ -82,7 +116,8 @@ def parse_url(url: str, **options: Any) -> Config:
         raise UsageError(f"not a postgresql:// or postgres:// URL: {url!r}")
     ours: dict[str, Any] = {}
     theirs: list[tuple[str, str]] = []
-    for name, value in parse_qsl(parts.query, keep_blank_values=True):
+    known = {*_OPTIONS, *DRIVER_OPTIONS}
+    for name, value in url_options(url, known, backend="PostgreSQL", hint=_SETTINGS_HINT):
         if name in _OPTIONS:
             ours[name] = value
         else:

@@ -28,7 +28,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from agentstores.errors import BackendUnavailableError, UnsupportedError, UsageError
 from agentstores.stores import Capability, Stores
-from agentstores.stores.kit import DEFAULT_TOMBSTONE_TTL, from_micros
+from agentstores.stores.kit import DEFAULT_TOMBSTONE_TTL, from_micros, url_options
 
 from ._base import Context
 from .client import ClientOptions, NotSent, RedisClient
@@ -68,7 +68,30 @@ _REFUSED = {
     "protocol": "replies are parsed as RESP2",
     "decode_responses": "replies are parsed as bytes",
     "single_connection_client": "calls run concurrently over a pool",
+    "max_connections": "use pool_size",
+    "timeout": "use pool_timeout",
+    "socket_connect_timeout": "use connect_timeout",
+    "health_check_interval": "connections are checked by the adapter",
+    "retry_on_timeout": "the adapter decides what is safe to send again",
 }
+DRIVER_OPTIONS = ("db", "username", "password", "socket_keepalive", "socket_read_size")
+"""Query parameters handed on to redis-py, which would pass any other name to its
+connection class and fail only when connecting: so every other name is refused."""
+TLS_OPTIONS = (
+    "ssl_cert_reqs",
+    "ssl_ca_certs",
+    "ssl_ca_path",
+    "ssl_ca_data",
+    "ssl_certfile",
+    "ssl_keyfile",
+    "ssl_password",
+    "ssl_check_hostname",
+    "ssl_min_version",
+    "ssl_ciphers",
+    "ssl_include_verify_flags",
+    "ssl_exclude_verify_flags",
+)
+"""redis-py's TLS parameters, taken with ``rediss://`` (and ``valkeys://``) only."""
 DEFAULT_EXPIRY_GRACE = timedelta(hours=1)
 
 
@@ -85,9 +108,13 @@ def parse_url(url: str, options: dict[str, Any]) -> tuple[str, bool, dict[str, A
         raise UsageError(f"not a Redis URL: {url!r} (schemes: {', '.join(SCHEMES)})")
     merged: dict[str, Any] = {}
     rest = []
-    for name, value in parse_qsl(parts.query, keep_blank_values=True):
+    tls = driver_scheme == "rediss"
+    for name, _ in parse_qsl(parts.query, keep_blank_values=True):
         if name in _REFUSED:
             raise UsageError(f"the redis option {name!r} is fixed by the adapter: {_REFUSED[name]}")
+    known = {*OPTIONS, *DRIVER_OPTIONS, *(TLS_OPTIONS if tls else ())}
+    hint = "" if tls else " (TLS options need rediss://)"
+    for name, value in url_options(url, known, backend="redis", hint=hint):
         if name in OPTIONS:
             merged[name] = value
         else:

@@ -39,6 +39,7 @@ from .models import (
     TranscriptMessage,
     UserIntegration,
 )
+from .protocol.follow import FollowEnd, FollowEvent, FollowUpdate, follow
 from .stores import UNSET, Expired, IdleFor, OverCap, Stores
 
 __version__ = "0.1.0"
@@ -65,6 +66,9 @@ __all__ = [
     "ExpiredError",
     "Expired",
     "FencedError",
+    "FollowEnd",
+    "FollowEvent",
+    "FollowUpdate",
     "IdleFor",
     "InvalidKeyError",
     "Message",
@@ -85,5 +89,6 @@ __all__ = [
     "UsageError",
     "UserIntegration",
     "__version__",
+    "follow",
     "open_stores",
 ]

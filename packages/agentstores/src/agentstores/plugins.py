@@ -166,8 +166,48 @@ def scheme_of(url: str) -> str:
         UsageError: ``url`` has no ``scheme://``.
     """
     if not isinstance(url, str) or "://" not in url:
-        raise UsageError(f"a backend URL looks like scheme://..., got {url!r}")
+        raise UsageError(
+            f"a backend URL looks like scheme://... (e.g. postgresql://user@host/db, "
+            f"file://./.agentstores, memory://), got {url!r}"
+        )
     return url.split("://", 1)[0].lower()
+
+
+DISTRIBUTIONS: dict[str, str] = {
+    "file": "agentstores-file",
+    "postgresql": "agentstores-postgres",
+    "postgres": "agentstores-postgres",
+    **{
+        f"{base}{tls}{cluster}": "agentstores-redis"
+        for base in ("redis", "valkey")
+        for tls in ("", "s")
+        for cluster in ("", "+cluster")
+    },
+    "mongodb": "agentstores-mongo",
+    "mongodb+srv": "agentstores-mongo",
+    "s3": "agentstores-s3",
+}
+"""The distribution that provides each well-known scheme, named when it is not installed."""
+
+
+def unknown_scheme(scheme: str, registry: Registry) -> str:
+    """The message for a URL whose scheme no installed backend handles: the distribution
+    to install when the scheme is a known one, the schemes there are, and the plugins
+    that failed to load (the backend may be among them)."""
+    known = ", ".join(sorted(s for b in registry.backends.values() for s in b.schemes))
+    message = f"no installed backend handles {scheme}:// (installed: {known})"
+    distribution = DISTRIBUTIONS.get(scheme)
+    if distribution is not None:
+        message += f"; install it with: pip install {distribution}"
+    else:
+        message += (
+            f"; a third-party adapter for {scheme}:// registers it in the "
+            f"{ENTRY_POINT_GROUP!r} entry-point group once installed"
+        )
+    failed = [f.entry_point for f in registry.failures]
+    if failed:
+        message += f"; plugins that failed to load: {', '.join(failed)}"
+    return message
 
 
 def create_stores(url: str, **options: Any) -> Stores:
@@ -180,12 +220,7 @@ def create_stores(url: str, **options: Any) -> Stores:
     registry = get_registry()
     info = registry.by_scheme(scheme)
     if info is None:
-        known = sorted(s for b in registry.backends.values() for s in b.schemes)
-        hint = ""
-        failed = [f.entry_point for f in registry.failures]
-        if failed:
-            hint = f"; plugins that failed to load: {', '.join(failed)}"
-        raise UsageError(f"no installed backend handles {scheme!r}:// (known: {known}){hint}")
+        raise UsageError(unknown_scheme(scheme, registry), scheme=scheme)
     factory = load_factory(info)
     stores: Stores = factory(url, **options)
     return stores

@@ -1,9 +1,11 @@
 """``TemplateStores``: the bundle ``open_stores("template://...")`` yields.
 
-Parse the URL and options here, build the shared :class:`Context`, and give each store
-module its part of it. ``now`` is the store's own clock (the one liveness and expiry use).
-A backend that holds connections or workers also overrides ``_open`` (connect, check the
-schema) and ``_close`` (release them); by default both do nothing.
+Parse the URL and options here (refuse an unknown query option before connecting:
+:func:`agentstores.stores.kit.url_options` names it and the known ones), build the
+shared :class:`Context`, and give each store module its part of it. ``now`` is the
+store's own clock (the one liveness and expiry use). A backend that holds connections
+or workers also overrides ``_open`` (connect, check the schema) and ``_close`` (release
+them); by default both do nothing.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from datetime import datetime, timedelta
 
 from agentstores.errors import UsageError
 from agentstores.stores import Stores
-from agentstores.stores.kit import DEFAULT_TOMBSTONE_TTL
+from agentstores.stores.kit import DEFAULT_TOMBSTONE_TTL, url_options
 
 from ._base import Context
 from .conversations import TemplateConversationStore
@@ -22,6 +24,9 @@ from .plugin import BACKEND
 from .recording import TemplateRecordingStore
 from .state import TemplateAgentStateStore
 from .supervision import TemplateSupervisionStore
+
+URL_OPTIONS: tuple[str, ...] = ()
+"""The options this backend reads from the URL's query string (none yet)."""
 
 
 class TemplateStores(Stores):
@@ -33,6 +38,7 @@ class TemplateStores(Stores):
     def __init__(self, url: str = "template://", *, tombstone_ttl: timedelta | None = None):
         if not url.startswith("template://"):
             raise UsageError(f"not a template:// URL: {url!r}")
+        url_options(url, URL_OPTIONS, backend=BACKEND.name)
         self.ctx = Context(url, tombstone_ttl or DEFAULT_TOMBSTONE_TTL)
         self.supervision = TemplateSupervisionStore(self.ctx)
         self.recording = TemplateRecordingStore(self.ctx)

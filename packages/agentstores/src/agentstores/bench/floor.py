@@ -33,7 +33,7 @@ import importlib
 from abc import ABC, abstractmethod
 
 from ..errors import UsageError
-from ..plugins import BackendInfo, get_registry, scheme_of
+from ..plugins import BackendInfo, get_registry, scheme_of, unknown_scheme
 
 BUILTIN_FLOORS: dict[str, str] = {"memory": "agentstores.bench.floor:MemoryFloor"}
 """Floors for backends whose ``BackendInfo`` does not name one (the built-in memory backend)."""
@@ -133,9 +133,10 @@ def load_floor(info: BackendInfo) -> RawFloor | None:
 def floor_for_url(url: str) -> RawFloor | None:
     """The floor of the backend ``url`` names (None when it offers none)."""
     scheme = scheme_of(url)
-    info = get_registry().by_scheme(scheme)
+    registry = get_registry()
+    info = registry.by_scheme(scheme)
     if info is None:
-        raise UsageError(f"no installed backend handles {scheme!r}://")
+        raise UsageError(unknown_scheme(scheme, registry))
     return load_floor(info)
 
 

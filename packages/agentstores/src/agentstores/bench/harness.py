@@ -38,7 +38,7 @@ from typing import Any
 from ..errors import AgentStoresError, UsageError
 from ..keys import ConversationKey
 from ..models import Message, RecordedEvent, SupervisionRow
-from ..plugins import create_stores, get_registry, scheme_of
+from ..plugins import create_stores, get_registry, scheme_of, unknown_scheme
 from ..stores import Stores
 from .floor import RawFloor, floor_path, load_floor
 from .stats import Sample, percentile
@@ -485,9 +485,10 @@ async def run_bench(cfg: BenchConfig) -> dict[str, Any]:
 async def _run(
     cfg: BenchConfig, url: str, note: Callable[[str], None], *, temporary: bool
 ) -> dict[str, Any]:
-    info = get_registry().by_scheme(scheme_of(url))
+    registry = get_registry()
+    info = registry.by_scheme(scheme_of(url))
     if info is None:
-        raise UsageError(f"no installed backend handles {scheme_of(url)!r}://")
+        raise UsageError(unknown_scheme(scheme_of(url), registry))
     tenant = f"bench-{uuid.uuid4().hex[:12]}"
     result: dict[str, Any] = {
         "backend": info.name,

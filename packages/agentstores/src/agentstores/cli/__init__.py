@@ -7,6 +7,9 @@ import importlib
 import sys
 from collections.abc import Sequence
 
+from ..errors import UsageError
+from ._exits import CANNOT_RUN, TOP_EPILOG, HelpFormatter
+
 SUBCOMMANDS = ("backends", "check", "drill", "bench", "schema")
 """Modules in this package; each defines ``register(subparsers)`` and sets a ``run`` default."""
 
@@ -15,7 +18,10 @@ def build_parser() -> argparse.ArgumentParser:
     """The ``agentstores`` parser, with a subcommand for each module of :data:`SUBCOMMANDS`
     that is present (an absent one is left out)."""
     parser = argparse.ArgumentParser(
-        prog="agentstores", description="Storage adapters for AI-agent chat persistence."
+        prog="agentstores",
+        description="Storage adapters for AI-agent chat persistence.",
+        epilog=TOP_EPILOG,
+        formatter_class=HelpFormatter,
     )
     sub = parser.add_subparsers(dest="command", required=True)
     for name in SUBCOMMANDS:
@@ -30,10 +36,18 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the ``agentstores`` command line; return the subcommand's exit code."""
+    """Run the ``agentstores`` command line; return the subcommand's exit code.
+
+    A usage error a subcommand did not report itself is printed as one line and exits 2,
+    like argparse's own.
+    """
     parser = build_parser()
     args = parser.parse_args(argv)
-    code: int = args.run(args)
+    try:
+        code: int = args.run(args)
+    except UsageError as exc:
+        print(f"agentstores {args.command}: {exc}", file=sys.stderr)
+        return CANNOT_RUN
     return code
 
 

@@ -10,6 +10,7 @@ from typing import Any
 
 from ..bench.floor import floor_path
 from ..plugins import BackendInfo, get_registry
+from ._exits import FOUND_PROBLEM, OK, HelpFormatter, epilog
 
 
 def register(subparsers: Any) -> None:
@@ -19,9 +20,14 @@ def register(subparsers: Any) -> None:
         help="list installed backends and plugins that failed to load",
         description=(
             "Installed backends with their distribution version, URL schemes, capabilities "
-            "and durability, and every plugin that failed to load. Imports no driver. "
-            "Exits 1 when a plugin failed to load."
+            "and durability, and every plugin that failed to load. Imports no driver."
         ),
+        epilog=epilog(
+            "the list printed, every plugin loaded",
+            "a plugin failed to load (the list names it and why)",
+            "usage error",
+        ),
+        formatter_class=HelpFormatter,
     )
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(run=run)
@@ -63,7 +69,7 @@ def collect() -> dict[str, Any]:
 def run(args: argparse.Namespace) -> int:
     """Print the installed backends, as text or JSON; exit 1 when a plugin failed to load."""
     data = collect()
-    code = 1 if data["failed"] else 0
+    code = FOUND_PROBLEM if data["failed"] else OK
     if args.json:
         print(json.dumps(data, indent=2))
         return code

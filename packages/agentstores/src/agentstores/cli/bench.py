@@ -11,6 +11,7 @@ from typing import Any
 from ..bench.harness import DEFAULT_LENGTHS, DEFAULT_OPS, OPERATIONS, BenchConfig, run_bench
 from ..bench.report import render
 from ..errors import AgentStoresError
+from ._exits import CANNOT_RUN, FOUND_PROBLEM, OK, HelpFormatter, epilog
 
 
 def _csv(value: str) -> tuple[str, ...]:
@@ -36,6 +37,12 @@ def register(subparsers: Any) -> None:
             + "; ".join(f"{k}: {v}" for k, v in OPERATIONS.items())
             + ". Without --url it measures the file backend in a fresh temporary directory."
         ),
+        epilog=epilog(
+            "every operation measured without an error",
+            "an operation reported errors (its figures are suspect)",
+            "usage error, or the benchmark could not run (bad URL or option, backend unreachable)",
+        ),
+        formatter_class=HelpFormatter,
     )
     p.add_argument(
         "--url",
@@ -43,35 +50,86 @@ def register(subparsers: Any) -> None:
         help="backend URL; repeat to measure several backends one after another "
         "(default: the file backend in a fresh temp dir)",
     )
-    p.add_argument("--clients", type=int, default=32, help="concurrent clients (default 32)")
-    p.add_argument("--seconds", type=float, default=5.0, help="measured seconds per operation")
-    p.add_argument("--warmup", type=float, default=1.0, help="warm-up seconds per operation")
-    p.add_argument("--rounds", type=int, default=4, help="adapter/floor alternating CAS rounds")
+    p.add_argument(
+        "--clients", type=int, default=32, help="concurrent clients (default: %(default)s)"
+    )
+    p.add_argument(
+        "--seconds",
+        type=float,
+        default=5.0,
+        help="measured seconds per operation (default: %(default)s)",
+    )
+    p.add_argument(
+        "--warmup",
+        type=float,
+        default=1.0,
+        help="warm-up seconds per operation (default: %(default)s)",
+    )
+    p.add_argument(
+        "--rounds",
+        type=int,
+        default=4,
+        help="adapter/floor alternating CAS rounds (default: %(default)s)",
+    )
     p.add_argument(
         "--ops",
         type=_csv,
         default=DEFAULT_OPS,
-        help=f"comma-separated, or none (default {','.join(DEFAULT_OPS)})",
+        help=f"comma-separated, or none (default: {','.join(DEFAULT_OPS)})",
     )
     p.add_argument(
         "--lengths",
         type=_lengths,
         default=DEFAULT_LENGTHS,
-        help="transcript lengths for append/read cost, or none (default 10,1000,100000)",
+        help="transcript lengths for append/read cost, or none "
+        f"(default: {','.join(str(n) for n in DEFAULT_LENGTHS)})",
     )
-    p.add_argument("--no-floor", action="store_true", help="skip the raw-driver floor")
-    p.add_argument("--capacity", action="store_true", help="also run the heartbeat capacity search")
-    p.add_argument("--p99-ms", type=float, default=100.0, help="capacity p99 CAS threshold")
     p.add_argument(
-        "--capacity-budget", type=float, default=120.0, help="capacity search time bound (s)"
+        "--no-floor", action="store_true", help="skip the raw-driver floor (default: measure it)"
     )
-    p.add_argument("--capacity-window", type=float, default=5.0, help="measured seconds per K")
-    p.add_argument("--capacity-start", type=int, default=16, help="first K tried")
-    p.add_argument("--capacity-max", type=int, default=100_000, help="largest K tried")
-    p.add_argument("--keep", action="store_true", help="leave the benchmark data in the store")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--json", action="store_true", help="print the results as JSON")
-    p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    p.add_argument(
+        "--capacity",
+        action="store_true",
+        help="also run the heartbeat capacity search (default: off)",
+    )
+    p.add_argument(
+        "--p99-ms",
+        type=float,
+        default=100.0,
+        help="capacity p99 CAS threshold (default: %(default)s)",
+    )
+    p.add_argument(
+        "--capacity-budget",
+        type=float,
+        default=120.0,
+        help="capacity search time bound in seconds (default: %(default)s)",
+    )
+    p.add_argument(
+        "--capacity-window",
+        type=float,
+        default=5.0,
+        help="measured seconds per K (default: %(default)s)",
+    )
+    p.add_argument(
+        "--capacity-start", type=int, default=16, help="first K tried (default: %(default)s)"
+    )
+    p.add_argument(
+        "--capacity-max", type=int, default=100_000, help="largest K tried (default: %(default)s)"
+    )
+    p.add_argument(
+        "--keep",
+        action="store_true",
+        help="leave the benchmark data in the store (default: removed)",
+    )
+    p.add_argument(
+        "--seed", type=int, default=0, help="seed of the generated workload (default: %(default)s)"
+    )
+    p.add_argument(
+        "--json", action="store_true", help="print the results as JSON (default: a table)"
+    )
+    p.add_argument(
+        "--quiet", action="store_true", help="no progress lines on stderr (default: shown)"
+    )
     p.set_defaults(run=run)
 
 
@@ -89,12 +147,12 @@ def run(args: argparse.Namespace) -> int:
             runs.append(asyncio.run(run_bench(cfg)))
     except AgentStoresError as exc:
         print(f"agentstores bench: {exc}", file=sys.stderr)
-        return 2
+        return CANNOT_RUN
     if args.json:
         print(json.dumps({"runs": runs}, indent=2))
     else:
         print("\n".join(render(r) for r in runs), end="")
-    return 1 if any(_failed(r) for r in runs) else 0
+    return FOUND_PROBLEM if any(_failed(r) for r in runs) else OK
 
 
 def _config(args: argparse.Namespace, url: str | None, progress: Any) -> BenchConfig:

@@ -12,6 +12,7 @@ from typing import Any
 
 from ..drill import Timings, render, run_drill
 from ..errors import AgentStoresError
+from ._exits import CANNOT_RUN, FOUND_PROBLEM, OK, HelpFormatter, epilog
 
 
 def register(subparsers: Any) -> None:
@@ -26,9 +27,16 @@ def register(subparsers: Any) -> None:
             "clock, take over with a higher epoch and finish from the checkpoint while the "
             "follower streams with no gap and no rollback. Round 2 SIGSTOPs the producer, "
             "lets the standby take over, then SIGCONTs it: every write it attempts must be "
-            "refused. Exits non-zero on any lost or duplicated message or landed stale write. "
-            "Without URL: the file backend in a fresh temporary directory."
+            "refused. Without URL: the file backend in a fresh temporary directory."
         ),
+        epilog=epilog(
+            "the drill passed: nothing lost, duplicated or written stale",
+            "the drill found a problem (a lost or duplicated message, a stale write that "
+            "landed) or could not finish a round",
+            "usage error, or the drill could not run (a bad URL or option, memory://, the "
+            "backend unreachable)",
+        ),
+        formatter_class=HelpFormatter,
     )
     p.add_argument("url", nargs="?", help="backend URL (file://, postgresql://, redis://, ...)")
     p.add_argument(
@@ -81,6 +89,14 @@ def timings_from(args: argparse.Namespace) -> Timings:
 def run(args: argparse.Namespace) -> int:
     """Run the drill and print its report; exit 0 when it passed, 1 when it found a problem
     or could not finish a round, 2 on a usage or store error."""
+    if args.url is not None and "://" not in args.url:
+        print(
+            f"agentstores drill: {args.url!r} is not a backend URL; give scheme://... (e.g. "
+            "postgresql://user@host/db or file:///tmp/drill); to make the stores from that "
+            "URL with your own code, add --factory module:callable",
+            file=sys.stderr,
+        )
+        return CANNOT_RUN
     try:
         timings = timings_from(args)
         rounds = tuple(r.strip() for r in args.rounds.split(",") if r.strip())
@@ -91,8 +107,8 @@ def run(args: argparse.Namespace) -> int:
         )
     except AgentStoresError as exc:
         print(f"agentstores drill: {exc}", file=sys.stderr)
-        return 2
+        return CANNOT_RUN
     print(render(result))
     if args.json:
         Path(args.json).write_text(json.dumps(result.to_json(), indent=2) + "\n")
-    return 0 if result.passed else 1
+    return OK if result.passed else FOUND_PROBLEM

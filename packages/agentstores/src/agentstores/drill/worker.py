@@ -7,9 +7,9 @@ Roles:
   the stores refused.
 - ``standby`` waits until turn N's producer is dead on the store clock, takes the turn
   over with a higher epoch, resumes from the checkpoint and finishes it.
-- ``follower`` streams turn N from the recording like a reconnecting client and checks
-  that the index never goes back and the text only ever grows, then compares the final
-  transcript message with the expected answer.
+- ``follower`` follows turn N with ``agentstores.protocol.follow`` like a reconnecting
+  client and checks that every update is the expected text, that nothing went back or was
+  skipped, and that the turn ended ``done`` with the expected final message.
 
 Every worker prints one JSON object per line on stdout (``event`` plus fields, and
 ``t``: ``time.monotonic()``, comparable across processes on one host).
@@ -31,7 +31,16 @@ from ..api import open_stores
 from ..errors import AgentStoresError, ErasedError, FencedError
 from ..keys import ConversationKey
 from ..models import Message, RecordedEvent, SupervisionRow
-from ..protocol import Lease, LeaseConfig, LeaseLostError, claim, liveness, start_turn
+from ..protocol import (
+    FollowEnd,
+    Lease,
+    LeaseConfig,
+    LeaseLostError,
+    claim,
+    follow,
+    liveness,
+    start_turn,
+)
 from ..protocol.lease import heartbeat_age
 from ..stores import Stores
 from .script import (
@@ -275,8 +284,9 @@ async def run_standby(stores: Stores, key: ConversationKey, args: argparse.Names
 
 
 async def run_follower(stores: Stores, key: ConversationKey, args: argparse.Namespace) -> int:
-    """Stream turn ``args.turn`` from the recording until it ends, checking the text never goes
-    back or diverges, then compare the transcript's final answer with the expected text."""
+    """Follow turn ``args.turn`` with :func:`~agentstores.protocol.follow` like a reconnecting
+    client, checking that every update is the expected text and that nothing went back or
+    was skipped, then that the turn ended ``done`` with the expected final message."""
     t: Timings = args.timings
     turn: int = args.turn
     mid = answer_message_id(turn)
@@ -284,52 +294,70 @@ async def run_follower(stores: Stores, key: ConversationKey, args: argparse.Name
     poll = t.flush / 4
     deadline = time.monotonic() + args.max_wait
     last_index, last_text = -1, ""
-    updates = rollbacks = divergences = 0
+    updates = divergences = 0
     epochs: list[int] = []
     longest_stall = 0.0
-    last_change = time.monotonic()
     problems: list[str] = []
+    end: FollowEnd | None = None
     emit("following", message_id=mid)
+    # The follower starts before the producer claims: wait for the turn to begin.
     while True:
-        now_mono = time.monotonic()
-        if now_mono > deadline:
-            problems.append(f"turn {mid} did not finish within {args.max_wait}s")
+        row = (await stores.supervision.read(key, PRINCIPAL)).row
+        if row is not None and row.message_id == mid:
             break
-        record = await stores.recording.read(key, PRINCIPAL)
-        if record is not None and record.message_id == mid:
-            if record.index < last_index:
-                rollbacks += 1
-                problems.append(f"index went back from {last_index} to {record.index}")
-            elif record.index > last_index:
-                text = record.message.get("text") if isinstance(record.message, dict) else None
-                if not isinstance(text, str) or not text.startswith(last_text):
+        if time.monotonic() > deadline:
+            problems.append(f"turn {mid} did not start within {args.max_wait}s")
+            break
+        await asyncio.sleep(poll)
+    last_change = time.monotonic()
+    try:
+        async with asyncio.timeout(max(0.0, deadline - time.monotonic())):
+            # The grace outlasts any takeover the runner waits for: the drill must end done.
+            events = follow(
+                stores,
+                key,
+                PRINCIPAL,
+                message_id=mid,
+                poll=poll,
+                dead_after=t.dead_after,
+                grace=args.max_wait,
+            )
+            async for event in events:
+                if isinstance(event, FollowEnd):
+                    end = event
+                    continue
+                now_mono = time.monotonic()
+                if event.text != expected[: event.index]:
                     divergences += 1
-                    problems.append(f"snapshot at index {record.index} does not extend the last")
-                elif text != expected[: record.index]:
-                    divergences += 1
-                    problems.append(f"snapshot at index {record.index} is not the expected text")
-                else:
-                    last_text = text
-                last_index = record.index
+                    problems.append(f"snapshot at index {event.index} is not the expected text")
+                if event.index <= last_index or not event.text.startswith(last_text):
+                    problems.append(f"update at index {event.index} does not extend the last")
+                last_index, last_text = event.index, event.text
                 updates += 1
                 longest_stall = max(longest_stall, now_mono - last_change)
                 last_change = now_mono
-                if not epochs or epochs[-1] != record.epoch:
-                    epochs.append(record.epoch)
-                    emit("epoch_seen", epoch=record.epoch, index=record.index)
-        view = await stores.supervision.read(key, PRINCIPAL)
-        row = view.row
-        if row is not None and row.message_id == mid and row.status != "running":
-            break
-        await asyncio.sleep(poll)
+                if not epochs or epochs[-1] != event.epoch:
+                    epochs.append(event.epoch)
+                    emit("epoch_seen", epoch=event.epoch, index=event.index)
+    except TimeoutError:
+        problems.append(f"turn {mid} did not finish within {args.max_wait}s")
+    rollbacks = end.behind if end is not None else 0
+    if end is not None:
+        divergences += end.skipped
+        if rollbacks:
+            problems.append(f"{rollbacks} snapshots went back behind the streamed text")
+        if end.skipped:
+            problems.append(f"{end.skipped} snapshots did not extend the streamed text")
+        if end.verdict != "done":
+            problems.append(f"the follow ended {end.verdict!r}, not 'done'")
     final = [m for m in await stores.conversations.read_messages(key, PRINCIPAL) if m.id == mid]
-    final_text = final[0].content if len(final) == 1 else None
+    final_text = end.message.content if end is not None and end.message is not None else None
     if len(final) != 1:
         problems.append(f"the transcript holds {len(final)} messages with id {mid}")
     elif final_text != expected:
         problems.append("the final transcript message is not the expected answer")
-    elif not expected.startswith(last_text):
-        problems.append("the streamed text is not a prefix of the final answer")
+    elif last_text != expected:
+        problems.append("the streamed text does not end with the final answer")
     emit(
         "followed",
         updates=updates,
@@ -337,6 +365,7 @@ async def run_follower(stores: Stores, key: ConversationKey, args: argparse.Name
         divergences=divergences,
         epochs=epochs,
         last_streamed_index=last_index,
+        verdict=end.verdict if end is not None else None,
         final_chars=len(final_text) if isinstance(final_text, str) else None,
         final_matches=final_text == expected,
         longest_stall=longest_stall,

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import bisect
+import contextlib
 import json
-import logging
+import os
+import sys
 import uuid
 import warnings
 from collections.abc import Callable, Sequence
@@ -45,17 +47,33 @@ from ..stores import (
     SweepRule,
     TranscriptQuery,
 )
-from ..stores.kit import after_cursor, decode_cursor, encode_cursor, to_micros
+from ..stores.kit import after_cursor, decode_cursor, encode_cursor, to_micros, url_options
 from .data import Conversation, MemoryData, MessageRow, StoredRecord, Token, forget, shared_data
 from .plugin import BACKEND
 
-log = logging.getLogger(__name__)
-
+_OPTIONS_HINT = " (clock, tombstone_ttl and fresh are keyword arguments)"
 
 _warned = False
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+
+
+def _ours(filename: str) -> bool:
+    return filename.startswith(_PACKAGE_DIR) or filename == contextlib.__file__
+
+
+def _caller_level() -> int:
+    """The ``stacklevel`` of the first frame outside this package (and ``contextlib``), from
+    its caller's view, so the warning names the line that opened the bundle, not ours."""
+    frame = sys._getframe(1)
+    level = 1
+    while frame is not None and _ours(frame.f_code.co_filename):
+        frame, level = frame.f_back, level + 1  # type: ignore[assignment]
+    return level
 
 
 def _warn_once() -> None:
+    """Warn, once per process and through :mod:`warnings` only (so it prints once; route it
+    to logging with :func:`logging.captureWarnings`), that nothing here survives."""
     global _warned
     if _warned:
         return
@@ -65,8 +83,7 @@ def _warn_once() -> None:
         "leases and tokens live only in this process and are LOST on restart; other "
         "replicas cannot see them. Configure a durable backend URL for anything real."
     )
-    log.warning(text)
-    warnings.warn(text, EphemeralStoreWarning, stacklevel=3)
+    warnings.warn(text, EphemeralStoreWarning, stacklevel=_caller_level())
 
 
 async def _yield() -> None:
@@ -659,7 +676,8 @@ class MemoryStores(Stores):
     ) -> None:
         if not url.startswith("memory://"):
             raise UsageError(f"not a memory:// URL: {url!r}")
-        self.name = url[len("memory://") :] or "default"
+        url_options(url, (), backend="memory", hint=_OPTIONS_HINT)
+        self.name = url[len("memory://") :].split("?", 1)[0] or "default"
         if fresh:
             forget(self.name)
         shared = shared_data(self.name)

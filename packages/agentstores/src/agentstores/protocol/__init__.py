@@ -5,9 +5,11 @@
 - :func:`start_turn`: claim first, then the transcript-tail check (stale guard).
 - :class:`Turn`: a whole turn as a context manager (what ``conv.turn(...)`` returns).
 - :class:`Sweeper`: retention (expired, idle, over-cap) with atomic re-checks.
+- :func:`follow`: stream a running turn to a reconnecting client, ending with a verdict.
 - :func:`rehydrate`: the last N user/assistant turns for a restarted process.
 """
 
+from .follow import FollowEnd, FollowEvent, FollowUpdate, Verdict, follow
 from .lease import (
     DEFAULT_CONFIG,
     ClaimReason,
@@ -32,6 +34,9 @@ __all__ = [
     "message_text",
     "DEFAULT_CONFIG",
     "ClaimReason",
+    "FollowEnd",
+    "FollowEvent",
+    "FollowUpdate",
     "Lease",
     "LeaseConfig",
     "LeaseLostError",
@@ -39,7 +44,9 @@ __all__ = [
     "Liveness",
     "SweepReport",
     "Sweeper",
+    "Verdict",
     "claim",
+    "follow",
     "heartbeat_age",
     "liveness",
     "rehydrate",

@@ -217,6 +217,11 @@ class Turn:
         return self.lease.epoch
 
     @property
+    def lost(self) -> asyncio.Event:
+        """Set when the lease is lost (a takeover, a refused heartbeat): stop producing."""
+        return self.lease.lost
+
+    @property
     def reason(self) -> ClaimReason:
         """Why the claim succeeded: ``new``, over a ``sealed`` or ``dead`` turn, or ``resume``."""
         return self.lease.reason

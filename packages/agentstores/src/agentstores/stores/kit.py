@@ -11,6 +11,7 @@ server-side copy of :func:`judge_write`; the contract suite keeps every copy equ
   leaves behind, so a write whose reply was lost can be recognised on read-back;
 - :func:`judge_write` / :func:`check_write` / :func:`can_read` / :func:`raised_fence`:
   the key-header rule (erased, owner, fence, then commit) and the visibility rule;
+- :func:`url_options`: a backend URL's query options, an unknown name refused by name;
 - :data:`DEFAULT_TOMBSTONE_TTL`: how long an erased key refuses late writes.
 """
 
@@ -25,6 +26,7 @@ import secrets
 import uuid
 from collections.abc import Collection
 from datetime import UTC, datetime, timedelta
+from urllib.parse import parse_qsl, urlsplit
 
 from ..errors import Refusal, UsageError, refusal_error
 from ..keys import ConversationKey
@@ -171,6 +173,38 @@ def can_read(
     return owner == principal or principal in shared_with
 
 
+# --- URLs ------------------------------------------------------------------------------
+
+
+def url_options(
+    url: str, known: Collection[str], *, backend: str, hint: str = ""
+) -> list[tuple[str, str]]:
+    """The query options of a backend URL as ``(name, value)`` pairs, in order.
+
+    Called when the bundle is made, so a mistyped option fails before any connection
+    instead of being dropped or handed to a driver that fails later.
+
+    Args:
+        url: the backend URL.
+        known: every option name the backend takes from the query string.
+        backend: the backend's name, for the message.
+        hint: appended to the message (e.g. where other settings go).
+
+    Raises:
+        UsageError: an option is not in ``known``; the message names it and the known ones.
+    """
+    query = urlsplit(url).query
+    pairs = parse_qsl(query, keep_blank_values=True)
+    for name, _ in pairs:
+        if name not in known:
+            choices = ", ".join(sorted(known)) or "none"
+            raise UsageError(
+                f"unknown {backend} URL option {name!r}; known: {choices}{hint}",
+                option=name,
+            )
+    return pairs
+
+
 __all__ = [
     "DEFAULT_TOMBSTONE_TTL",
     "UNIX_EPOCH",
@@ -183,6 +217,7 @@ __all__ = [
     "judge_write",
     "raised_fence",
     "to_micros",
+    "url_options",
     "writer_nonce",
     "writer_nonce_hex",
 ]

@@ -1,0 +1,305 @@
+"""The follower on a real backend: ``agentstores.protocol.follow`` streams a running turn
+to a reconnecting client from the stores alone. The rules live in the protocol layer;
+these tests prove a backend gives the follower what it relies on (the supervision row on
+the store clock, the recording's latest snapshot, the final transcript message, erasure)
+when the producer writes through another bundle.
+
+Producers drive ``start_turn`` / ``claim`` / ``Lease`` directly and record
+``{"text": text}`` at ``index == len(text)``. Nothing asserts how long anything took:
+each step waits with a generous deadline, so a slow machine makes a test slower, not red.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncGenerator, Awaitable, Callable
+from typing import Any
+
+from agentstores.keys import ConversationKey
+from agentstores.models import Message
+from agentstores.protocol import (
+    FollowEnd,
+    FollowEvent,
+    FollowUpdate,
+    Lease,
+    LeaseConfig,
+    claim,
+    follow,
+    liveness,
+    start_turn,
+)
+from agentstores.stores import Stores
+
+from .backend import BackendUnderTest
+from .base import ContractBase
+from .promises import promise, register_promise
+from .protocol import LONG, PATIENCE, SHORT, USER, _take_over_when_dead, _until
+from .runtime import clients
+
+for _name, _text in {
+    "protocol.follow.catch_up": "a follower started at 0 mid-turn gets the message from its "
+    "start, then only what is new, then the final answer",
+    "protocol.follow.start_index": "a follower started at start_index jumps to the present: it "
+    "yields only what lies beyond start_index",
+    "protocol.follow.takeover": "a takeover mid-follow continues the stream without rollback, "
+    "though the new producer resumes from an older checkpoint",
+    "protocol.follow.done": "a follow of a turn sealed done ends done with the final transcript "
+    "message, also when it started after the seal",
+    "protocol.follow.errored": "a follow of a turn sealed errored ends errored",
+    "protocol.follow.gone": "a follow ends gone with no turn, when the key is erased, and for a "
+    "principal the key is not visible to",
+    "protocol.follow.dead": "a follow of a producer dead past the grace, with no takeover, ends "
+    "dead; its partial snapshot is streamed only with partial=True",
+}.items():
+    register_promise(_name, _text)
+
+MID = "a1"
+POLL = 0.02
+STEADY = LONG.dead_after
+"""``dead_after`` of followers that must never judge a producer dead on a slow machine."""
+
+Follow = AsyncGenerator[FollowEvent, None]
+
+
+def _text(n: int) -> str:
+    """The answer's first ``n`` characters (any prefix of one fixed string)."""
+    return ("the quick brown fox jumps over the lazy dog " * 4)[:n]
+
+
+async def _record(lease: Lease, n: int) -> None:
+    await lease.record(n, {"text": _text(n)})
+
+
+async def _next(events: Follow) -> FollowEvent:
+    """The follow's next event, within the patience."""
+    try:
+        return await asyncio.wait_for(anext(events), PATIENCE)
+    except TimeoutError:
+        raise AssertionError(f"the follow yielded nothing within {PATIENCE}s") from None
+
+
+async def _rest(events: Follow) -> list[FollowEvent]:
+    """Every remaining event, checking the follow stops after its FollowEnd."""
+    out: list[FollowEvent] = []
+    while True:
+        try:
+            out.append(await _next(events))
+        except StopAsyncIteration:
+            break
+    assert out and isinstance(out[-1], FollowEnd), f"the follow did not end with FollowEnd: {out}"
+    assert not any(isinstance(e, FollowEnd) for e in out[:-1]), f"two ends: {out}"
+    return out
+
+
+def _update(event: FollowEvent, index: int, delta_from: int) -> FollowUpdate:
+    """``event`` as the update to ``index`` whose new part starts at ``delta_from``."""
+    assert isinstance(event, FollowUpdate), f"expected an update to {index}, got {event}"
+    got = (event.index, event.text, event.delta, event.message_id)
+    want = (index, _text(index), _text(index)[delta_from:], MID)
+    assert got == want, f"update {got}, expected {want}"
+    return event
+
+
+async def _turn(stores: Stores, key: ConversationKey, config: LeaseConfig = LONG) -> Lease:
+    return await start_turn(
+        stores, key, USER, MID, None, user_message=Message("u1", "user", "q"), config=config
+    )
+
+
+async def _finish(lease: Lease, n: int) -> None:
+    """Publish the answer's first ``n`` characters and seal the turn done."""
+    await lease.append(
+        [Message(MID, "assistant", _text(n))],
+        expected_last_message_id="u1",
+        last_turn_status="complete",
+    )
+    await lease.seal("done")
+
+
+def _follow(stores: Stores, key: ConversationKey, **kw: Any) -> Follow:
+    kw.setdefault("poll", POLL)
+    kw.setdefault("dead_after", STEADY)
+    return follow(stores, key, kw.pop("principal", USER), **kw)
+
+
+class FollowContract(ContractBase):
+    def _two(
+        self, backend: BackendUnderTest, body: Callable[[Stores, Stores], Awaitable[None]]
+    ) -> None:
+        """Run ``body(producer_stores, follower_stores)``: separate connections where the
+        backend is multi-process, as a follower on another replica would have."""
+
+        async def run(stores: Stores) -> None:
+            async with clients(backend, stores, 2) as (producer, follower):
+                await body(producer, follower)
+
+        self.run(backend, run)
+
+    @promise("protocol.follow.catch_up")
+    def test_follow_from_mid_turn_catches_up(self, backend: BackendUnderTest) -> None:
+        key = self.key()
+
+        async def body(producer: Stores, reader: Stores) -> None:
+            lease = await _turn(producer, key)
+            await _record(lease, 9)
+            events = _follow(reader, key)
+            _update(await _next(events), 9, 0)
+            await _record(lease, 20)
+            _update(await _next(events), 20, 9)
+            await _finish(lease, 31)
+            rest = await _rest(events)
+            _update(rest[0], 31, 20)
+            end = rest[-1]
+            assert isinstance(end, FollowEnd) and len(rest) == 2, rest
+            assert (end.verdict, end.message_id, end.index) == ("done", MID, 31), end
+            assert end.message is not None and end.message.id == MID
+            assert end.message.content == _text(31)
+
+        self._two(backend, body)
+
+    @promise("protocol.follow.start_index")
+    def test_follow_with_start_index_jumps_to_the_present(self, backend: BackendUnderTest) -> None:
+        key = self.key()
+
+        async def body(producer: Stores, reader: Stores) -> None:
+            lease = await _turn(producer, key)
+            await _record(lease, 12)
+            events = _follow(reader, key, start_index=5)
+            _update(await _next(events), 12, 5)
+            await events.aclose()
+
+            # A client already past the recording waits for what lies beyond it.
+            events = _follow(reader, key, start_index=16, message_id=MID)
+            waiting = asyncio.ensure_future(_next(events))
+            await _record(lease, 14)
+            await _record(lease, 25)
+            _update(await waiting, 25, 16)
+            await _finish(lease, 25)
+            rest = await _rest(events)
+            assert len(rest) == 1 and isinstance(rest[0], FollowEnd), rest
+            assert (rest[0].verdict, rest[0].index) == ("done", 25)
+
+        self._two(backend, body)
+
+    @promise("protocol.follow.takeover")
+    def test_follow_continues_a_takeover_without_rollback(self, backend: BackendUnderTest) -> None:
+        key = self.key()
+
+        async def body(producer: Stores, reader: Stores) -> None:
+            first = await _turn(producer, key, SHORT)
+            await first.save_state({"position": 6})
+            await _record(first, 6)
+            await _record(first, 15)
+            events = _follow(reader, key)
+            _update(await _next(events), 15, 0)
+            # The first producer never beats again: it is dead after SHORT.dead_after.
+            heir = await _take_over_when_dead(producer, key, MID)
+            assert heir.epoch > first.epoch
+            waiting = asyncio.ensure_future(_next(events))
+            # The heir resumes from the checkpoint, behind what the client has seen.
+            await _record(heir, 6)
+            await _record(heir, 10)
+            await _record(heir, 15)
+            await asyncio.sleep(10 * POLL)
+            assert not waiting.done(), f"a snapshot behind the stream was yielded: {waiting}"
+            await _record(heir, 22)
+            update = _update(await waiting, 22, 15)
+            assert update.epoch == heir.epoch
+            await _finish(heir, 30)
+            rest = await _rest(events)
+            _update(rest[0], 30, 22)
+            end = rest[-1]
+            assert isinstance(end, FollowEnd) and (end.verdict, end.index) == ("done", 30), end
+
+        self._two(backend, body)
+
+    @promise("protocol.follow.done")
+    def test_follow_of_a_done_turn_ends_done(self, backend: BackendUnderTest) -> None:
+        key = self.key()
+
+        async def body(producer: Stores, reader: Stores) -> None:
+            lease = await _turn(producer, key)
+            await _record(lease, 7)
+            await _finish(lease, 18)
+            # Started after the seal: the whole answer, then the end.
+            events = await _rest(_follow(reader, key))
+            _update(events[0], 18, 0)
+            end = events[-1]
+            assert isinstance(end, FollowEnd) and len(events) == 2, events
+            assert end.verdict == "done" and end.message is not None
+            assert (end.message.id, end.message.content) == (MID, _text(18))
+            # Sealed and released before the follower looked: still done, from the transcript.
+            assert await lease.release()
+            again = await _rest(_follow(reader, key, message_id=MID, start_index=18))
+            assert len(again) == 1 and isinstance(again[0], FollowEnd), again
+            assert again[0].verdict == "done" and again[0].message is not None
+
+        self._two(backend, body)
+
+    @promise("protocol.follow.errored")
+    def test_follow_of_an_errored_turn_ends_errored(self, backend: BackendUnderTest) -> None:
+        key = self.key()
+
+        async def body(producer: Stores, reader: Stores) -> None:
+            lease = await _turn(producer, key)
+            await _record(lease, 8)
+            events = _follow(reader, key)
+            _update(await _next(events), 8, 0)
+            await lease.seal("errored")
+            rest = await _rest(events)
+            end = rest[-1]
+            assert len(rest) == 1 and isinstance(end, FollowEnd), rest
+            assert (end.verdict, end.message_id, end.index) == ("errored", MID, 8), end
+
+        self._two(backend, body)
+
+    @promise("protocol.follow.gone")
+    def test_follow_ends_gone_without_a_turn(self, backend: BackendUnderTest) -> None:
+        key = self.key()
+
+        async def body(producer: Stores, reader: Stores) -> None:
+            assert await _rest(_follow(reader, key)) == [FollowEnd("gone")]
+            lease = await _turn(producer, key)
+            await _record(lease, 5)
+            assert await _rest(_follow(reader, key, principal="stranger")) == [FollowEnd("gone")]
+            events = _follow(reader, key)
+            _update(await _next(events), 5, 0)
+            assert await producer.conversations.delete(key, USER)
+            assert await _rest(events) == [FollowEnd("gone", None, MID, 5)]
+
+        self._two(backend, body)
+
+    @promise("protocol.follow.dead")
+    def test_follow_of_a_dead_producer_ends_dead(self, backend: BackendUnderTest) -> None:
+        key = self.key()
+
+        async def body(producer: Stores, reader: Stores) -> None:
+            lease = await _turn(producer, key, SHORT)
+            await _record(lease, 11)
+
+            async def dead() -> bool | None:
+                view = await reader.supervision.read(key, USER)
+                return True if liveness(view, SHORT.dead_after) == "dead" else None
+
+            await _until(dead, "the silent producer to be dead on the store clock")
+            hidden = await _rest(_follow(reader, key, dead_after=SHORT.dead_after, grace=0))
+            assert hidden == [FollowEnd("dead", None, MID, 0)], hidden
+            shown = await _rest(
+                _follow(reader, key, dead_after=SHORT.dead_after, grace=0, partial=True)
+            )
+            assert len(shown) == 2, shown
+            _update(shown[0], 11, 0)
+            assert shown[1] == FollowEnd("dead", None, MID, 11), shown
+            # Within the grace the follow waits; a takeover then streams again.
+            events = _follow(reader, key, dead_after=SHORT.dead_after, grace=PATIENCE * 10)
+            waiting = asyncio.ensure_future(_next(events))
+            heir = await claim(producer, key, USER, MID, config=SHORT, resume_live=False)
+            async with heir:  # beating, so the follower keeps judging it live
+                await _record(heir, 13)
+                _update(await waiting, 13, 0)
+                await events.aclose()
+
+        self._two(backend, body)
+
+
+__all__ = ["FollowContract"]

@@ -1,0 +1,26 @@
+"""Commands the wheel tests run: uv, and any command that must succeed."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+
+def uv() -> str:
+    """The uv binary: on PATH (the nox session's bin), else the uv distribution's own."""
+    found = shutil.which("uv")
+    if found is None:
+        from uv import find_uv_bin
+
+        found = find_uv_bin()
+    return found
+
+
+def run(*args: str | Path, cwd: Path | None = None) -> str:
+    """Run a command that must succeed; its stdout, or a failure showing both streams."""
+    done = subprocess.run(
+        [str(a) for a in args], capture_output=True, text=True, cwd=cwd, timeout=300
+    )
+    assert done.returncode == 0, f"{args} exited {done.returncode}:\n{done.stdout}\n{done.stderr}"
+    return done.stdout
