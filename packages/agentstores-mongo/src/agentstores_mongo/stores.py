@@ -28,7 +28,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from agentstores.errors import BackendUnavailableError, UsageError
 from agentstores.stores import Stores
-from agentstores.stores.kit import DEFAULT_TOMBSTONE_TTL
+from agentstores.stores.kit import DEFAULT_TOMBSTONE_TTL, url_options
 
 from ._base import Context
 from .conversations import MongoConversationStore
@@ -71,7 +71,11 @@ def parse_url(url: str, options: dict[str, Any]) -> tuple[str, str | None, dict[
         raise UsageError(f"not a MongoDB URL: {url!r} (schemes: {', '.join(SCHEMES)})")
     ours: dict[str, Any] = {}
     rest = []
-    for name, value in parse_qsl(parts.query, keep_blank_values=True):
+    driver_options = _driver_options()
+    present = {n for n, _ in parse_qsl(parts.query, keep_blank_values=True)}
+    known = {*OPTIONS, *(n for n in present if n.lower() in driver_options)}
+    hint = " (or a PyMongo connection-string option, e.g. replicaSet)"
+    for name, value in url_options(url, known, backend="mongo", hint=hint):
         if name in OPTIONS:
             ours[name] = value
         else:
@@ -83,6 +87,16 @@ def parse_url(url: str, options: dict[str, Any]) -> tuple[str, str | None, dict[
     database = parts.path.lstrip("/") or None
     driver = urlunsplit((parts.scheme, parts.netloc, "/", urlencode(rest), ""))
     return driver, database, ours
+
+
+def _driver_options() -> frozenset[str]:
+    """PyMongo's connection-string options, lower-cased (it matches them so)."""
+    from pymongo import common
+
+    names = set(common.URI_OPTIONS_VALIDATOR_MAP)
+    names.update(getattr(common, "URI_OPTIONS_ALIAS_MAP", {}))
+    names.update(getattr(common, "URI_OPTIONS_DEPRECATION_MAP", {}))
+    return frozenset(n.lower() for n in names)
 
 
 def _seconds(value: Any, what: str) -> float:
