@@ -254,3 +254,37 @@ class TestNxWrong:
         await nx_db.k.insert_one({"_id": "a"})
         await nx_db.k.update_one({"_id": "a"}, {"$addToSet": {"sh": "u2"}})
         assert "sh" not in await nx_db.k.find_one({"_id": "a"})
+
+
+async def _plan(collection: Any, where: dict[str, Any]) -> str:
+    explained = await collection.find(where).explain()
+    return " / ".join(step["detail"] for step in explained["queryPlanner"]["winningPlan"])
+
+
+class TestNxPlans:
+    """Which queries nx-27017 serves from an index (its explain shows SQLite's plan). The
+    message reads are laid out on what it does serve, so their cost does not grow with
+    the collection: positions by ``_id`` (equality and ``$in``), the speaker view's rank
+    and the message id by single-field equality."""
+
+    async def test_id_equality_and_in_and_single_field_equality_use_an_index(
+        self, nx_db: Any
+    ) -> None:
+        await nx_db.m.create_indexes([IndexModel([("q", 1)]), IndexModel([("c", 1), ("s", 1)])])
+        await nx_db.m.insert_many(
+            [{"_id": f"g/{i:016x}", "q": f"g/u/{i}", "c": "g", "s": i} for i in range(50)]
+        )
+        assert "USING INDEX" in await _plan(nx_db.m, {"_id": "g/0000000000000001"})
+        ids = {"$in": ["g/0000000000000001", "g/0000000000000002"]}
+        assert "USING INDEX" in await _plan(nx_db.m, {"_id": ids})
+        assert "USING INDEX" in await _plan(nx_db.m, {"q": "g/u/3"})
+
+    async def test_compound_equality_and_in_on_other_fields_scan_the_table(
+        self, nx_db: Any
+    ) -> None:
+        # Why messages are not read by {c, s} or {c, r, rank}, nor ids checked with $in.
+        await nx_db.m.create_indexes([IndexModel([("c", 1), ("s", 1)]), IndexModel([("ci", 1)])])
+        await nx_db.m.insert_many([{"c": "g", "s": i, "ci": f"g/{i}"} for i in range(50)])
+        assert (await _plan(nx_db.m, {"c": "g", "s": 3})).startswith("SCAN m")
+        assert (await _plan(nx_db.m, {"c": "g"})).startswith("SCAN m")  # erasure's purge
+        assert (await _plan(nx_db.m, {"ci": {"$in": ["g/1", "g/2"]}})).startswith("SCAN m")

@@ -1,12 +1,17 @@
 """ConversationStore on MongoDB: one document per message in ``<prefix>messages``, the
 header's ``c`` entry as the commit point.
 
-A message document: ``c`` generation, ``s`` seq, ``b`` the header rev its writer read,
+A message document: ``_id`` = ``<generation>/<seq as 16 hex digits>`` (so a position is
+found, and a page of positions fetched with ``$in``, through the ``_id`` index on every
+server: nx-27017 scans the whole collection for compound-index queries), ``q`` =
+``<generation>/<role>/<rank>`` (the speaker view's position) and ``ci`` =
+``<generation>/<message id>`` (single-field indexes, looked up by equality), ``c``
+generation, ``s`` seq, ``b`` the header rev its writer read,
 ``w`` writer nonce, ``i`` id, ``r`` role, ``k`` compaction, ``ct``/``md`` content and
 metadata (canonical JSON text), ``at`` created_at (the server's clock, in microseconds:
 nx-27017 compares datetimes wrongly in range queries), ``nu``/``na``
 user and assistant messages before it, ``rk`` its rank among messages of its role,
-``pc`` the latest compaction before it (-1: none). Unique on (c, s).
+``pc`` the latest compaction before it (-1: none).
 
 An append inserts its messages at ``s >= c.n`` and commits by the header CAS raising
 ``c.n``; readers read only ``s < c.n``. A document in the way at the same seq is either
@@ -17,6 +22,7 @@ deleted, guarded by its rev).
 
 from __future__ import annotations
 
+import asyncio
 import json
 import uuid
 from collections.abc import Sequence
@@ -64,6 +70,25 @@ from .header import (
 COPY_CHUNK = 500
 """Messages a branch copies per round trip."""
 _US = timedelta(microseconds=1)
+
+
+PAGE = 256
+"""Positions one read fetches by ``_id``."""
+BY_EQUALITY = 16
+"""Batches up to this size check which ids are present with one indexed equality each."""
+
+
+def mid(gen: str, seq: int) -> str:
+    """The ``_id`` of the message at ``seq`` in generation ``gen``."""
+    return f"{gen}/{seq:016x}"
+
+
+def rank_key(gen: str, role: str, rank: int) -> str:
+    return f"{gen}/{role}/{rank:016x}"
+
+
+def id_key(gen: str, message_id: str) -> str:
+    return f"{gen}/{message_id}"
 
 
 def _no_message(message_id: str, key: ConversationKey) -> AgentStoresError:
@@ -143,6 +168,9 @@ def message_docs(
         rank = conv["nu"] if role == "user" else conv["na"] if role == "assistant" else seq
         docs.append(
             {
+                "_id": mid(gen, seq),
+                "q": rank_key(gen, role, rank),
+                "ci": id_key(gen, message_id),
                 "c": gen,
                 "s": seq,
                 "b": base,
@@ -186,11 +214,11 @@ class MongoConversationStore(MongoStoreBase, ConversationStore):
             return True
         except BulkWriteError:
             pass
-        gen, lo, hi = docs[0]["c"], docs[0]["s"], docs[-1]["s"] + 1
+        gen = docs[0]["c"]
         await ctx.messages.delete_many({"c": gen, "w": nonce})
         in_flight = False
         async for other in ctx.messages.find(
-            {"c": gen, "s": {"$gte": lo, "$lt": hi}}, {"b": 1, "w": 1}
+            {"_id": {"$in": [d["_id"] for d in docs]}}, {"b": 1, "w": 1}
         ):
             if other["b"] >= h.rev:
                 in_flight = True
@@ -201,6 +229,40 @@ class MongoConversationStore(MongoStoreBase, ConversationStore):
         return False
 
     @resent
+    async def _present(self, gen: str, count: int, ids: list[str]) -> set[str]:
+        """Which of ``ids`` the committed transcript (``s < count``) holds."""
+        keys = [id_key(gen, i) for i in ids]
+        if len(keys) <= BY_EQUALITY:
+            pages = await asyncio.gather(*(self._all({"ci": k}, {"i": 1, "s": 1}) for k in keys))
+            found = [d for page in pages for d in page]
+        else:
+            found = await self._all({"ci": {"$in": keys}}, {"i": 1, "s": 1})
+        return {d["i"] for d in found if d["s"] < count}
+
+    async def _all(
+        self, where: dict[str, Any], projection: dict[str, Any] | None = None
+    ) -> list[dict[str, Any]]:
+        return [d async for d in self.ctx.messages.find(where, projection)]
+
+    async def _committed(self, where: dict[str, Any], count: int) -> dict[str, Any] | None:
+        """The committed message ``where`` finds (``s < count``): an uncommitted or
+        garbage document may share its id or rank, never its position."""
+        return next((d for d in await self._all(where) if d["s"] < count), None)
+
+    async def _find_message(self, gen: str, count: int, message_id: str) -> dict[str, Any] | None:
+        """The committed message ``message_id`` (one indexed equality)."""
+        return await self._committed({"ci": id_key(gen, message_id)}, count)
+
+    async def _at(self, gen: str, seqs: list[int]) -> list[dict[str, Any]]:
+        """The messages at ``seqs`` (committed positions), in that order."""
+        if not seqs:
+            return []
+        found = {
+            d["s"]: d
+            async for d in self.ctx.messages.find({"_id": {"$in": [mid(gen, s) for s in seqs]}})
+        }
+        return [found[s] for s in seqs if s in found]
+
     async def _append_messages(
         self, key: ConversationKey, principal: str, request: AppendRequest
     ) -> list[StoredMessage]:
@@ -215,13 +277,8 @@ class MongoConversationStore(MongoStoreBase, ConversationStore):
             h.check_write(principal, request.epoch)
             fresh = list(request.messages)
             if conv is not None and conv["n"] > 0 and fresh:
-                ids = [m.message.id for m in fresh]
-                present = {
-                    d["i"]
-                    async for d in ctx.messages.find(
-                        {"c": h.gen, "i": {"$in": ids}, "s": {"$lt": conv["n"]}}, {"i": 1}
-                    )
-                }
+                assert h.gen is not None
+                present = await self._present(h.gen, conv["n"], [m.message.id for m in fresh])
                 fresh = [m for m in fresh if m.message.id not in present]
             if request.messages and not fresh:
                 return []
@@ -357,9 +414,8 @@ class MongoConversationStore(MongoStoreBase, ConversationStore):
         ctx = self.ctx
 
         async def change(h: Header, conv: dict[str, Any]) -> Any:
-            target = await ctx.messages.find_one(
-                {"c": h.gen, "i": message_id, "s": {"$lt": conv["n"]}}
-            )
+            assert h.gen is not None
+            target = await self._find_message(h.gen, conv["n"], message_id)
             if target is None:
                 raise _no_message(message_id, key)
             role = target["r"]
@@ -377,7 +433,7 @@ class MongoConversationStore(MongoStoreBase, ConversationStore):
             elif keep == target["s"] + 1:
                 conv["tl"] = target["i"]
             else:
-                last = await ctx.messages.find_one({"c": h.gen, "s": keep - 1}, {"i": 1})
+                last = await ctx.messages.find_one({"_id": mid(h.gen, keep - 1)}, {"i": 1})
                 assert last is not None
                 conv["tl"] = last["i"]
             conv["n"] = keep
@@ -397,9 +453,8 @@ class MongoConversationStore(MongoStoreBase, ConversationStore):
             conv = h.conv
             if not h.can_read(principal) or conv is None:
                 raise refusal_error(Refusal.NOT_FOUND, key=key)
-            target = await ctx.messages.find_one(
-                {"c": h.gen, "i": message_id, "s": {"$lt": conv["n"]}}, {"s": 1}
-            )
+            assert h.gen is not None
+            target = await self._find_message(h.gen, conv["n"], message_id)
             if target is None:
                 raise _no_message(message_id, key)
             if nh.status in (LIVE, ERASED):
@@ -420,15 +475,15 @@ class MongoConversationStore(MongoStoreBase, ConversationStore):
                 hi = min(last + 1, lo + COPY_CHUNK)
                 source = [
                     (uuid.uuid4().hex, d["r"], bool(d["k"]), d["ct"], d["md"])
-                    async for d in ctx.messages.find(
-                        {"c": h.gen, "s": {"$gte": lo, "$lt": hi}},
-                        {"r": 1, "k": 1, "ct": 1, "md": 1},
-                    ).sort("s", ASCENDING)
+                    for d in await self._at(h.gen, list(range(lo, hi)))
                 ]
+                if len(source) != hi - lo:
+                    await ctx.messages.delete_many({"c": gen, "w": nonce})
+                    return RETRY  # the source was cut under the copy
                 docs, copy = message_docs(copy, gen, nh.rev, nonce, source, now)
                 await ctx.messages.insert_many(docs, ordered=True)
-            still = await ctx.messages.find_one({"c": h.gen, "s": last}, {"_id": 1})
-            if still is None or still["_id"] != target["_id"]:
+            still = await ctx.messages.find_one({"_id": mid(h.gen, last)}, {"w": 1, "b": 1})
+            if still is None or (still["w"], still["b"]) != (target["w"], target["b"]):
                 await ctx.messages.delete_many({"c": gen, "w": nonce})
                 return RETRY  # the source was cut under the copy
             fields.update({"c": copy, "lo": principal, "lv": True, "cx": None, "u": nh.now_us})
@@ -513,12 +568,30 @@ class MongoConversationStore(MongoStoreBase, ConversationStore):
         h = await self._visible(key, principal)
         if h is None:
             return []
-        n = h.conv["n"]  # type: ignore[index]
+        assert h.gen is not None and h.conv is not None
+        n = h.conv["n"]
         end = n if limit is None else min(n, start + limit)
-        if start >= end:
-            return []
-        cursor = self.ctx.messages.find({"c": h.gen, "s": {"$gte": start, "$lt": end}})
-        return [_stored(d) async for d in cursor.sort("s", ASCENDING)]
+        return [_stored(d) for d in await self._range(h.gen, start, end)]
+
+    async def _range(self, gen: str, start: int, end: int) -> list[dict[str, Any]]:
+        """The messages at positions ``start <= s < end``, a page of ``_id``s at a time."""
+        found: list[dict[str, Any]] = []
+        for lo in range(start, end, PAGE):
+            found.extend(await self._at(gen, list(range(lo, min(end, lo + PAGE)))))
+        return found
+
+    async def _first_at_or_after(self, gen: str, count: int, moment_us: int) -> int:
+        """The first position whose ``created_at`` is at or after ``moment_us``: a binary
+        search by position (``created_at`` never decreases along the transcript)."""
+        low, high = 0, count
+        while low < high:
+            middle = (low + high) // 2
+            doc = await self.ctx.messages.find_one({"_id": mid(gen, middle)}, {"at": 1})
+            if doc is None or doc["at"] >= moment_us:
+                high = middle
+            else:
+                low = middle + 1
+        return low
 
     @resent
     async def _get_transcript(
@@ -527,30 +600,40 @@ class MongoConversationStore(MongoStoreBase, ConversationStore):
         h = await self._visible(key, principal)
         if h is None:
             return []
-        conv = h.conv
-        assert conv is not None
+        conv, gen = h.conv, h.gen
+        assert conv is not None and gen is not None
         speaker = query.speaker
         size = conv["n"] if speaker == "all" else conv["nu" if speaker == "user" else "na"]
-        where: dict[str, Any] = {"c": h.gen, "s": {"$lt": conv["n"]}}
-        if speaker != "all":
-            where["r"] = speaker
-        rank = "s" if speaker == "all" else "rk"
         if query.index is not None:
             i = query.index + size if query.index < 0 else query.index
             if not 0 <= i < size:
                 return []
-            where[rank] = i
-            doc = await self.ctx.messages.find_one(where)
+            where = {"_id": mid(gen, i)} if speaker == "all" else {"q": rank_key(gen, speaker, i)}
+            doc = await self._committed(where, conv["n"])
             return [] if doc is None else [_row(i, doc)]
+        rank = "s" if speaker == "all" else "rk"
+        position, end = 0, conv["n"]
+        last_us = None
         if query.time_range is not None:
-            start, end = query.time_range
-            if start > end:
+            first, last = query.time_range
+            if first > last:
                 return []
-            where["at"] = {"$gte": kit.to_micros(start), "$lte": kit.to_micros(end)}
-        cursor = self.ctx.messages.find(where).sort("s", ASCENDING)
-        if query.limit is not None:
-            cursor = cursor.limit(query.limit)
-        return [_row(d[rank], d) async for d in cursor]
+            last_us = kit.to_micros(last)
+            position = await self._first_at_or_after(gen, end, kit.to_micros(first))
+        rows: list[TranscriptMessage] = []
+        while position < end:
+            page = await self._at(gen, list(range(position, min(end, position + PAGE))))
+            if not page:
+                break
+            for d in page:
+                if last_us is not None and d["at"] > last_us:
+                    return rows
+                if speaker == "all" or d["r"] == speaker:
+                    rows.append(_row(d[rank], d))
+                    if query.limit is not None and len(rows) >= query.limit:
+                        return rows
+            position += len(page)
+        return rows
 
     @resent
     async def _recent(
@@ -559,25 +642,25 @@ class MongoConversationStore(MongoStoreBase, ConversationStore):
         h = await self._visible(key, principal)
         if h is None:
             return []
-        conv = h.conv
-        assert conv is not None
-        cursor = self.ctx.messages.find(
-            {"c": h.gen, "s": {"$lt": conv["n"]}, "r": {"$in": ["user", "assistant"]}}
-        )
-        found = [_stored(d) async for d in cursor.sort("s", DESCENDING).limit(limit)]
-        found.reverse()
-        return found
+        conv, gen = h.conv, h.gen
+        assert conv is not None and gen is not None
+        found: list[dict[str, Any]] = []
+        end = conv["n"]
+        while end > 0 and len(found) < limit:
+            start = max(0, end - PAGE)
+            page = await self._at(gen, list(range(start, end)))
+            found[:0] = [d for d in page if d["r"] in ("user", "assistant")]
+            end = start
+        return [_stored(d) for d in found[-limit:]]
 
     @resent
     async def _history(self, key: ConversationKey, principal: str) -> list[StoredMessage]:
         h = await self._visible(key, principal)
         if h is None:
             return []
-        conv = h.conv
-        assert conv is not None
-        start = max(conv["lc"], 0)
-        cursor = self.ctx.messages.find({"c": h.gen, "s": {"$gte": start, "$lt": conv["n"]}})
-        return [_stored(d) async for d in cursor.sort("s", ASCENDING)]
+        conv, gen = h.conv, h.gen
+        assert conv is not None and gen is not None
+        return [_stored(d) for d in await self._range(gen, max(conv["lc"], 0), conv["n"])]
 
     @resent
     async def _get_conversation(

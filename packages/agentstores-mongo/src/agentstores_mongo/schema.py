@@ -17,9 +17,8 @@ INDEXES: dict[str, list[tuple[str, list[tuple[str, int]], dict[str, Any]]]] = {
     ],
     "messages": [
         ("as_seq", [("c", 1), ("s", 1)], {"unique": True}),
-        ("as_id", [("c", 1), ("i", 1)], {}),
-        ("as_rank", [("c", 1), ("r", 1), ("rk", 1)], {}),
-        ("as_time", [("c", 1), ("at", 1)], {}),
+        ("as_rank", [("q", 1)], {}),
+        ("as_id", [("ci", 1)], {}),
         ("as_writer", [("c", 1), ("w", 1)], {}),
     ],
     "state": [("as_version", [("g", 1), ("w", 1)], {})],
