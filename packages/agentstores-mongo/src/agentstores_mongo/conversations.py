@@ -1,32 +1,14 @@
 """ConversationStore on MongoDB: one document per message in ``<prefix>messages``, the
 header's ``c`` entry as the commit point.
 
-A message document: ``_id`` = ``<generation>/<seq as 16 hex digits>`` (so a position is
-found, and a page of positions fetched with ``$in``, through the ``_id`` index on every
-server: nx-27017 scans the whole collection for compound-index queries), ``q`` =
-``<generation>/<role>/<rank>`` (the speaker view's position) and ``ci`` =
-``<generation>/<message id>`` (single-field indexes, looked up by equality), ``c``
-generation, ``s`` seq, ``b`` the header rev its writer read,
-``w`` writer nonce, ``i`` id, ``r`` role, ``k`` compaction, ``ct``/``md`` content and
-metadata (canonical JSON text), ``at`` created_at (the server's clock, in microseconds:
-nx-27017 compares datetimes wrongly in range queries), ``nu``/``na``
-user and assistant messages before it, ``rk`` its rank among messages of its role,
-``pc`` the latest compaction before it (-1: none).
-
-An append inserts its messages at ``s >= c.n`` and commits by the header CAS raising
-``c.n``; readers read only ``s < c.n``. A document in the way at the same seq is either
-another writer's in flight (written at the header's current rev: it gets
-``stall_after`` seconds, then is retired) or garbage (older rev, never committable:
-deleted, guarded by its rev).
+The message documents and their layout are in :mod:`.transcript`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import uuid
-from collections.abc import Sequence
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 from pymongo import ASCENDING, DESCENDING
@@ -66,49 +48,27 @@ from .header import (
     touched,
     write,
 )
+from .transcript import (
+    BY_EQUALITY,
+    PAGE,
+    id_key,
+    message_docs,
+    mid,
+    new_conv,
+    rank_key,
+    stored,
+    transcript_row,
+)
 
 COPY_CHUNK = 500
 """Messages a branch copies per round trip."""
 _US = timedelta(microseconds=1)
 
 
-PAGE = 256
-"""Positions one read fetches by ``_id``."""
-BY_EQUALITY = 16
-"""Batches up to this size check which ids are present with one indexed equality each."""
-
-
-def mid(gen: str, seq: int) -> str:
-    """The ``_id`` of the message at ``seq`` in generation ``gen``."""
-    return f"{gen}/{seq:016x}"
-
-
-def rank_key(gen: str, role: str, rank: int) -> str:
-    return f"{gen}/{role}/{rank:016x}"
-
-
-def id_key(gen: str, message_id: str) -> str:
-    return f"{gen}/{message_id}"
-
-
 def _no_message(message_id: str, key: ConversationKey) -> AgentStoresError:
     return refusal_error(
         Refusal.NOT_FOUND, f"no message {message_id!r} in this conversation", key=key
     )
-
-
-def new_conv(created_us: int) -> dict[str, Any]:
-    return {
-        "ti": None,
-        "lts": None,
-        "tl": None,
-        "n": 0,
-        "ca": created_us,
-        "la": None,
-        "nu": 0,
-        "na": 0,
-        "lc": -1,
-    }
 
 
 def _info(key: ConversationKey, h: Header) -> ConversationInfo:
@@ -127,77 +87,6 @@ def _info(key: ConversationKey, h: Header) -> ConversationInfo:
         message_count=conv["n"],
         shared_with=frozenset(d.get("sh") or ()),
     )
-
-
-def _stored(doc: dict[str, Any]) -> StoredMessage:
-    return StoredMessage(
-        id=doc["i"],
-        role=doc["r"],
-        content=json.loads(doc["ct"]),
-        metadata=json.loads(doc["md"]),
-        compaction=bool(doc["k"]),
-        seq=doc["s"],
-        created_at=kit.from_micros(doc["at"]),
-    )
-
-
-def _row(index: int, doc: dict[str, Any]) -> TranscriptMessage:
-    return TranscriptMessage(
-        index=index,
-        role=doc["r"],
-        content=json.loads(doc["ct"]),
-        id=doc["i"],
-        created_at=kit.from_micros(doc["at"]),
-    )
-
-
-def message_docs(
-    conv: dict[str, Any],
-    gen: str,
-    base: int,
-    nonce: str,
-    items: Sequence[tuple[str, str, bool, str, str]],
-    at: datetime,
-) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """The documents of ``items`` (id, role, compaction, content, metadata) appended to
-    ``conv``, and the conversation metadata after them."""
-    conv = dict(conv)
-    docs = []
-    for message_id, role, compaction, content, metadata in items:
-        seq = conv["n"]
-        rank = conv["nu"] if role == "user" else conv["na"] if role == "assistant" else seq
-        docs.append(
-            {
-                "_id": mid(gen, seq),
-                "q": rank_key(gen, role, rank),
-                "ci": id_key(gen, message_id),
-                "c": gen,
-                "s": seq,
-                "b": base,
-                "w": nonce,
-                "i": message_id,
-                "r": role,
-                "k": compaction,
-                "ct": content,
-                "md": metadata,
-                "at": kit.to_micros(at),
-                "nu": conv["nu"],
-                "na": conv["na"],
-                "rk": rank,
-                "pc": conv["lc"],
-            }
-        )
-        conv["n"] = seq + 1
-        conv["tl"] = message_id
-        if role == "user":
-            conv["nu"] += 1
-        elif role == "assistant":
-            conv["na"] += 1
-        if compaction:
-            conv["lc"] = seq
-    if docs:
-        conv["la"] = kit.to_micros(at)
-    return docs, conv
 
 
 class MongoConversationStore(MongoStoreBase, ConversationStore):
@@ -330,7 +219,7 @@ class MongoConversationStore(MongoStoreBase, ConversationStore):
             if request.expires_at is not None:
                 fields["cx"] = kit.to_micros(request.expires_at)
             if await commit(ctx, h, fields, nonce=nonce):
-                return [_stored(d) for d in docs]
+                return [stored(d) for d in docs]
             if docs:
                 await ctx.messages.delete_many({"c": gen, "w": nonce})
             return RETRY
@@ -571,7 +460,7 @@ class MongoConversationStore(MongoStoreBase, ConversationStore):
         assert h.gen is not None and h.conv is not None
         n = h.conv["n"]
         end = n if limit is None else min(n, start + limit)
-        return [_stored(d) for d in await self._range(h.gen, start, end)]
+        return [stored(d) for d in await self._range(h.gen, start, end)]
 
     async def _range(self, gen: str, start: int, end: int) -> list[dict[str, Any]]:
         """The messages at positions ``start <= s < end``, a page of ``_id``s at a time."""
@@ -610,7 +499,7 @@ class MongoConversationStore(MongoStoreBase, ConversationStore):
                 return []
             where = {"_id": mid(gen, i)} if speaker == "all" else {"q": rank_key(gen, speaker, i)}
             doc = await self._committed(where, conv["n"])
-            return [] if doc is None else [_row(i, doc)]
+            return [] if doc is None else [transcript_row(i, doc)]
         rank = "s" if speaker == "all" else "rk"
         position, end = 0, conv["n"]
         last_us = None
@@ -629,7 +518,7 @@ class MongoConversationStore(MongoStoreBase, ConversationStore):
                 if last_us is not None and d["at"] > last_us:
                     return rows
                 if speaker == "all" or d["r"] == speaker:
-                    rows.append(_row(d[rank], d))
+                    rows.append(transcript_row(d[rank], d))
                     if query.limit is not None and len(rows) >= query.limit:
                         return rows
             position += len(page)
@@ -651,7 +540,7 @@ class MongoConversationStore(MongoStoreBase, ConversationStore):
             page = await self._at(gen, list(range(start, end)))
             found[:0] = [d for d in page if d["r"] in ("user", "assistant")]
             end = start
-        return [_stored(d) for d in found[-limit:]]
+        return [stored(d) for d in found[-limit:]]
 
     @resent
     async def _history(self, key: ConversationKey, principal: str) -> list[StoredMessage]:
@@ -660,7 +549,7 @@ class MongoConversationStore(MongoStoreBase, ConversationStore):
             return []
         conv, gen = h.conv, h.gen
         assert conv is not None and gen is not None
-        return [_stored(d) for d in await self._range(gen, max(conv["lc"], 0), conv["n"])]
+        return [stored(d) for d in await self._range(gen, max(conv["lc"], 0), conv["n"])]
 
     @resent
     async def _get_conversation(
