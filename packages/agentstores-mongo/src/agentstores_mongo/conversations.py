@@ -159,7 +159,7 @@ class MongoConversationStore(MongoStoreBase, ConversationStore):
 
         async def attempt(h: Header) -> list[StoredMessage] | Retry:
             if h.status == ERASED:
-                raise refusal_error(Refusal.ERASED, key=key)
+                raise h.erased_error()
             conv = h.conv
             if conv is None and not request.create_if_absent:
                 raise refusal_error(Refusal.NOT_FOUND, key=key)
@@ -244,7 +244,7 @@ class MongoConversationStore(MongoStoreBase, ConversationStore):
             if missing_ok and (h.status != LIVE or h.conv is None):
                 return None
             if h.status == ERASED:
-                raise refusal_error(Refusal.ERASED, key=key)
+                raise h.erased_error()
             conv = h.conv
             if conv is None:
                 raise refusal_error(Refusal.NOT_FOUND, key=key)

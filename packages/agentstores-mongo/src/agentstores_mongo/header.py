@@ -82,6 +82,18 @@ class Header:
             self.status = LIVE
 
     @property
+    def erased_until(self) -> datetime | None:
+        """When an erased key's tombstone lapses (server clock), or None when not erased."""
+        if self.status != ERASED or self.doc is None:
+            return None
+        until = kit.to_micros(aware(self.doc["ea"])) + int(self.doc.get("et") or 0)
+        return kit.from_micros(until)
+
+    def erased_error(self) -> Exception:
+        """The ``ErasedError`` of this key, saying until when it refuses writes."""
+        return refusal_error(Refusal.ERASED, key=self.key, until=self.erased_until)
+
+    @property
     def rev(self) -> int:
         return 0 if self.doc is None else int(self.doc["rev"])
 
@@ -137,6 +149,7 @@ class Header:
             erased=self.status == ERASED,
             principal=principal,
             epoch=epoch,
+            erased_until=self.erased_until,
         )
 
     def can_read(self, principal: str) -> bool:
