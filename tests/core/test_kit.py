@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
@@ -137,11 +137,52 @@ def test_every_refusal_has_its_typed_error_and_a_message(refusal: Refusal, error
     assert str(made) and str(made) != error.__name__
 
 
-def test_an_erased_key_says_for_how_long_and_what_to_do() -> None:
+def test_an_erased_key_says_until_when_and_what_to_do() -> None:
+    lapses = datetime(2026, 12, 31, 10, 0, tzinfo=UTC)
+    erased = refusal_error(Refusal.ERASED, key=KEY, until=lapses)
+    assert isinstance(erased, ErasedError) and erased.until == lapses
+    assert str(erased) == (
+        "the conversation was erased: its key refuses every write until 2026-12-31T10:00:00Z "
+        "(when its tombstone lapses); start a new session id"
+    )
+    with pytest.raises(ErasedError, match="until 2026-12-31T10:00:00Z") as raised:
+        check_write(
+            KEY, owner="me", fence=0, erased=True, principal="me", epoch=3, erased_until=lapses
+        )
+    assert raised.value.until == lapses and raised.value.context["epoch"] == 3
+
+
+def test_until_is_utc_and_the_message_rounds_it_up() -> None:
+    paris = timezone(timedelta(hours=1))
+    erased = refusal_error(Refusal.ERASED, until=datetime(2026, 12, 31, 11, 0, 0, 1, tzinfo=paris))
+    assert isinstance(erased, ErasedError)
+    assert erased.until == datetime(2026, 12, 31, 10, 0, 0, 1, tzinfo=UTC)
+    assert erased.until is not None and erased.until.tzinfo is UTC
+    assert "until 2026-12-31T10:00:01Z" in str(erased)  # never earlier than the lapse
+
+
+def test_an_erased_key_without_a_known_lapse_still_says_what_to_do() -> None:
     erased = refusal_error(Refusal.ERASED, key=KEY)
+    assert isinstance(erased, ErasedError) and erased.until is None
     assert "tombstone_ttl" in str(erased) and "new session id" in str(erased)
-    with pytest.raises(ErasedError, match="new session id"):
+    with pytest.raises(ErasedError, match="new session id") as raised:
         check_write(KEY, owner="me", fence=0, erased=True, principal="me", epoch=None)
+    assert raised.value.until is None
+
+
+def test_only_an_erased_refusal_carries_until() -> None:
+    lapses = datetime(2026, 12, 31, 10, 0, tzinfo=UTC)
+    with pytest.raises(NotOwnedError) as raised:
+        check_write(
+            KEY,
+            owner="you",
+            fence=0,
+            erased=False,
+            principal="me",
+            epoch=None,
+            erased_until=lapses,
+        )
+    assert "until" not in raised.value.context
 
 
 def test_refusal_context_becomes_attributes() -> None:

@@ -12,11 +12,16 @@ each step waits with a generous deadline, so a slow machine makes a test slower,
 from __future__ import annotations
 
 import asyncio
+import math
 from collections.abc import AsyncGenerator, Awaitable, Callable
-from typing import Any
+from types import SimpleNamespace
+from typing import Any, cast
 
+import pytest
+
+from agentstores.errors import UsageError
 from agentstores.keys import ConversationKey
-from agentstores.models import Message
+from agentstores.models import Message, RecordedEvent, SupervisionView
 from agentstores.protocol import (
     FollowEnd,
     FollowEvent,
@@ -25,6 +30,7 @@ from agentstores.protocol import (
     LeaseConfig,
     claim,
     follow,
+    heartbeat_age,
     liveness,
     start_turn,
 )
@@ -50,6 +56,13 @@ for _name, _text in {
     "principal the key is not visible to",
     "protocol.follow.dead": "a follow of a producer dead past the grace, with no takeover, ends "
     "dead; its partial snapshot is streamed only with partial=True",
+    "protocol.follow.arguments": "follow refuses a bad start_index, poll, dead_after, grace or "
+    "message_id with a UsageError naming it (bools, infinities and NaN are not seconds)",
+    "protocol.follow.counts": "FollowEnd counts each distinct snapshot behind the stream and each "
+    "malformed or non-extending one once, however often it is polled; another message's "
+    "snapshot is ignored",
+    "protocol.follow.final_message": "the final message is found by id when it is not the "
+    "transcript's tail, and its text is yielded at the epoch last seen (0 if none)",
 }.items():
     register_promise(_name, _text)
 
@@ -122,6 +135,59 @@ def _follow(stores: Stores, key: ConversationKey, **kw: Any) -> Follow:
     return follow(stores, key, kw.pop("principal", USER), **kw)
 
 
+class _Reads:
+    """The follower's reads, noted, so a test knows what the follower polled (and how
+    often) before it writes the next thing."""
+
+    def __init__(self, stores: Stores) -> None:
+        self._stores = stores
+        self.rows = 0
+        """Supervision reads so far."""
+        self.seen: list[tuple[str, int, int] | None] = []
+        """What each recording read returned: (message id, index, epoch), or None."""
+        self.bundle = cast(
+            Stores,
+            SimpleNamespace(
+                supervision=SimpleNamespace(read=self._row),
+                recording=SimpleNamespace(read=self._snapshot),
+                conversations=stores.conversations,
+            ),
+        )
+
+    async def _row(self, key: ConversationKey, principal: str) -> SupervisionView:
+        self.rows += 1
+        return await self._stores.supervision.read(key, principal)
+
+    async def _snapshot(self, key: ConversationKey, principal: str) -> RecordedEvent | None:
+        event = await self._stores.recording.read(key, principal)
+        self.seen.append(None if event is None else (event.message_id, event.index, event.epoch))
+        return event
+
+    async def polled(self, snapshot: tuple[str, int, int] | None, times: int = 3) -> None:
+        """Wait until the follower has read ``snapshot`` ``times`` times."""
+
+        async def enough() -> bool | None:
+            return True if self.seen.count(snapshot) >= times else None
+
+        await _until(enough, f"the follower to poll {snapshot} {times} times")
+
+    async def waited(self, waiting: asyncio.Future[FollowEvent], times: int = 3) -> None:
+        """Wait until the follower has read the row ``times`` more times, yielding nothing."""
+        target = self.rows + times
+
+        async def enough() -> bool | None:
+            assert not waiting.done(), f"the follow did not wait: {waiting.result()}"
+            return True if self.rows >= target else None
+
+        await _until(enough, f"the follower to read the row {times} times")
+
+
+async def _refused(what: str, **kw: Any) -> None:
+    """``follow(..., **kw)`` raises a UsageError whose message starts with ``what``."""
+    with pytest.raises(UsageError, match=f"^{what} must"):
+        await anext(follow(cast(Stores, None), ConversationKey("t", "s"), USER, **kw))
+
+
 class FollowContract(ContractBase):
     def _two(
         self, backend: BackendUnderTest, body: Callable[[Stores, Stores], Awaitable[None]]
@@ -148,7 +214,7 @@ class FollowContract(ContractBase):
             _update(await _next(events), 20, 9)
             await _finish(lease, 31)
             rest = await _rest(events)
-            _update(rest[0], 31, 20)
+            assert _update(rest[0], 31, 20).epoch == lease.epoch, rest
             end = rest[-1]
             assert isinstance(end, FollowEnd) and len(rest) == 2, rest
             assert (end.verdict, end.message_id, end.index) == ("done", MID, 31), end
@@ -290,14 +356,123 @@ class FollowContract(ContractBase):
             assert len(shown) == 2, shown
             _update(shown[0], 11, 0)
             assert shown[1] == FollowEnd("dead", None, MID, 11), shown
-            # Within the grace the follow waits; a takeover then streams again.
-            events = _follow(reader, key, dead_after=SHORT.dead_after, grace=PATIENCE * 10)
+
+            # Within the grace the follow waits, also long past dead_after + dead_after (the
+            # default grace); a takeover then streams again.
+            async def long_dead() -> bool | None:
+                view = await reader.supervision.read(key, USER)
+                assert view.row is not None
+                age = heartbeat_age(view.row, view.now)
+                return True if age is not None and age > 3 * SHORT.dead_after else None
+
+            await _until(long_dead, "the silent producer to be dead for 3 * dead_after")
+            reads = _Reads(reader)
+            events = _follow(reads.bundle, key, dead_after=SHORT.dead_after, grace=PATIENCE * 10)
             waiting = asyncio.ensure_future(_next(events))
+            await reads.waited(waiting)
             heir = await claim(producer, key, USER, MID, config=SHORT, resume_live=False)
             async with heir:  # beating, so the follower keeps judging it live
                 await _record(heir, 13)
                 _update(await waiting, 13, 0)
                 await events.aclose()
+
+        self._two(backend, body)
+
+    @promise("protocol.follow.arguments")
+    def test_follow_refuses_bad_arguments(self, backend: BackendUnderTest) -> None:
+        async def body(stores: Stores) -> None:
+            for bad in (-1, True, 1.5):
+                await _refused("start_index", start_index=bad)
+            for name in ("poll", "dead_after"):
+                for bad in (0, 0.0, -1, math.inf, math.nan, True, "1"):
+                    await _refused(name, **{name: bad})
+            for bad in (-0.5, math.inf, math.nan, True, "0"):
+                await _refused("grace", grace=bad)
+            for bad in ("", "a\x00b"):
+                await _refused("message_id", message_id=bad)
+            # grace=0 and integer seconds are fine: the follow runs (and ends gone).
+            key = self.key()
+            ok = follow(stores, key, USER, poll=1, dead_after=2, grace=0)
+            assert await _rest(ok) == [FollowEnd("gone")]
+
+        self.run(backend, body)
+
+    @promise("protocol.follow.counts")
+    def test_follow_counts_behind_and_skipped_snapshots(self, backend: BackendUnderTest) -> None:
+        key = self.key()
+
+        async def body(producer: Stores, reader: Stores) -> None:
+            first = await _turn(producer, key, SHORT)
+            reads = _Reads(reader)
+            events = _follow(reads.bundle, key)
+            waiting = asyncio.ensure_future(_next(events))
+            await reads.polled(None)  # nothing recorded yet
+            await _record(first, 9)
+            _update(await waiting, 9, 0)
+
+            async def polled(index: int, message: Any, message_id: str = MID) -> None:
+                event = RecordedEvent(index, message, message_id, first.epoch)
+                assert await producer.recording.put(key, USER, event)
+                await reads.polled((message_id, index, first.epoch))
+
+            waiting = asyncio.ensure_future(_next(events))
+            await polled(12, {"text": _text(5)})  # the index is not the text's length
+            await polled(14, {"answer": _text(14)})  # no text
+            await polled(16, {"text": "x" * 16})  # does not extend what was streamed
+            await polled(18, {"text": _text(18)}, "another")  # another message's
+            assert not waiting.done(), f"a bad snapshot was streamed: {waiting}"
+            await _record(first, 20)
+            _update(await waiting, 20, 9)
+
+            heir = await _take_over_when_dead(producer, key, MID)
+            waiting = asyncio.ensure_future(_next(events))
+            for index in (6, 10, 20):  # two behind the stream, one level with it
+                await _record(heir, index)
+                await reads.polled((MID, index, heir.epoch))
+            assert not waiting.done(), f"a snapshot behind the stream was yielded: {waiting}"
+            await heir.record(25, _text(25))  # a bare string is a snapshot too
+            update = _update(await waiting, 25, 20)
+            assert update.epoch == heir.epoch, update
+            await _finish(heir, 25)
+            rest = await _rest(events)
+            assert len(rest) == 1 and isinstance(rest[0], FollowEnd), rest
+            got = rest[0]
+            assert (got.verdict, got.message_id, got.index) == ("done", MID, 25), got
+            assert (got.behind, got.skipped) == (2, 3), got
+
+        self._two(backend, body)
+
+    @promise("protocol.follow.final_message")
+    def test_follow_finds_the_final_message_behind_the_tail(
+        self, backend: BackendUnderTest
+    ) -> None:
+        key = self.key()
+
+        async def body(producer: Stores, reader: Stores) -> None:
+            lease = await _turn(producer, key)
+            await _record(lease, 9)
+            events = _follow(reader, key)
+            _update(await _next(events), 9, 0)
+            # Sealed and released while the follower was not polling: the next poll finds
+            # no row, and the answer in the transcript, at the epoch it last saw.
+            await _finish(lease, 20)
+            assert await lease.release()
+            rest = await _rest(events)
+            assert _update(rest[0], 20, 9).epoch == lease.epoch, rest
+            assert rest[1:] == [FollowEnd("done", rest[1].message, MID, 20)], rest
+            # Another message after the answer: found by id behind the tail; no row seen.
+            await producer.conversations.append_messages(
+                key, USER, [Message("u2", "user", "next")], expected_last_message_id=MID
+            )
+            again = await _rest(_follow(reader, key, message_id=MID))
+            assert len(again) == 2, again
+            assert _update(again[0], 20, 0).epoch == 0, again
+            end = again[1]
+            assert isinstance(end, FollowEnd) and end.message is not None, again
+            assert (end.verdict, end.index, end.message.id) == ("done", 20, MID), end
+            assert end.message.content == _text(20), end
+            unknown = await _rest(_follow(reader, key, message_id="nope"))
+            assert unknown == [FollowEnd("gone", None, "nope", 0)], unknown
 
         self._two(backend, body)
 

@@ -167,7 +167,10 @@ PROMISES: dict[str, str] = {
     ),
     # outcomes pinned by mutation testing
     "fencing.every_write": "every fenced write raises the key's fence to its epoch",
-    "erasure.erased_error": "a write on an erased key raises ErasedError, not a plain absence",
+    "erasure.erased_error": (
+        "a write on an erased key raises ErasedError, not a plain absence; its until is the "
+        "erase time + tombstone_ttl (UTC, store clock) and its message names it"
+    ),
     "erasure.spares_others": "deleting a key erases what it has and no other key's data",
     "conversations.truncate_views": "after truncate, speaker views and recent hold what is left",
     "listing.last_page": "a listing's last page has no cursor",

@@ -445,7 +445,7 @@ class ProtocolContract(ContractBase):
                 ("assistant", "  \n\t "),
                 ("assistant", {"content": [{"type": "text", "text": "second answer"}]}),
                 ("user", "third question"),
-                ("assistant", [{"type": "tool_use", "name": "search"}, {"type": "text"}]),
+                ("assistant", [{"type": "tool_use", "text": "{}"}, {"type": "text"}]),
             ]
             await stores.conversations.append_messages(
                 key, USER, [Message(f"m{i}", role, c) for i, (role, c) in enumerate(rows)]

@@ -1,12 +1,15 @@
 """Store outcomes the broader contract tests leave implicit: every fenced write raises the
-key's fence, an erased key answers ErasedError (not just "absent"), truncation leaves no
-stale speaker view, a listing's last page has no cursor, filters and ranks keep to their
-scope, and a deletion spares other keys.
+key's fence, an erased key answers ErasedError (not just "absent") saying until when,
+truncation leaves no stale speaker view, a listing's last page has no cursor, filters and
+ranks keep to their scope, and a deletion spares other keys.
 """
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+import asyncio
+import re
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -14,6 +17,7 @@ from agentstores.errors import ErasedError
 from agentstores.keys import ConversationKey
 from agentstores.models import ClientInfo, Message, RecordedEvent, UserIntegration
 from agentstores.stores import OverCap, Stores
+from agentstores.stores.kit import DEFAULT_TOMBSTONE_TTL
 
 from .backend import BackendUnderTest
 from .base import ContractBase
@@ -26,6 +30,52 @@ OTHER = "someone-else"
 async def _conversation(stores: Stores, key: ConversationKey, *ids: str) -> None:
     messages = [Message(i, "user" if i.startswith("u") else "assistant", i) for i in ids]
     await stores.conversations.append_messages(key, USER, messages)
+
+
+ERASED_TTL = timedelta(hours=5, minutes=7, seconds=11)
+"""The tombstone TTL the erased-error check sets: unlike any default, so a backend that
+ignores the option, or reports a fixed lapse time, is caught."""
+
+_INSTANT = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ")
+"""An instant as the erased message writes it (UTC, to the second, rounded up)."""
+
+CLOCK_RESOLUTION = timedelta(milliseconds=1)
+"""How far ``ErasedError.until`` may stray from erase time + TTL: the coarsest store clock
+(a Redis expiry is kept in milliseconds)."""
+
+
+def _with_known_ttl(backend: BackendUnderTest) -> tuple[Stores, timedelta]:
+    """A fresh bundle and the tombstone TTL it applies: :data:`ERASED_TTL` where the
+    backend takes options, else the contract's default."""
+    if backend.open_with is None:
+        return backend.open(), DEFAULT_TOMBSTONE_TTL
+    return backend.open_with(tombstone_ttl=ERASED_TTL), ERASED_TTL
+
+
+async def _in(bundle: Stores, body: Callable[[Stores], Awaitable[None]]) -> None:
+    async with bundle as stores:
+        await body(stores)
+
+
+def _says_until(error: ErasedError, write: str, earliest: datetime, latest: datetime) -> None:
+    """``error.until`` is when the tombstone lapses (erase time + TTL, store clock, UTC),
+    and the message names that instant and the way forward."""
+    until = error.until
+    assert until is not None, f"{write}: ErasedError.until is None; the store knows when"
+    assert until.utcoffset() == timedelta(0), f"{write}: until {until!r} is not UTC"
+    low, high = earliest - CLOCK_RESOLUTION, latest + CLOCK_RESOLUTION
+    assert low <= until <= high, (
+        f"{write}: until {until.isoformat()} is not erase time + tombstone_ttl "
+        f"(between {earliest.isoformat()} and {latest.isoformat()})"
+    )
+    message = str(error)
+    found = _INSTANT.search(message)
+    assert found is not None, f"{write}: {message!r} does not say until when"
+    said = datetime.strptime(found.group(), "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+    assert until <= said < until + timedelta(seconds=1), (
+        f"{write}: the message says {found.group()}, .until is {until.isoformat()}"
+    )
+    assert "new session id" in message, f"{write}: {message!r} does not say what to do"
 
 
 class StoreEdgesContract(ContractBase):
@@ -61,21 +111,38 @@ class StoreEdgesContract(ContractBase):
     @promise("erasure.erased_error")
     def test_writes_on_an_erased_key_say_erased(self, backend: BackendUnderTest) -> None:
         key = self.key()
+        bundle, ttl = _with_known_ttl(backend)
 
         async def body(stores: Stores) -> None:
             await _conversation(stores, key, "u1", "a1")
+            before = await stores.now()
             assert await stores.conversations.delete(key, USER)
-            with pytest.raises(ErasedError):
-                await stores.conversations.set_title(key, USER, "late")
-            with pytest.raises(ErasedError):
-                await stores.conversations.truncate(key, USER, "u1")
-            with pytest.raises(ErasedError):
-                await stores.conversations.append_messages(
+            after = await stores.now()
+            later = after + timedelta(days=1)
+            c, r, s, p = stores.conversations, stores.recording, stores.state, stores.pause_tokens
+            writes = {
+                "conversations.set_title": lambda: c.set_title(key, USER, "late"),
+                "conversations.truncate": lambda: c.truncate(key, USER, "u1"),
+                "conversations.append_messages": lambda: c.append_messages(
                     key, USER, [Message("u2", "user", "late")], create_if_absent=False
-                )
+                ),
+                "conversations.append_messages(create)": lambda: c.append_messages(
+                    key, USER, [Message("u3", "user", "late")]
+                ),
+                "conversations.share": lambda: c.share(key, USER, OTHER),
+                "recording.put": lambda: r.put(key, USER, RecordedEvent(1, "x", "m1", 1)),
+                "recording.delete": lambda: r.delete(key, USER, "m1"),
+                "state.save": lambda: s.save(key, USER, {"late": True}),
+                "state.delete": lambda: s.delete(key, USER),
+                "pause_tokens.put": lambda: p.put("tok", key, USER, {}, later),
+            }
+            for name, write in writes.items():
+                with pytest.raises(ErasedError) as raised:
+                    await write()
+                _says_until(raised.value, name, before + ttl, after + ttl)
             assert await stores.supervision.delete(key, USER, "a1", 1) is False
 
-        self.run(backend, body)
+        asyncio.run(_in(bundle, body))
 
     @promise("erasure.spares_others")
     def test_deleting_a_key_spares_other_keys(self, backend: BackendUnderTest) -> None:

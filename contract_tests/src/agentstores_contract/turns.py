@@ -9,15 +9,25 @@ epoch fences every store write the turn's task makes without passing it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from datetime import timedelta
 from typing import Any
 
 import pytest
 
-from agentstores.errors import FencedError, LeaseLostError
+from agentstores.errors import (
+    FencedError,
+    InvalidKeyError,
+    LeaseLostError,
+    NotFoundError,
+    StaleWriteError,
+    UsageError,
+)
+from agentstores.keys import ConversationKey
 from agentstores.models import Message
-from agentstores.protocol import LeaseConfig
+from agentstores.protocol import FollowEnd, FollowUpdate, LeaseConfig, liveness
 from agentstores.stores import Stores
+from agentstores.stores.ambient import ambient_epoch
 
 from .backend import BackendUnderTest
 from .base import ContractBase
@@ -34,6 +44,9 @@ for _name, _text in {
     "errored and drops the recording",
     "protocol.turn.throttle": "a turn's stream and checkpoint write at most once per interval "
     "and flush the latest value when the interval ends",
+    "handle.arguments": "every argument of a conversation handle's calls reaches the store",
+    "protocol.turn.arguments": "conv.turn passes its title, expiry, tail, intervals and lease "
+    "through, refuses bad ones, and a reply carries metadata and is appended once",
     "protocol.turn.ambient_epoch": "inside a turn, store writes without an epoch carry the "
     "lease's (tasks it starts too); after a takeover they are fenced and land nothing",
 }.items():
@@ -90,6 +103,154 @@ class TurnContract(ContractBase):
 
         self.run(backend, body)
 
+    @promise("handle.arguments")
+    def test_handle_passes_every_argument_through(self, backend: BackendUnderTest) -> None:
+        key = self.key()
+
+        async def body(stores: Stores) -> None:
+            conv = stores.conversation(key, USER)
+            with pytest.raises(NotFoundError):
+                await conv.append(Message.user("x"), create=False)
+            expires = (await stores.now()).replace(microsecond=0) + timedelta(days=2)
+            await conv.append(
+                Message.user("q", id="q"),
+                expect_tail=None,
+                title="t0",
+                expires_at=expires,
+                last_turn_status="running",
+            )
+            info = await conv.info()
+            assert info is not None and (info.title, info.expires_at) == ("t0", expires)
+            assert info.last_turn_status == "running"
+            with pytest.raises(StaleWriteError):
+                await conv.append(Message.user("r"), expect_tail="not-the-tail")
+            await conv.set_title("t1")
+            assert (await conv.info() or info).title == "t1"
+            await conv.append(Message.assistant(" \n", id="blank"), Message.assistant("a", id="a"))
+            assert [m.id for m in await conv.rehydrate(5)] == ["q", "a"]
+            assert [m.id for m in await conv.history()] == ["q", "blank", "a"]
+            assert [m.id for m in await conv.messages(start=1, limit=1)] == ["blank"]
+            found = await conv.message(0, speaker="assistant")
+            assert found is not None and found.id == "blank"
+            found = await conv.message(-1, speaker="user")
+            assert found is not None and found.id == "q"
+            rows = await conv.transcript()
+            assert [r.id for r in rows] == ["q", "blank", "a"]
+            assert [r.id for r in await conv.transcript(limit=2)] == ["q", "blank"]
+            assert [r.id for r in await conv.transcript(speaker="user")] == ["q"]
+            before = rows[0].created_at - timedelta(days=2)
+            assert await conv.transcript(time_range=(before, before + timedelta(days=1))) == []
+            named = await conv.branch("a", session_id="named-branch")
+            assert named.key == ConversationKey(key.tenant, "named-branch")
+            stranger = stores.conversation(key, "stranger")
+            assert await stranger.rehydrate(5) == [] and await stranger.history() == []
+
+        self.run(backend, body)
+
+    @promise("handle.arguments")
+    def test_handle_follow_and_retried_turns(self, backend: BackendUnderTest) -> None:
+        key = self.key()
+
+        async def body(stores: Stores) -> None:
+            conv = stores.conversation(key, USER)
+            assert await conv.rehydrate(1) == []
+            question = Message.user("q", id="q")
+            with pytest.raises(_Boom):
+                async with conv.turn("d1", user=question, lease=SHORT, stream_every=0) as turn:
+                    await turn.stream("half")
+                    await turn.lease.stop_heartbeat()  # the producer hangs
+
+                    async def dead() -> bool | None:
+                        view = await stores.supervision.read(key, USER)
+                        return True if liveness(view, SHORT.dead_after) == "dead" else None
+
+                    await _until(dead, "the hung producer to be seen dead")
+                    hidden = [e async for e in conv.follow(dead_after=0.3, grace=0, poll=0.05)]
+                    assert [type(e) for e in hidden] == [FollowEnd]
+                    assert hidden[0].verdict == "dead"
+                    shown = [
+                        e
+                        async for e in conv.follow(partial=True, dead_after=0.3, grace=0, poll=0.05)
+                    ]
+                    assert isinstance(shown[0], FollowUpdate) and shown[0].text == "half"
+                    assert isinstance(shown[-1], FollowEnd) and shown[-1].verdict == "dead"
+                    # The client retries its send: the same turn, the same message, the same
+                    # tail it saw; the retry takes the turn over and appends nothing twice.
+                    async with conv.turn(
+                        "d1", user=question, expect_tail=None, lease=SHORT
+                    ) as retry:
+                        assert retry.epoch > turn.epoch and retry.reason in ("dead", "resume")
+                        await retry.stream("whole")
+                    raise _Boom
+            assert [(m.id, m.content) for m in await conv.messages()] == [
+                ("q", "q"),
+                ("d1", "whole"),
+            ]
+            assert [m.id for m in await conv.rehydrate(1)] == ["d1"]
+
+        self.run(backend, body)
+
+    @promise("protocol.turn.arguments")
+    def test_turn_passes_its_arguments_through(self, backend: BackendUnderTest) -> None:
+        key = self.key()
+
+        async def body(stores: Stores) -> None:
+            conv = stores.conversation(key, USER)
+            for name in ("stream_every", "checkpoint_every"):
+                for bad in (-1, True, "1"):
+                    with pytest.raises(UsageError, match=name):
+                        conv.turn("t", **{name: bad})
+            conv.turn("t", stream_every=0, checkpoint_every=0)  # every call writes
+            with pytest.raises(InvalidKeyError, match="message_id"):
+                conv.turn("")
+            expires = (await stores.now()).replace(microsecond=0) + timedelta(days=3)
+            async with conv.turn(
+                user=Message.user("q", id="q"),
+                expect_tail=None,
+                title="T",
+                expires_at=expires,
+                lease=LONG_TURN,
+                stream_every=3600.0,
+                checkpoint_every=3600.0,
+            ) as turn:
+                assert len(turn.message_id) == 32 and turn.lease.config is LONG_TURN
+                with pytest.raises(UsageError, match="agent state"):
+                    await turn.checkpoint({"x": object()})
+            info = await conv.info()
+            assert info is not None and (info.title, info.expires_at) == ("T", expires)
+            with pytest.raises(StaleWriteError):
+                async with conv.turn("stale", expect_tail="not-the-tail"):
+                    raise AssertionError("a stale turn must not start")
+
+            # Nothing streamed, no reply: no answer appended, the turn still completes.
+            await conv.append(Message.user("q2", id="q2"), last_turn_status="running")
+            async with conv.turn("quiet"):
+                pass
+            info = await conv.info()
+            assert info is not None and info.last_turn_status == "complete"
+            assert info.tail_message_id == "q2"
+            view = await stores.supervision.read(key, USER)
+            assert view.row is not None and (view.row.message_id, view.row.status) == (
+                "quiet",
+                "done",
+            )
+
+            async with conv.turn("r1") as turn:
+                await turn.stream("draft")
+                stored = await turn.reply("final", metadata={"k": 1})
+                assert stored is not None and (stored.id, stored.content) == ("r1", "final")
+                assert stored.metadata == {"k": 1}
+                with pytest.raises(UsageError):
+                    await turn.reply("again")
+            assert [m.id for m in await conv.messages()][-1] == "r1"
+            await conv.append(Message.assistant("earlier", id="r2"))
+            async with conv.turn("r2") as turn:
+                assert await turn.reply("retried") is None  # the answer is already there
+            last = await conv.message(-1)
+            assert last is not None and (last.id, last.content) == ("r2", "earlier")
+
+        self.run(backend, body)
+
     @promise("protocol.turn.lifecycle")
     def test_clean_turn(self, backend: BackendUnderTest) -> None:
         key = self.key()
@@ -121,6 +282,15 @@ class TurnContract(ContractBase):
             )
             assert await stores.recording.read(key, USER) is None
             assert await conv.state() == {"position": 3}
+            # A screen that arrives after the end gets the verdict and the answer at once.
+            events = [event async for event in conv.follow(poll=0.05)]
+            assert len(events) == 2 and isinstance(events[-1], FollowEnd)
+            assert (events[-1].verdict, events[-1].message_id) == ("done", "answer-1")
+            assert isinstance(events[0], FollowUpdate) and events[0].delta == "Once upon a time"
+            later = [e async for e in conv.follow(4, message_id="answer-1", poll=0.05)]
+            assert isinstance(later[0], FollowUpdate) and later[0].delta == " upon a time"
+            other = [e async for e in conv.follow(message_id="never-ran", poll=0.05)]
+            assert isinstance(other[-1], FollowEnd) and other[-1].verdict == "gone"
             with pytest.raises(LeaseLostError):
                 await turn.stream("Once upon a time, late")
 
@@ -185,21 +355,58 @@ class TurnContract(ContractBase):
             last = await conv.message(-1)
             assert last is not None and last.content == "abcd"
 
-            key2 = self.key()
-            conv2 = stores.conversation(key2, USER)
-            async with conv2.turn("quick", stream_every=0.2, lease=LONG_TURN) as turn2:
-                await turn2.stream("x")
-                await turn2.stream("xy")  # too soon: a timer writes it when the time comes
-
-                async def flushed() -> bool | None:
-                    record = await stores.recording.read(key2, USER)
-                    text = record.message["text"] if record is not None else None
-                    return True if text == "xy" else None
-
-                assert await _until(flushed, "the pending snapshot to be flushed")
-                assert (await stores.recording.read(key2, USER)).index == 2  # type: ignore[union-attr]
+            await self._timer_flushes_the_pending_snapshot(stores)
 
         self.run(backend, body)
+
+    async def _timer_flushes_the_pending_snapshot(self, stores: Stores) -> None:
+        """An offer made too soon is written by a timer once the interval ends, with no
+        further call; a timer's failed write is raised by the next call."""
+        key = self.key()
+        conv = stores.conversation(key, USER)
+        every = 1.0
+        loop = asyncio.get_running_loop()
+
+        async def recorded() -> str | None:
+            record = await stores.recording.read(key, USER)
+            return record.message["text"] if record is not None else None
+
+        with pytest.raises(LeaseLostError):  # the last call below, then the exit
+            async with conv.turn("quick", stream_every=every, lease=SHORT) as turn:
+                text, held_back = "", False
+                for _ in range(5):  # a pause longer than `every` between two calls proves nothing
+                    text += "x"
+                    await turn.stream(text)
+                    started = loop.time()
+                    await turn.stream(text + "y")
+                    if loop.time() - started < every / 2 and await recorded() == text:
+                        held_back = True
+                        break
+                    await asyncio.sleep(every)
+                assert held_back, "no stream call was ever held back by stream_every"
+                wanted = text + "y"
+
+                async def flushed() -> bool | None:
+                    return True if await recorded() == wanted else None
+
+                assert await _until(flushed, "the pending snapshot to be flushed by its timer")
+                record = await stores.recording.read(key, USER)
+                assert record is not None and record.index == len(wanted)
+
+                # Another producer takes over: the held-back snapshot's timer write is refused,
+                # which ends the lease, and the next call says so.
+                await turn.lease.stop_heartbeat()
+                successor = await _take_over_when_dead(stores, key, "quick")
+                with contextlib.suppress(LeaseLostError):
+                    await turn.stream(wanted + "z")  # held back, or refused at once
+
+                async def lost() -> bool | None:
+                    return True if turn.lost.is_set() else None
+
+                assert await _until(lost, "the timer's fenced write to end the lease")
+                await turn.stream(wanted + "zz")
+        assert await recorded() == wanted
+        await successor.release()
 
     @promise("protocol.turn.ambient_epoch")
     def test_ambient_epoch_fences_plain_writes(self, backend: BackendUnderTest) -> None:
@@ -213,6 +420,7 @@ class TurnContract(ContractBase):
             with pytest.raises(LeaseLostError):
                 async with conv.turn("a1", user=Message.user("q1", id="q1"), lease=SHORT) as turn:
                     epoch = turn.epoch
+                    assert ambient_epoch(key) == epoch
                     # A plain write made in the turn carries the epoch and raises the fence.
                     await stores.state.save(key, USER, {"by": "turn"})
                     assert (await stores.supervision.read(key, USER)).fence >= epoch

@@ -34,7 +34,7 @@ from agentstores.stores import (
 
 from ._base import FileStoreBase, off_loop
 from .codec import reencode
-from .header import ERASED, LIVE, Head, key_check
+from .header import ERASED, LIVE, Head, erased_until, key_check
 from .transcript import Entry, NewMessage, Transcript, new_meta, transcript_files
 
 COPY_CHUNK = 512
@@ -108,7 +108,7 @@ class FileConversationStore(FileStoreBase, ConversationStore):
             now = root.now_us()
             h, status = root.head(kdir, key, now)
             if status == ERASED:
-                raise refusal_error(Refusal.ERASED, key=key)
+                raise refusal_error(Refusal.ERASED, key=key, until=erased_until(h))
             if h is None or status != LIVE or h["conv"] is None:
                 raise refusal_error(Refusal.NOT_FOUND, key=key)
             root.check_write(key, h, status, principal, epoch)
@@ -156,7 +156,7 @@ class FileConversationStore(FileStoreBase, ConversationStore):
             now = root.now_us()
             h, status = root.head(kdir, key, now)
             if status == ERASED:
-                raise refusal_error(Refusal.ERASED, key=key)
+                raise refusal_error(Refusal.ERASED, key=key, until=erased_until(h))
             conv = h["conv"] if status == LIVE and h is not None else None
             if conv is None and not request.create_if_absent:
                 raise refusal_error(Refusal.NOT_FOUND, key=key)

@@ -123,6 +123,13 @@ def _rule_fields(h: Head | None, status: str) -> dict[str, Any]:
     return {"owner": None, "fence": 0, "erased": status == ERASED}
 
 
+def erased_until(h: Head | None) -> datetime | None:
+    """When a tombstone header lapses (its erase time plus the TTL, store clock), or None
+    for a header that is no tombstone."""
+    until = h.get("erased_until") if h is not None else None
+    return None if until is None else kit.from_micros(until)
+
+
 class FileRoot:
     """The shared part of every file store of one bundle: paths, locks, headers, clock.
 
@@ -261,7 +268,13 @@ class FileRoot:
         key: ConversationKey, h: Head | None, status: str, principal: str, epoch: int | None
     ) -> None:
         """Raise for an erased key, another owner or an epoch below the fence."""
-        kit.check_write(key, **_rule_fields(h, status), principal=principal, epoch=epoch)
+        kit.check_write(
+            key,
+            **_rule_fields(h, status),
+            principal=principal,
+            epoch=epoch,
+            erased_until=erased_until(h) if status == ERASED else None,
+        )
 
     def claim(
         self, kdir: str, key: ConversationKey, h: Head | None, status: str, principal: str
@@ -373,6 +386,7 @@ __all__ = [
     "LIVE",
     "FileRoot",
     "Head",
+    "erased_until",
     "key_check",
     "name_digest",
 ]

@@ -3,16 +3,22 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
-from agentstores.errors import AgentStoresError
+from agentstores.errors import AgentStoresError, ErasedError, Refusal, refusal_error
 
 from .database import Conn, Database, Reconcile
 from .errors import translate, translate_refusal
 from .migrations import quote_ident
 
 T = TypeVar("T")
+
+_TOMBSTONE_LAPSES = (
+    "SELECT erased_at + $3::interval FROM __S__.keys "
+    "WHERE tenant = $1 AND session_id = $2 AND erased_at IS NOT NULL"
+)
+"""When a key's tombstone lapses; NULL when the key holds none."""
 
 
 class PostgresStoreBase:
@@ -45,7 +51,33 @@ class PostgresStoreBase:
             refused = translate_refusal(exc, **call)
             if refused is None:
                 raise
+            if isinstance(refused, ErasedError):
+                refused = await self._with_until(refused)
             raise refused from exc
+
+    async def _with_until(self, erased: ErasedError) -> AgentStoresError:
+        """``erased`` with ``until``: when the key's tombstone lapses (its ``erased_at``
+        plus this bundle's ``tombstone_ttl``, the rule the functions apply).
+
+        One read on the refusal path only, so every write stays one round trip. When that
+        read fails, or the tombstone lapsed in between, the refusal stands without it.
+        """
+        key = erased.key
+        if key is None or erased.until is not None:
+            return erased
+
+        async def run(conn: Conn) -> datetime | None:
+            args = (key.tenant, key.session_id, self.ttl)
+            until: datetime | None = await conn.fetchval(self.sql(_TOMBSTONE_LAPSES), *args)
+            return until
+
+        try:
+            until = await self.db.read(run)
+        except Exception:
+            return erased
+        if until is None:
+            return erased
+        return refusal_error(Refusal.ERASED, **{**erased.context, "until": until})
 
     def sql(self, text: str) -> str:
         """``text`` with ``__S__`` replaced by the quoted schema name (cached: asyncpg's

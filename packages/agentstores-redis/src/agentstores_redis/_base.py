@@ -9,7 +9,7 @@ from typing import Any
 
 from agentstores.errors import AgentStoresError, Refusal, UnknownOutcomeError, refusal_error
 from agentstores.keys import ConversationKey
-from agentstores.stores.kit import writer_nonce_hex
+from agentstores.stores.kit import from_micros, writer_nonce_hex
 
 from .client import EncodableT, NotDurable, RedisClient, Script, Uncertain
 from .errors import translate
@@ -106,7 +106,9 @@ def raise_for(
 
     Scripts reply a :class:`~agentstores.errors.Refusal` value as their first element:
     ``{'fenced', fence}`` raises ``FencedError`` with ``epoch`` and ``fence``,
-    ``{'stale_tail', tail}`` raises ``StaleWriteError`` with ``tail`` and ``expected``.
+    ``{'stale_tail', tail}`` raises ``StaleWriteError`` with ``tail`` and ``expected``,
+    ``{'erased', until}`` raises ``ErasedError`` with ``until`` (microseconds on the store
+    clock; empty when the header has no expiry).
     """
     code = reply[0]
     if code in (b"ok", b"noop"):
@@ -119,6 +121,9 @@ def raise_for(
         raise refusal_error(refusal, key=key, epoch=epoch, fence=int(reply[1]))
     if refusal is Refusal.STALE_TAIL:
         raise refusal_error(refusal, key=key, tail=text(reply[1]) or None, expected=expected)
+    if refusal is Refusal.ERASED:
+        until = text(reply[1]) if len(reply) > 1 else ""
+        raise refusal_error(refusal, key=key, until=from_micros(until) if until else None)
     raise refusal_error(refusal, key=key)
 
 

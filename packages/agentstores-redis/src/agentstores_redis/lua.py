@@ -10,8 +10,8 @@ script back. Read-only ones start with ``#!lua flags=no-writes``. Times come fro
 ``ARGV`` and replies; the header hash fields are described in ``include/header.lua``.
 
 Refusals are replied as ``{'<Refusal value>', ...}`` (``{'fenced', fence}``,
-``{'stale_tail', tail}``, ``{'not_owned'}``...), which :func:`._base.raise_for` maps
-through :func:`agentstores.errors.refusal_error`.
+``{'erased', until}``, ``{'stale_tail', tail}``, ``{'not_owned'}``...), which
+:func:`._base.raise_for` maps through :func:`agentstores.errors.refusal_error`.
 
 Shared fragments: a line ``--! include <name>.lua`` is replaced by the text of
 ``scripts/include/<name>.lua``. Only script files include, fragments do not, and each

@@ -8,6 +8,7 @@ stores (the same checks, errors and fencing).
 
 from __future__ import annotations
 
+from collections.abc import AsyncGenerator
 from datetime import datetime
 
 from .errors import UsageError
@@ -22,6 +23,7 @@ from .models import (
     TranscriptMessage,
     new_message_id,
 )
+from .protocol.follow import FollowEvent, follow
 from .protocol.lease import DEFAULT_CONFIG, LeaseConfig
 from .protocol.rehydrate import rehydrate
 from .protocol.turn import CHECKPOINT_EVERY, STREAM_EVERY, Turn
@@ -189,6 +191,30 @@ class Conversation:
             config=lease,
             title=title,
             expires_at=expires_at,
+        )
+
+    def follow(
+        self,
+        start_index: int = 0,
+        *,
+        message_id: str | None = None,
+        partial: bool = False,
+        poll: float = 0.3,
+        dead_after: float = DEFAULT_CONFIG.dead_after,
+        grace: float | None = None,
+    ) -> AsyncGenerator[FollowEvent, None]:
+        """Stream the running turn to this principal (a reconnect, a second screen):
+        updates it has not seen, then one verdict; see :func:`~agentstores.protocol.follow`."""
+        return follow(
+            self.stores,
+            self.key,
+            self.principal,
+            start_index,
+            message_id=message_id,
+            partial=partial,
+            poll=poll,
+            dead_after=dead_after,
+            grace=grace,
         )
 
 

@@ -8,6 +8,7 @@ error, so every backend raises the same class with the same attributes.
 from __future__ import annotations
 
 import enum
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -102,7 +103,16 @@ class NotFoundError(AgentStoresError, LookupError):
 
 
 class ErasedError(NotFoundError):
-    """The conversation was erased; its tombstone refuses late writes."""
+    """The conversation was erased; its tombstone refuses late writes until ``until``."""
+
+    @property
+    def until(self) -> datetime | None:
+        """When the tombstone lapses and the key takes writes again (UTC, store clock).
+
+        The tombstone's erase time plus the backend's ``tombstone_ttl``; ``None`` only
+        where the backend could not tell.
+        """
+        return self.context.get("until")
 
 
 class ExpiredError(AgentStoresError):
@@ -151,7 +161,32 @@ ERASED_MESSAGE = (
     "the conversation was erased: its key refuses every write until its tombstone lapses "
     "(the backend's tombstone_ttl, 30 days unless configured); start a new session id"
 )
-"""What an erased key answers, on every backend: for how long, and what to do instead."""
+"""What an erased key answers when the backend cannot tell when its tombstone lapses."""
+
+ERASED_UNTIL_MESSAGE = (
+    "the conversation was erased: its key refuses every write until {until} "
+    "(when its tombstone lapses); start a new session id"
+)
+"""What an erased key answers, on every backend: until when, and what to do instead."""
+
+
+def _as_utc(moment: datetime) -> datetime:
+    """``moment`` as a timezone-aware UTC datetime (a naive one is taken as UTC)."""
+    if moment.tzinfo is None:
+        return moment.replace(tzinfo=UTC)
+    return moment.astimezone(UTC)
+
+
+def _format_instant(moment: datetime) -> str:
+    """``moment`` as ``2026-12-31T10:00:00Z``, rounded up to the second.
+
+    Rounded up so that a key said to refuse writes "until" this instant really does.
+    """
+    moment = _as_utc(moment)
+    if moment.microsecond:
+        moment = moment.replace(microsecond=0) + timedelta(seconds=1)
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
 
 _ERROR_OF: dict[Refusal, type[AgentStoresError]] = {
     Refusal.NOT_OWNED: NotOwnedError,
@@ -172,7 +207,10 @@ def _default_message(refusal: Refusal, context: dict[str, Any]) -> str:
     if refusal is Refusal.FENCED:
         return f"epoch {context.get('epoch')} is below the fence {context.get('fence')}"
     if refusal is Refusal.ERASED:
-        return ERASED_MESSAGE
+        until = context.get("until")
+        if until is None:
+            return ERASED_MESSAGE
+        return ERASED_UNTIL_MESSAGE.format(until=_format_instant(until))
     if refusal is Refusal.STALE_TAIL:
         return f"transcript tail is {context.get('tail')!r}, expected {context.get('expected')!r}"
     if refusal is Refusal.EXISTS:
@@ -190,9 +228,12 @@ def refusal_error(refusal: Refusal, message: str = "", **context: Any) -> AgentS
     """The typed error for ``refusal``; ``message`` defaults to the standard wording.
 
     Context entries whose value is ``None`` are dropped, so ``error.context`` only holds
-    what the store actually knew.
+    what the store actually knew. ``until`` (a datetime: when an erased key's tombstone
+    lapses) is normalised to UTC and named in the standard erased wording.
     """
     known = {name: value for name, value in context.items() if value is not None}
+    if isinstance(known.get("until"), datetime):
+        known["until"] = _as_utc(known["until"])
     return _ERROR_OF[refusal](message or _default_message(refusal, known), **known)
 
 

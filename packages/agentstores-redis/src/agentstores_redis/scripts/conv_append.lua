@@ -15,7 +15,7 @@ local nonce, principal, tenant, session_id, create, status, mode, expected, epoc
 local n = tonumber(ARGV[14])
 local now = now_us()
 local hd = read_header(h)
-if header_exists(hd) and is_dead(hd, now) then return {'erased'} end
+if header_exists(hd) and is_dead(hd, now) then return erased_reply(hd) end
 local have = redis.call('EXISTS', meta) == 1
 if not have and create == '0' then return {'not_found'} end
 local refusal = judge_write(hd, now, principal, epoch)

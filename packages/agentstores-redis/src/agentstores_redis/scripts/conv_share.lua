@@ -7,7 +7,7 @@
 local nonce, principal, other, share = unpack(ARGV, 1, 4)
 local now = now_us()
 local hd = read_header(h)
-if header_exists(hd) and is_dead(hd, now) then return {'erased'} end
+if header_exists(hd) and is_dead(hd, now) then return erased_reply(hd) end
 if redis.call('EXISTS', meta) == 0 then return {'not_found'} end
 if hd.owner ~= principal then return {'not_owned'} end
 if share == '1' then

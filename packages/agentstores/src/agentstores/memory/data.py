@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
-from ..errors import Refusal
+from ..errors import Refusal, refusal_error
 from ..keys import ConversationKey
 from ..models import (
     ClientInfo,
@@ -161,6 +161,12 @@ class MemoryData:
         h = self.header(key)
         return h is not None and h.erased
 
+    def refuse_if_erased(self, key: ConversationKey) -> None:
+        """Raise ``ErasedError`` (with ``until``) when ``key`` is a live tombstone."""
+        h = self.header(key)
+        if h is not None and h.erased_until is not None:
+            raise refusal_error(Refusal.ERASED, key=key, until=h.erased_until)
+
     def visible(self, key: ConversationKey, principal: str) -> bool:
         """Whether ``principal`` may read ``key``: it exists, is not erased, is theirs or shared."""
         h = self.header(key)
@@ -186,7 +192,13 @@ class MemoryData:
         h = self.header(key)
         if h is not None:
             check_write(
-                key, owner=h.owner, fence=h.fence, erased=h.erased, principal=principal, epoch=epoch
+                key,
+                owner=h.owner,
+                fence=h.fence,
+                erased=h.erased,
+                principal=principal,
+                epoch=epoch,
+                erased_until=h.erased_until,
             )
 
     def commit_write(self, key: ConversationKey, principal: str, epoch: int | None) -> Header:

@@ -256,8 +256,7 @@ class MemoryConversationStore(MemoryStoreBase, ConversationStore):
     def _owned(self, key: ConversationKey, principal: str, epoch: int | None) -> Conversation:
         """The conversation for a write by ``principal``: erased, missing, owner, fence."""
         d = self.data
-        if d.is_erased(key):
-            raise refusal_error(Refusal.ERASED, key=key)
+        d.refuse_if_erased(key)
         conv = d.conversations.get(key)
         if conv is None:
             raise refusal_error(Refusal.NOT_FOUND, key=key)
@@ -280,8 +279,7 @@ class MemoryConversationStore(MemoryStoreBase, ConversationStore):
         await _yield()
         d = self.data
         epoch = request.epoch
-        if d.is_erased(key):
-            raise refusal_error(Refusal.ERASED, key=key)
+        d.refuse_if_erased(key)
         conv = d.conversations.get(key)
         if conv is None and not request.create_if_absent:
             raise refusal_error(Refusal.NOT_FOUND, key=key)

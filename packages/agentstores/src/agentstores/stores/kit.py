@@ -145,17 +145,22 @@ def check_write(
     erased: bool,
     principal: str,
     epoch: int | None,
+    erased_until: datetime | None = None,
 ) -> None:
     """:func:`judge_write`, raising its refusal as the typed error.
 
+    ``erased_until`` is when an erased key's tombstone lapses (its erase time plus the
+    backend's ``tombstone_ttl``, store clock): the ``ErasedError`` carries it as ``until``.
+
     Raises:
-        ErasedError: the key is erased.
+        ErasedError: the key is erased (``.until`` set from ``erased_until``).
         NotOwnedError: another principal owns the key.
         FencedError: ``epoch`` is below the key's fence (``.epoch`` and ``.fence`` set).
     """
     refusal = judge_write(owner=owner, fence=fence, erased=erased, principal=principal, epoch=epoch)
     if refusal is not None:
-        raise refusal_error(refusal, key=key, epoch=epoch, fence=fence)
+        until = erased_until if refusal is Refusal.ERASED else None
+        raise refusal_error(refusal, key=key, epoch=epoch, fence=fence, until=until)
 
 
 def raised_fence(fence: int, epoch: int | None) -> int:

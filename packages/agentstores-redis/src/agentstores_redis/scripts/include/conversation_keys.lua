@@ -25,7 +25,7 @@ local function add_message(seq, created, id, role, compaction, body)
 end
 -- the write rule on a conversation that must exist: erased, absent, then the header rule
 local function judge_existing(hd, now, principal, epoch)
-  if header_exists(hd) and is_dead(hd, now) then return {'erased'} end
+  if header_exists(hd) and is_dead(hd, now) then return erased_reply(hd) end
   if redis.call('EXISTS', meta) == 0 then return {'not_found'} end
   return judge_write(hd, now, principal, epoch)
 end

@@ -28,7 +28,7 @@ local function decimal_lt(a, b)
 end
 local function read_header(h)
   local v = redis.call('HMGET', h, 'owner', 'fence', 'erased_at', 'drop_at')
-  return {owner = v[1], fence = v[2] or '0', erased_at = v[3], drop_at = v[4]}
+  return {key = h, owner = v[1], fence = v[2] or '0', erased_at = v[3], drop_at = v[4]}
 end
 -- whether anything was ever written under the key (a tombstone counts)
 local function header_exists(hd) return (hd.owner ~= false) or (hd.erased_at ~= false) end
@@ -37,6 +37,14 @@ local function is_dead(hd, now)
   if hd.erased_at then return true end
   if hd.drop_at and tonumber(hd.drop_at) <= now then return true end
   return false
+end
+-- the refusal of a write on a dead key: {'erased', until}, until (microseconds, store
+-- clock) being when the key takes writes again: the header's native expiry (a tombstone's
+-- erased_at + ttl, a temporary conversation's drop deadline), '' when it has none
+local function erased_reply(hd)
+  local at = redis.call('PEXPIRETIME', hd.key)
+  if at > 0 then return {'erased', fmt(at * 1000)} end
+  return {'erased', hd.drop_at or ''}
 end
 local function can_read(h, hd, now, principal)
   if not hd.owner or is_dead(hd, now) then return false end
@@ -47,7 +55,7 @@ end
 -- refusal reply
 local function judge_write(hd, now, principal, epoch)
   if not header_exists(hd) then return nil end
-  if is_dead(hd, now) then return {'erased'} end
+  if is_dead(hd, now) then return erased_reply(hd) end
   if hd.owner ~= principal then return {'not_owned'} end
   if epoch ~= '' and decimal_lt(epoch, hd.fence) then return {'fenced', hd.fence} end
   return nil
