@@ -72,7 +72,7 @@ class S3ConversationStore(S3StoreBase, ConversationStore):
     ) -> tuple[Head, Conv]:
         """A copy of the header and its conversation for a write by ``principal``."""
         if status == ERASED:
-            raise refusal_error(Refusal.ERASED, key=key)
+            raise self.root.erased(key, h)
         conv = head_conv(h) if status == LIVE else None
         if h is None or conv is None:
             raise refusal_error(Refusal.NOT_FOUND, key=key)
@@ -104,7 +104,7 @@ class S3ConversationStore(S3StoreBase, ConversationStore):
 
         def decide(h: Head | None, status: str, now: int) -> Outcome:
             if status == ERASED:
-                raise refusal_error(Refusal.ERASED, key=key)
+                raise self.root.erased(key, h)
             conv = head_conv(h) if status == LIVE else None
             if conv is None and not request.create_if_absent:
                 raise refusal_error(Refusal.NOT_FOUND, key=key)

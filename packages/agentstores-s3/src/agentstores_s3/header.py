@@ -163,10 +163,26 @@ class Root:
     def judge(self, h: Head | None, status: str, principal: str, epoch: int | None) -> Any:
         return kit.judge_write(**self.rule_fields(h, status), principal=principal, epoch=epoch)
 
+    @staticmethod
+    def erased_until(h: Head | None) -> datetime | None:
+        """When a tombstone lapses (store clock), or None for a live or absent key."""
+        until = None if h is None else h.get("erased_until")
+        return None if until is None else kit.from_micros(until)
+
+    def erased(self, key: ConversationKey, h: Head | None) -> Exception:
+        """The ``ErasedError`` of an erased key, saying until when."""
+        return refusal_error(Refusal.ERASED, key=key, until=self.erased_until(h))
+
     def check(
         self, key: ConversationKey, h: Head | None, status: str, principal: str, epoch: int | None
     ) -> None:
-        kit.check_write(key, **self.rule_fields(h, status), principal=principal, epoch=epoch)
+        kit.check_write(
+            key,
+            **self.rule_fields(h, status),
+            principal=principal,
+            epoch=epoch,
+            erased_until=self.erased_until(h) if status == ERASED else None,
+        )
 
     def claim(
         self, key: ConversationKey, h: Head | None, status: str, principal: str, epoch: int | None
