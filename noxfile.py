@@ -133,6 +133,50 @@ def tests_s3(session: nox.Session) -> None:
     _pytest(session, "tests/s3")
 
 
+LANGGRAPH_TOOLS = [
+    "langgraph>=1.0,<2",
+    "langgraph-checkpoint-conformance==0.0.2",
+    "langgraph-checkpoint-postgres==3.2.0",
+    "psycopg[binary]>=3.2",
+    "symfonic-core==9.12.0",
+    "moto[server]>=5.1",
+]
+"""What tests-langgraph and bench-langgraph add: LangGraph, its conformance suite, its own
+PostgreSQL saver (the fork and benchmark baseline) and symfonic-core (the differential)."""
+LANGGRAPH_ADAPTERS = [
+    "-e",
+    "packages/agentstores-file",
+    "-e",
+    "packages/agentstores-postgres",
+    "-e",
+    "packages/agentstores-redis[hiredis]",
+    "-e",
+    "packages/agentstores-s3",
+    "-e",
+    "packages/agentstores-langgraph",
+]
+
+
+@nox.session(name="tests-langgraph", python=PYTHON, tags=["tests"])
+def tests_langgraph(session: nox.Session) -> None:
+    """The LangGraph checkpointer: conformance and our own fencing, fork and erasure tests
+    on memory, file, PostgreSQL, Redis and S3 (moto), and the transcript differential
+    against symfonic-core. PostgreSQL and Redis are the servers named by
+    $AGENTSTORES_TEST_POSTGRES_URL and $AGENTSTORES_TEST_REDIS_URL (required)."""
+    session.install(*CORE, *LANGGRAPH_ADAPTERS, *LANGGRAPH_TOOLS, *TEST_TOOLS)
+    _pytest(session, "tests/langgraph")
+
+
+@nox.session(name="bench-langgraph", python=PYTHON)
+def bench_langgraph(session: nox.Session) -> None:
+    """AgentStoresSaver beside langgraph-checkpoint-postgres's saver on the same servers
+    ($AGENTSTORES_TEST_POSTGRES_URL, $AGENTSTORES_TEST_REDIS_URL), and "first user
+    message" via checkpoints and via the conversation store; ratios, same run."""
+    session.install(*CORE, *LANGGRAPH_ADAPTERS, *LANGGRAPH_TOOLS)
+    env = {name: os.environ[name] for name in PASSED_ENV if name in os.environ}
+    session.run("python", "-m", "tests.bench.langgraph", *session.posargs, env=env)
+
+
 def _build(session: nox.Session) -> None:
     """Every distribution's sdist and wheel (the wheel built from the sdist) into dist/,
     then ``twine check`` and a look inside each artifact."""
