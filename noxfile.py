@@ -35,6 +35,7 @@ DISTRIBUTIONS = (
     "packages/agentstores-postgres",
     "packages/agentstores-redis",
     "packages/agentstores-s3",
+    "packages/agentstores-langgraph",
     "contract_tests",
 )
 """Every distribution that ships (the template is copied, never installed from an index)."""
@@ -71,6 +72,8 @@ def typecheck(session: nox.Session) -> None:
         "packages/agentstores-s3",
         "-e",
         TEMPLATE,
+        "-e",
+        "packages/agentstores-langgraph",
         "mypy>=1.11",
         *TEST_TOOLS,
     )
@@ -81,6 +84,7 @@ def typecheck(session: nox.Session) -> None:
         "packages/agentstores-postgres/src/agentstores_postgres",
         "packages/agentstores-redis/src/agentstores_redis",
         "packages/agentstores-s3/src/agentstores_s3",
+        "packages/agentstores-langgraph/src/agentstores_langgraph",
         f"{TEMPLATE}/src/agentstores_template",
     )
 

@@ -46,6 +46,8 @@ async def test_a_fenced_publication_lands_nothing(backend: str, lg_servers: Serv
         publisher = TurnPublisher(stores, tenant=tenant, principal="alice")
         await publisher.publish("t", [HumanMessage("hi", id="u0")], epoch=3)
         with pytest.raises(FencedError):
-            await publisher.publish("t", [HumanMessage("hi", id="u0"), HumanMessage("late", id="u1")], epoch=2)
+            await publisher.publish(
+                "t", [HumanMessage("hi", id="u0"), HumanMessage("late", id="u1")], epoch=2
+            )
         conv = stores.conversation(ConversationKey(tenant, "t"), "alice")
         assert [m.id for m in await conv.messages()] == ["u0"]

@@ -93,7 +93,9 @@ async def test_a_fenced_put_lands_nothing(backend: str, lg_servers: Servers) -> 
         (first,) = await chain(saver, "t", 1, **{EPOCH: 5})
         before = await count(stores, key)
         with pytest.raises(FencedError):
-            await saver.aput(config("t", first, **{EPOCH: 4}), checkpoint({"a": 1}, {"a": 9}), {}, {"a": 9})
+            await saver.aput(
+                config("t", first, **{EPOCH: 4}), checkpoint({"a": 1}, {"a": 9}), {}, {"a": 9}
+            )
         with pytest.raises(FencedError):
             await saver.aput_writes(config("t", first, **{EPOCH: 4}), [("ch", 1)], "task")
         assert await count(stores, key) == before

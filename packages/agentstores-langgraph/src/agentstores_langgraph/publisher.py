@@ -18,9 +18,10 @@ import hashlib
 from collections.abc import Sequence
 from typing import Any
 
+from langchain_core.runnables import RunnableConfig
+
 from agentstores import ConversationKey, Message, StoredMessage, Stores
 from agentstores.keys import MAX_ID_BYTES
-from langchain_core.runnables import RunnableConfig
 
 from .rows import kind_of
 from .saver import EPOCH, PRINCIPAL, TENANT

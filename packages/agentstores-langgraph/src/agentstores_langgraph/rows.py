@@ -101,7 +101,9 @@ def heads_of(message: StoredMessage) -> Heads | None:
     return None
 
 
-def blob_message(ns: str, checkpoint_id: str, channel: str, version: str, value: list[str]) -> Message:
+def blob_message(
+    ns: str, checkpoint_id: str, channel: str, version: str, value: list[str]
+) -> Message:
     """The row holding ``channel``'s value at ``version``, written by ``checkpoint_id``."""
     return Message(
         row_id("b", ns, checkpoint_id, channel),

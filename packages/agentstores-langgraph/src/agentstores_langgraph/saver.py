@@ -22,16 +22,6 @@ from collections.abc import AsyncIterator, Coroutine, Iterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any, TypeVar
 
-from agentstores import (
-    ConflictError,
-    ConversationKey,
-    Message,
-    StaleWriteError,
-    StoredMessage,
-    Stores,
-    UsageError,
-    open_stores,
-)
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
     WRITES_IDX_MAP,
@@ -44,6 +34,17 @@ from langgraph.checkpoint.base import (
     get_checkpoint_metadata,
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
+
+from agentstores import (
+    ConflictError,
+    ConversationKey,
+    Message,
+    StaleWriteError,
+    StoredMessage,
+    Stores,
+    UsageError,
+    open_stores,
+)
 
 from .log import Tail, ThreadLog, retrying
 from .rows import (
@@ -141,7 +142,9 @@ class AgentStoresSaver(BaseCheckpointSaver[str]):
             found = as_checkpoint(rows[0]) if rows else None
             if found is None:
                 return None
-            writes = [w for w in map(as_write, rows[1:]) if _writes_of(w, ns, found.id)]
+            writes = [
+                w for w in map(as_write, rows[1:]) if w is not None and _writes_of(w, ns, found.id)
+            ]
             return await self._tuple(log, thread_id, found, writes)
         located = await self._find(log, tail, ns, checkpoint_id)
         if located is None:
@@ -190,7 +193,11 @@ class AgentStoresSaver(BaseCheckpointSaver[str]):
                 chosen.sort(key=lambda pair: pair[0].id, reverse=True)
             if row.prev_max is None:
                 break  # no checkpoint before this one
-            if limit is not None and len(chosen) >= limit and chosen[limit - 1][0].id > row.prev_max:
+            if (
+                limit is not None
+                and len(chosen) >= limit
+                and chosen[limit - 1][0].id > row.prev_max
+            ):
                 break  # every earlier checkpoint is older than the limit-th chosen
         for row, row_writes in chosen[:limit]:
             yield await self._tuple(log, thread_id, row, row_writes)
@@ -252,8 +259,8 @@ class AgentStoresSaver(BaseCheckpointSaver[str]):
             i = j + 1
         values: dict[str, Any] = {}
         for channel, (version, seq) in row.locs.items():
-            message = by_seq.get(int(seq))
-            blob = blob_value(message) if message is not None else None
+            stored = by_seq.get(int(seq))
+            blob = blob_value(stored) if stored is not None else None
             if blob is None or blob[1] != channel or blob[2] != version:
                 raise ConflictError(
                     f"checkpoint {row.id!r}: the value of channel {channel!r} is missing; "
@@ -282,8 +289,8 @@ class AgentStoresSaver(BaseCheckpointSaver[str]):
         """
         log, thread_id, ns, epoch = self._log(config)
         parent_id = get_checkpoint_id(config)
-        body = dict(checkpoint)
-        values: dict[str, Any] = body.pop("channel_values", {}) or {}
+        body: dict[str, Any] = dict(checkpoint)
+        values: dict[str, Any] = body.pop("channel_values", None) or {}
         checkpoint_id = str(checkpoint["id"])
         blobs = [
             (
@@ -298,7 +305,9 @@ class AgentStoresSaver(BaseCheckpointSaver[str]):
         packed_checkpoint = pack(self.serde.dumps_typed(body))
         own = {k: v for k, v in (config.get("configurable") or {}).items() if k not in _OWN_KEYS}
         packed_metadata = pack(
-            self.serde.dumps_typed(get_checkpoint_metadata({**config, "configurable": own}, metadata))
+            self.serde.dumps_typed(
+                get_checkpoint_metadata({**config, "configurable": own}, metadata)
+            )
         )
         unchanged = {
             channel: str(version)
@@ -338,7 +347,9 @@ class AgentStoresSaver(BaseCheckpointSaver[str]):
             )
             stored = await log.append(messages, tail, epoch)
             if stored and stored[-1].seq != seq:
-                raise ConflictError(f"checkpoint {checkpoint_id!r} landed at an unexpected position")
+                raise ConflictError(
+                    f"checkpoint {checkpoint_id!r} landed at an unexpected position"
+                )
             return stored
 
         await retrying(attempt)

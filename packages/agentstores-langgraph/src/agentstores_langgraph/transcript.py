@@ -19,9 +19,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
-from agentstores import UsageError
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver
+
+from agentstores import UsageError
 
 Speaker = Literal["user", "assistant", "all"]
 Role = Literal["user", "assistant", "tool", "system", "other"]
