@@ -68,6 +68,8 @@ EPOCH = "agentstores_epoch"
 """``configurable`` key carrying the lease epoch, for callers without an ambient lease."""
 _OWN_KEYS = frozenset({TENANT, PRINCIPAL, EPOCH})
 COPY_BATCH = 500
+MISSING = -1
+"""The ``seq`` in ``locs`` of a channel whose value at that version was never written."""
 
 T = TypeVar("T")
 
@@ -247,7 +249,7 @@ class AgentStoresSaver(BaseCheckpointSaver[str]):
 
     async def _channel_values(self, log: ThreadLog, row: CheckpointRow) -> dict[str, Any]:
         """The blob rows ``row.locs`` points at, read in contiguous runs."""
-        wanted = sorted({int(loc[1]) for loc in row.locs.values()})
+        wanted = sorted({int(loc[1]) for loc in row.locs.values() if int(loc[1]) != MISSING})
         by_seq: dict[int, StoredMessage] = {}
         i = 0
         while i < len(wanted):
@@ -259,6 +261,8 @@ class AgentStoresSaver(BaseCheckpointSaver[str]):
             i = j + 1
         values: dict[str, Any] = {}
         for channel, (version, seq) in row.locs.items():
+            if int(seq) == MISSING:
+                continue  # no value was ever written at this version (as InMemorySaver)
             stored = by_seq.get(int(seq))
             blob = blob_value(stored) if stored is not None else None
             if blob is None or blob[1] != channel or blob[2] != version:
@@ -364,7 +368,9 @@ class AgentStoresSaver(BaseCheckpointSaver[str]):
         unchanged: dict[str, str],
     ) -> dict[str, list[Any]]:
         """Where the unchanged channels' values live: the parent's ``locs`` (one lookup,
-        normally the head), else the newest blob row of that channel and version."""
+        normally the head), else the newest blob row of that channel and version (a
+        walk back, needed only when the parent never held that version), else
+        :data:`MISSING`."""
         kept: dict[str, list[Any]] = {}
         if parent_id is not None:
             parent = await self._find(log, tail, ns, parent_id)
@@ -382,6 +388,8 @@ class AgentStoresSaver(BaseCheckpointSaver[str]):
                     del missing[blob[1]]
                     if not missing:
                         break
+        for channel, version in missing.items():
+            kept[channel] = [version, MISSING]  # recorded, so descendants never search again
         return kept
 
     async def aput_writes(
