@@ -10,7 +10,7 @@ the ``seq`` a checkpoint row predicts for its blobs are always right.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TypeVar
 
 from agentstores import (
@@ -26,6 +26,9 @@ from .rows import Heads, heads_of
 
 PAGE = 32
 """Rows one backward read asks for."""
+FIRST = 4
+"""Rows the first read from the tail asks for (the newest checkpointer row is almost
+always among them)."""
 ATTEMPTS = 16
 """Conditional appends that may lose to concurrent writers before one gives up."""
 
@@ -34,11 +37,20 @@ T = TypeVar("T")
 
 @dataclass(frozen=True, slots=True)
 class Tail:
-    """The log's length and last message id, and the newest ``heads`` in it."""
+    """The log's length and last message id, the newest ``heads`` in it, and the rows
+    read to find them (the log's last rows, oldest first: a reader's cache)."""
 
     count: int
     tail_id: str | None
     heads: Heads
+    rows: list[StoredMessage] = field(default_factory=list)
+
+    def cached(self, start: int, end: int) -> list[StoredMessage] | None:
+        """Rows ``start .. end - 1`` if they were all read with the tail."""
+        if not self.rows or start < self.rows[0].seq or end > self.count:
+            return None
+        first = self.rows[0].seq
+        return self.rows[start - first : end - first]
 
 
 class ThreadLog:
@@ -55,14 +67,24 @@ class ThreadLog:
             self.key, self.principal, start=start, limit=limit
         )
 
-    async def backwards(self, end: int) -> AsyncIterator[StoredMessage]:
-        """Rows ``end - 1`` down to 0, newest first, read a page at a time."""
+    async def backwards(self, end: int, first: int = PAGE) -> AsyncIterator[StoredMessage]:
+        """Rows ``end - 1`` down to 0, newest first: ``first`` rows, then a page at a time."""
+        size = first
         while end > 0:
-            start = max(0, end - PAGE)
+            start = max(0, end - size)
             page = await self.read(start, end - start)
             for message in reversed(page):
                 yield message
             end = start
+            size = PAGE
+
+    async def newest_first(self, tail: Tail) -> AsyncIterator[StoredMessage]:
+        """Every row below ``tail.count``, newest first: the tail's cached rows, then
+        reads of the older ones."""
+        for message in reversed(tail.rows):
+            yield message
+        async for message in self.backwards(tail.rows[0].seq if tail.rows else tail.count):
+            yield message
 
     async def tail(self) -> Tail | None:
         """The tail, or None when the thread is absent (or not visible to the principal).
@@ -73,12 +95,17 @@ class ThreadLog:
         if info is None:
             return None
         heads: Heads = {}
-        async for message in self.backwards(info.message_count):
+        seen: list[StoredMessage] = []
+        async for message in self.backwards(info.message_count, FIRST):
+            seen.append(message)
             found = heads_of(message)
             if found is not None:
                 heads = found
                 break
-        return Tail(info.message_count, info.tail_message_id, heads)
+        seen.reverse()
+        if seen and seen[-1].seq != info.message_count - 1:
+            seen = []  # the log changed between the two reads: cache nothing
+        return Tail(info.message_count, info.tail_message_id, heads, seen)
 
     async def append(
         self, messages: Sequence[Message], tail: Tail | None, epoch: int | None

@@ -140,14 +140,14 @@ class AgentStoresSaver(BaseCheckpointSaver[str]):
             head = tail.heads.get(ns)
             if head is None:
                 return None
-            rows = await log.read(head[1], tail.count - head[1])
+            rows = tail.cached(head[1], tail.count) or await log.read(head[1], tail.count - head[1])
             found = as_checkpoint(rows[0]) if rows else None
             if found is None:
                 return None
             writes = [
                 w for w in map(as_write, rows[1:]) if w is not None and _writes_of(w, ns, found.id)
             ]
-            return await self._tuple(log, thread_id, found, writes)
+            return await self._tuple(log, thread_id, found, writes, tail.rows)
         located = await self._find(log, tail, ns, checkpoint_id)
         if located is None:
             return None
@@ -177,7 +177,7 @@ class AgentStoresSaver(BaseCheckpointSaver[str]):
             return
         writes: dict[tuple[str, str], list[WriteRow]] = defaultdict(list)
         chosen: list[tuple[CheckpointRow, list[WriteRow]]] = []
-        async for message in log.backwards(tail.count):
+        async for message in log.newest_first(tail):
             write = as_write(message)
             if write is not None:
                 writes[(write.ns, write.checkpoint_id)].append(write)
@@ -216,7 +216,7 @@ class AgentStoresSaver(BaseCheckpointSaver[str]):
         """Checkpoint ``checkpoint_id`` of ``ns`` and its writes, walking back from the
         tail; stops as soon as no earlier row can hold it."""
         writes: list[WriteRow] = []
-        async for message in log.backwards(tail.count):
+        async for message in log.newest_first(tail):
             write = as_write(message)
             if write is not None:
                 if _writes_of(write, ns, checkpoint_id):
@@ -232,10 +232,15 @@ class AgentStoresSaver(BaseCheckpointSaver[str]):
         return None
 
     async def _tuple(
-        self, log: ThreadLog, thread_id: str, row: CheckpointRow, writes: Sequence[WriteRow]
+        self,
+        log: ThreadLog,
+        thread_id: str,
+        row: CheckpointRow,
+        writes: Sequence[WriteRow],
+        cache: Sequence[StoredMessage] = (),
     ) -> CheckpointTuple:
         checkpoint: Checkpoint = self.serde.loads_typed(unpack(row.checkpoint))
-        checkpoint["channel_values"] = await self._channel_values(log, row)
+        checkpoint["channel_values"] = await self._channel_values(log, row, cache)
         ordered = sorted(writes, key=lambda w: (w.task_path, w.task_id, w.idx))
         return CheckpointTuple(
             config=_config(thread_id, row.ns, row.id),
@@ -247,10 +252,15 @@ class AgentStoresSaver(BaseCheckpointSaver[str]):
             ],
         )
 
-    async def _channel_values(self, log: ThreadLog, row: CheckpointRow) -> dict[str, Any]:
-        """The blob rows ``row.locs`` points at, read in contiguous runs."""
-        wanted = sorted({int(loc[1]) for loc in row.locs.values() if int(loc[1]) != MISSING})
-        by_seq: dict[int, StoredMessage] = {}
+    async def _channel_values(
+        self, log: ThreadLog, row: CheckpointRow, cache: Sequence[StoredMessage] = ()
+    ) -> dict[str, Any]:
+        """The blob rows ``row.locs`` points at: from ``cache`` (rows already read), the
+        rest read in contiguous runs."""
+        by_seq: dict[int, StoredMessage] = {m.seq: m for m in cache}
+        wanted = sorted(
+            {int(loc[1]) for loc in row.locs.values() if int(loc[1]) not in (MISSING, *by_seq)}
+        )
         i = 0
         while i < len(wanted):
             j = i
@@ -319,13 +329,14 @@ class AgentStoresSaver(BaseCheckpointSaver[str]):
             if channel not in new_versions
         }
         kept: dict[str, list[Any]] = {}
-        if unchanged:
-            tail = await log.tail()
-            if tail is not None:
-                kept = await self._locate(log, tail, ns, parent_id, unchanged)
+        first = await log.tail()
+        if unchanged and first is not None:
+            kept = await self._locate(log, first, ns, parent_id, unchanged)
+        reads = [first]
 
         async def attempt() -> list[StoredMessage]:
-            tail = await log.tail()
+            # the tail read above serves the first attempt; a retry reads it again
+            tail = reads.pop() if reads else await log.tail()
             start = 0 if tail is None else tail.count
             heads = {} if tail is None else dict(tail.heads)
             prev_max = max((h[0] for h in heads.values()), default=None)
@@ -381,7 +392,7 @@ class AgentStoresSaver(BaseCheckpointSaver[str]):
                         kept[channel] = list(loc)
         missing = {c: v for c, v in unchanged.items() if c not in kept}
         if missing:
-            async for message in log.backwards(tail.count):
+            async for message in log.newest_first(tail):
                 blob = blob_value(message)
                 if blob is not None and blob[0] == ns and missing.get(blob[1]) == blob[2]:
                     kept[blob[1]] = [blob[2], message.seq]
