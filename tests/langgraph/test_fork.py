@@ -20,7 +20,7 @@ from agentstores.protocol.lease import claim
 from agentstores.stores.ambient import fenced_as
 from agentstores_langgraph import EPOCH, AgentStoresSaver
 
-from .backends import POSTGRES_ENV, Servers, fresh_tenant, required_env
+from .backends import Servers, fresh_tenant
 from .graphs import held_chat
 from .pgsaver import postgres_saver
 
@@ -81,8 +81,8 @@ async def test_in_memory_saver_forks() -> None:
     assert answers == ["answer from a", "answer from b"]
 
 
-async def test_postgres_saver_forks() -> None:
-    async with postgres_saver(required_env(POSTGRES_ENV)) as saver:
+async def test_postgres_saver_forks(pg_admin: str) -> None:
+    async with postgres_saver(pg_admin) as saver:
         _, outcomes, answers = await resume_twice(saver, "t-1", plain)
     assert outcomes == [None, None]
     assert answers == ["answer from a", "answer from b"]

@@ -24,7 +24,7 @@ from symfonic.memory.layers.working import WorkingLayer
 from agentstores import UsageError
 from agentstores_langgraph import AgentStoresSaver, CheckpointTranscript
 
-from .backends import BACKENDS, POSTGRES_ENV, Servers, fresh_tenant, required_env
+from .backends import BACKENDS, Servers, fresh_tenant
 from .conversations import run_conversation
 from .pgsaver import postgres_saver
 
@@ -60,10 +60,11 @@ def rows(found: list[Any]) -> list[tuple[Any, ...]]:
 
 @asynccontextmanager
 async def open_saver(name: str, lg_servers: Servers) -> AsyncIterator[BaseCheckpointSaver]:
+    pg_admin = lg_servers.pg_admin
     if name == "InMemorySaver":
         yield InMemorySaver()
     elif name == "PostgresSaver":
-        async with postgres_saver(required_env(POSTGRES_ENV)) as saver:
+        async with postgres_saver(pg_admin) as saver:
             yield saver
     else:
         backend = name.removeprefix("AgentStoresSaver[").removesuffix("]")
@@ -74,6 +75,7 @@ async def open_saver(name: str, lg_servers: Servers) -> AsyncIterator[BaseCheckp
 @pytest.fixture(params=SAVERS)
 def saver_name(request: pytest.FixtureRequest, lg_servers: Servers) -> str:
     name = str(request.param)
+    lg_servers.pg_admin  # noqa: B018 - started here, outside the event loop
     if name.startswith("AgentStoresSaver["):
         lg_servers.url(name.removeprefix("AgentStoresSaver[").removesuffix("]"))
     return name
