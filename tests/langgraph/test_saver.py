@@ -227,3 +227,13 @@ async def test_costs_do_not_grow_with_the_thread(backend: str, lg_servers: Serve
             seen[n] = (appended, *get_cost, counter.reads, counter.rows_read)
         assert seen[40][0] == 2  # the new value of "a" and the checkpoint
         assert seen[40] == seen[300], seen
+
+
+async def test_from_url_opens_the_backend_and_sees_the_same_thread(lg_servers: Servers) -> None:
+    url = lg_servers.url("file")
+    tenant = fresh_tenant()
+    async with AgentStoresSaver.from_url(url, tenant=tenant, principal="alice") as saver:
+        (stored,) = await chain(saver, "t", 1)
+    async with AgentStoresSaver.from_url(url, tenant=tenant, principal="alice") as again:
+        latest = await again.aget_tuple(config("t"))
+        assert latest is not None and latest.checkpoint["id"] == stored
