@@ -8,8 +8,9 @@
 local h, meta, messages = KEYS[1], KEYS[2], KEYS[3]
 local user_seqs, assistant_seqs, compaction_seqs = KEYS[4], KEYS[5], KEYS[6]
 local principal, mode, x, y = unpack(ARGV, 1, 4)
-local now = now_us()
 local hd = read_header(h)
+-- the clock matters only to a temporary conversation (its drop deadline)
+local now = hd.drop_at and now_us() or 0
 if not can_read(h, hd, now, principal) then return {} end
 local function count() return tonumber(redis.call('HGET', meta, 'count') or '0') end
 local seqs = {}

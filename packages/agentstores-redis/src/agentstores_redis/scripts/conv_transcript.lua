@@ -11,8 +11,9 @@ local h, meta, messages, by_time = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local user_seqs, assistant_seqs = KEYS[5], KEYS[6]
 local principal, speaker, mode, arg, t0, t1, limit = unpack(ARGV, 1, 7)
 limit = tonumber(limit)
-local now = now_us()
 local hd = read_header(h)
+-- the clock matters only to a temporary conversation (its drop deadline)
+local now = hd.drop_at and now_us() or 0
 if not can_read(h, hd, now, principal) then return {} end
 -- read only by the views that need it (a speaker's view counts its own sorted set)
 local function count() return tonumber(redis.call('HGET', meta, 'count') or '0') end
