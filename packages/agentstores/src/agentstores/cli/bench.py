@@ -133,8 +133,8 @@ def register(subparsers: Any) -> None:
         "--plot",
         metavar="DIR",
         help="also write PNG figures into DIR: throughput beside the floor, latency "
-        "percentiles, cost by transcript length, the capacity curve "
-        "(needs matplotlib: pip install 'agentstores[plot]')",
+        "percentiles, cost by transcript length, the capacity curve; needs matplotlib, "
+        "pip install 'agentstores[plot]' (default: no figures)",
     )
     p.add_argument(
         "--quiet", action="store_true", help="no progress lines on stderr (default: shown)"
