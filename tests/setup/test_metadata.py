@@ -92,3 +92,21 @@ def test_hiredis_is_an_extra_of_the_redis_adapter_not_a_requirement() -> None:
     project = _project("packages/agentstores-redis")
     assert not any(Requirement(d).name == "hiredis" for d in project["dependencies"])
     assert [Requirement(d).name for d in project["optional-dependencies"]["hiredis"]] == ["hiredis"]
+
+
+def test_matplotlib_is_the_plot_extra_of_core_not_a_requirement() -> None:
+    project = _project("packages/agentstores")
+    assert not any(Requirement(d).name == "matplotlib" for d in project["dependencies"])
+    assert [Requirement(d).name for d in project["optional-dependencies"]["plot"]] == ["matplotlib"]
+
+
+def test_no_peer_is_a_dependency_of_any_distribution() -> None:
+    import noxfile
+
+    peers = {Requirement(d).name for d in noxfile.PEERS}
+    for path in noxfile.DISTRIBUTIONS:
+        project = _project(path)
+        needed = {Requirement(d).name for d in project.get("dependencies", [])}
+        for extra in project.get("optional-dependencies", {}).values():
+            needed |= {Requirement(d).name for d in extra}
+        assert not needed & peers, (path, needed & peers)

@@ -394,7 +394,10 @@ class RedisClient:
 
     async def read(self, script: Script, keys: Sequence[str], args: Sequence[EncodableT]) -> Any:
         """Run a read-only script (sent again once after a connection failure)."""
-        reply = (await self.many([(script, keys, args)]))[0]
+        if self.cluster:
+            reply = (await self.many([(script, keys, args)]))[0]
+        else:  # one node: no grouping and no task per node, the hot path of every read
+            reply = (await self._on_node_retry(None, [(script, keys, args)]))[0]
         if isinstance(reply, Exception):
             raise reply
         return reply

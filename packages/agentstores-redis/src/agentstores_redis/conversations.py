@@ -72,25 +72,34 @@ def _body(m: EncodedMessage) -> bytes:
 
 
 def _split(raw: bytes) -> tuple[int, str, bytes]:
-    """``(created_us, message id, body)`` of a stored record."""
-    i = raw.index(b"|")
-    j = raw.index(b"|", i + 1)
-    n = int(raw[i + 1 : j])
-    return int(raw[:i]), raw[j + 1 : j + 1 + n].decode("utf-8"), raw[j + 1 + n :]
+    """``(created_us, message id, body)`` of a stored record (the id may hold ``|``: its
+    length comes first)."""
+    created, n, rest = raw.split(b"|", 2)
+    k = int(n)
+    return int(created), rest[:k].decode("utf-8"), rest[k:]
 
 
-def _stored(seq: int, raw: bytes) -> StoredMessage:
-    created, mid, body = _split(raw)
-    role, content, metadata, compaction = json.loads(body)
-    return StoredMessage(
-        id=mid,
-        role=role,
-        content=content,
-        metadata=metadata,
-        compaction=bool(compaction),
-        seq=seq,
-        created_at=from_micros(created),
-    )
+def _stored_many(reply: list[bytes]) -> list[StoredMessage]:
+    """The messages of a flat ``{seq, record, ...}`` reply, their bodies parsed by one
+    ``json.loads`` over all of them (a call per message costs more than the parse)."""
+    parts = [_split(raw) for raw in reply[1::2]]
+    if not parts:
+        return []
+    bodies = json.loads(b"[" + b",".join(body for _, _, body in parts) + b"]")
+    return [
+        StoredMessage(
+            id=mid,
+            role=role,
+            content=content,
+            metadata=metadata,
+            compaction=bool(compaction),
+            seq=int(seq),
+            created_at=from_micros(created),
+        )
+        for seq, (created, mid, _), (role, content, metadata, compaction) in zip(
+            reply[0::2], parts, bodies, strict=True
+        )
+    ]
 
 
 def _tail_condition(request: AppendRequest) -> tuple[str, str | None]:
@@ -323,7 +332,7 @@ class RedisConversationStore(RedisStoreBase, ConversationStore):
             ],
             [principal, mode, x, y],
         )
-        return [_stored(int(reply[i]), reply[i + 1]) for i in range(0, len(reply), 2)]
+        return _stored_many(reply)
 
     async def _recent(
         self, key: ConversationKey, principal: str, limit: int

@@ -11,18 +11,21 @@ local h, meta, messages, by_time = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local user_seqs, assistant_seqs = KEYS[5], KEYS[6]
 local principal, speaker, mode, arg, t0, t1, limit = unpack(ARGV, 1, 7)
 limit = tonumber(limit)
-local now = now_us()
 local hd = read_header(h)
+-- the clock matters only to a temporary conversation (its drop deadline)
+local now = hd.drop_at and now_us() or 0
 if not can_read(h, hd, now, principal) then return {} end
-local count = tonumber(redis.call('HGET', meta, 'count') or '0')
+-- read only by the views that need it (a speaker's view counts its own sorted set)
+local function count() return tonumber(redis.call('HGET', meta, 'count') or '0') end
 local z = nil
 if speaker == 'user' then z = user_seqs elseif speaker == 'assistant' then z = assistant_seqs end
 local seqs, positions = {}, {}
 if mode == 'index' then
   local i = tonumber(arg)
   if z == nil then
-    if i < 0 then i = count + i end
-    if i < 0 or i >= count then return {} end
+    local n = count()
+    if i < 0 then i = n + i end
+    if i < 0 or i >= n then return {} end
     seqs[1] = i; positions[1] = i
   else
     local r = redis.call('ZRANGE', z, arg, arg)
@@ -50,7 +53,7 @@ elseif mode == 'time' then
   end
 else
   if z == nil then
-    local last = count - 1
+    local last = count() - 1
     if limit >= 0 then last = math.min(last, limit - 1) end
     for s = 0, last do seqs[#seqs + 1] = s; positions[#positions + 1] = s end
   else

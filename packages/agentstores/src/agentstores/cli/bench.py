@@ -9,6 +9,8 @@ import sys
 from typing import Any
 
 from ..bench.harness import DEFAULT_LENGTHS, DEFAULT_OPS, OPERATIONS, BenchConfig, run_bench
+from ..bench.plot import check_available as check_plot
+from ..bench.plot import plot_runs
 from ..bench.report import render
 from ..errors import AgentStoresError
 from ._exits import CANNOT_RUN, FOUND_PROBLEM, OK, HelpFormatter, epilog
@@ -128,6 +130,13 @@ def register(subparsers: Any) -> None:
         "--json", action="store_true", help="print the results as JSON (default: a table)"
     )
     p.add_argument(
+        "--plot",
+        metavar="DIR",
+        help="also write PNG figures into DIR: throughput beside the floor, latency "
+        "percentiles, cost by transcript length, the capacity curve; needs matplotlib, "
+        "pip install 'agentstores[plot]' (default: no figures)",
+    )
+    p.add_argument(
         "--quiet", action="store_true", help="no progress lines on stderr (default: shown)"
     )
     p.set_defaults(run=run)
@@ -143,8 +152,11 @@ def run(args: argparse.Namespace) -> int:
     configs = [_config(args, url, progress) for url in (args.url or [None])]
     runs: list[dict[str, Any]] = []
     try:
+        if args.plot:
+            check_plot()
         for cfg in configs:
             runs.append(asyncio.run(run_bench(cfg)))
+        written = plot_runs(runs, args.plot) if args.plot else []
     except AgentStoresError as exc:
         print(f"agentstores bench: {exc}", file=sys.stderr)
         return CANNOT_RUN
@@ -152,6 +164,8 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps({"runs": runs}, indent=2))
     else:
         print("\n".join(render(r) for r in runs), end="")
+    for path in written:
+        print(f"bench: wrote {path}", file=sys.stderr)
     return FOUND_PROBLEM if any(_failed(r) for r in runs) else OK
 
 

@@ -1,0 +1,150 @@
+"""The measurement: rounds interleaved across systems, medians, per-round ratios.
+
+At each transcript length, every round visits every system (in an order rotated each
+round) and times each operation a few times. Short lengths use a conversation built
+fresh for each round, so every append lands near the stated length; long ones share
+one conversation per system, grown to the length between lengths (the timed appends
+add at most ``rounds * samples`` messages to it). Storage per append is the growth of
+the system's database across its timed appends, divided by their number.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .systems import System, text_of
+
+OPERATIONS = ("append", "first_user", "recent20")
+LABELS = {
+    "append": "append one message",
+    "first_user": "read the first user message",
+    "recent20": "recent 20",
+}
+FRESH_BELOW = 100
+"""Lengths below this get a conversation built anew for every round."""
+
+
+@dataclass
+class Cell:
+    """One system at one length: latencies per operation and round, storage growth."""
+
+    latencies: dict[str, list[list[float]]] = field(default_factory=dict)
+    grown_bytes: int = 0
+    appends: int = 0
+
+    def round_medians(self, op: str) -> list[float]:
+        return [statistics.median(r) for r in self.latencies.get(op, []) if r]
+
+    def median(self, op: str) -> float:
+        return statistics.median(x for r in self.latencies.get(op, []) for x in r)
+
+
+async def _timed(
+    fn: Callable[[], Awaitable[Any]], samples: int, budget: float, into: list[float]
+) -> None:
+    """Up to ``samples`` calls, at least 2, stopping once ``budget`` seconds are spent."""
+    began = time.perf_counter()
+    for i in range(samples):
+        t0 = time.perf_counter_ns()
+        await fn()
+        into.append((time.perf_counter_ns() - t0) / 1e6)
+        if i >= 1 and time.perf_counter() - began > budget:
+            return
+
+
+async def measure(
+    systems: Sequence[System],
+    lengths: Sequence[int],
+    rounds: int,
+    samples: int,
+    budget: float,
+    note: Callable[[str], None],
+) -> dict[int, dict[str, Cell]]:
+    """Every system at every length; ``{length: {system name: Cell}}``."""
+    grown: dict[str, tuple[Any, int]] = {}  # the shared long conversation and its length
+    counter = {s.name: 10_000_000 for s in systems}  # message numbers of the timed appends
+    out: dict[int, dict[str, Cell]] = {}
+    for length in sorted(lengths):
+        cells = {s.name: Cell({op: [] for op in OPERATIONS}) for s in systems}
+        out[length] = cells
+        if length >= FRESH_BELOW:
+            for s in systems:
+                conv, have = grown.get(s.name) or (await s.new(), 0)
+                note(f"{s.name}: growing a transcript {have:,} -> {length:,}")
+                t0 = time.perf_counter()
+                if length > have:
+                    await s.build(conv, have, length - have)
+                note(f"{s.name}: built in {time.perf_counter() - t0:.1f} s")
+                grown[s.name] = (conv, max(have, length))
+        for r in range(rounds):
+            order = list(systems[r % len(systems) :]) + list(systems[: r % len(systems)])
+            note(f"length {length:,}: round {r + 1}/{rounds}")
+            for s in order:
+                cell = cells[s.name]
+                if length < FRESH_BELOW:
+                    conv = await s.new()
+                    await s.build(conv, 0, length)
+                else:
+                    conv = grown[s.name][0]
+                if await s.first_user(conv) != text_of(0):  # a wrong answer is no win
+                    raise RuntimeError(f"{s.name}: the first user message read back wrong")
+                if await s.recent(conv, 20) < min(20, length):
+                    raise RuntimeError(f"{s.name}: recent(20) returned too few messages")
+                before = await s.storage_bytes()
+                lat: list[float] = []
+                start = counter[s.name]
+
+                async def append(s: System = s, conv: Any = conv) -> None:
+                    counter[s.name] += 1
+                    await s.append(conv, counter[s.name])
+
+                await _timed(append, samples, budget, lat)
+                cell.latencies["append"].append(lat)
+                cell.appends += counter[s.name] - start
+                cell.grown_bytes += await s.storage_bytes() - before
+                for op, call in (
+                    ("first_user", lambda s=s, conv=conv: s.first_user(conv)),
+                    ("recent20", lambda s=s, conv=conv: s.recent(conv, 20)),
+                ):
+                    lat = []
+                    await _timed(call, samples, budget, lat)
+                    cell.latencies[op].append(lat)
+    return out
+
+
+def summarize(results: dict[int, dict[str, Cell]], pairs: dict[str, list[str]]) -> dict[str, Any]:
+    """JSON-safe figures: per cell the median, the per-round medians, bytes per append;
+    per peer the per-round ratios ``peer / agentstores`` (above 1: agentstores faster)."""
+    out: dict[str, Any] = {"lengths": {}}
+    for length, cells in results.items():
+        entry: dict[str, Any] = {}
+        for name, cell in cells.items():
+            entry[name] = {
+                op: {
+                    "median_ms": round(cell.median(op), 4),
+                    "round_medians_ms": [round(x, 4) for x in cell.round_medians(op)],
+                    "samples": sum(len(r) for r in cell.latencies[op]),
+                }
+                for op in OPERATIONS
+            }
+            entry[name]["bytes_per_append"] = (
+                round(cell.grown_bytes / cell.appends) if cell.appends else None
+            )
+        for ours, peers in pairs.items():
+            for peer in peers:
+                ratios = {}
+                for op in OPERATIONS:
+                    a, p = cells[ours].round_medians(op), cells[peer].round_medians(op)
+                    per_round = [round(y / x, 3) for x, y in zip(a, p, strict=True) if x > 0]
+                    ratios[op] = {
+                        "per_round": per_round,
+                        "median": round(statistics.median(per_round), 3) if per_round else None,
+                        "min": min(per_round) if per_round else None,
+                    }
+                entry[peer]["ratio_to"] = {"system": ours, **ratios}
+        out["lengths"][str(length)] = entry
+    return out

@@ -1,0 +1,110 @@
+"""The peer bench's Markdown table and its plot (cost against transcript length)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from .measure import LABELS, OPERATIONS
+
+
+def _ms(x: float) -> str:
+    return f"{x:,.2f}" if x < 100 else f"{x:,.0f}"
+
+
+def _bytes(x: int | None) -> str:
+    if x is None:
+        return "-"
+    return f"{x / 1024:,.0f} KiB" if x >= 10_240 else f"{x:,} B"
+
+
+def markdown(summary: dict[str, Any], meta: dict[str, Any]) -> str:
+    """One table per server: a row per operation, a column per system, each cell the
+    p50 at every length; then the peers' per-round ratios and storage per append."""
+    lengths = sorted(summary["lengths"], key=int)
+    head = " / ".join(f"{int(n):,}" for n in lengths)
+    out = [
+        f"Measured {meta['date']}, {meta['machine']}; {meta['rounds']} interleaved rounds, "
+        f"up to {meta['samples']} calls per operation per round; single client, p50 in ms "
+        f"at {head} messages. Versions: {meta['versions']}.",
+        "",
+    ]
+    first = summary["lengths"][lengths[0]]
+    for server, systems in meta["servers"].items():
+        out.append(f"**{server}**")
+        out.append("")
+        out.append("| operation | " + " | ".join(systems) + " |")
+        out.append("|---" * (len(systems) + 1) + "|")
+        for op in OPERATIONS:
+            cells = [
+                " / ".join(_ms(summary["lengths"][n][s][op]["median_ms"]) for n in lengths)
+                for s in systems
+            ]
+            out.append(f"| {LABELS[op]} | " + " | ".join(cells) + " |")
+        stored = [
+            " / ".join(_bytes(summary["lengths"][n][s]["bytes_per_append"]) for n in lengths)
+            for s in systems
+        ]
+        out.append("| storage per append | " + " | ".join(stored) + " |")
+        out.append("")
+        peers = [s for s in systems if "ratio_to" in first[s]]
+        if peers:
+            out.append(
+                f"Peer p50 / {first[peers[0]]['ratio_to']['system']} p50, per round "
+                "(median, lowest round; above 1: agentstores is faster):"
+            )
+            out.append("")
+            out.append("| peer | operation | " + " | ".join(f"{int(n):,}" for n in lengths) + " |")
+            out.append("|---|---" + "|---" * len(lengths) + "|")
+            for peer in peers:
+                for op in OPERATIONS:
+                    row = []
+                    for n in lengths:
+                        r = summary["lengths"][n][peer]["ratio_to"][op]
+                        row.append(f"{r['median']:,.2f}x (min {r['min']:,.2f}x)")
+                    out.append(f"| {peer} | {LABELS[op]} | " + " | ".join(row) + " |")
+            out.append("")
+    return "\n".join(out).rstrip() + "\n"
+
+
+def plot(summary: dict[str, Any], meta: dict[str, Any], path: Path) -> None:
+    """p50 against transcript length, log-log, one panel per operation and server."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import FuncFormatter, NullFormatter
+
+    plain = FuncFormatter(lambda v, _pos: f"{v:g}")
+
+    lengths = sorted(summary["lengths"], key=int)
+    xs = [int(n) for n in lengths]
+    servers = meta["servers"]
+    fig, axes = plt.subplots(
+        len(servers),
+        len(OPERATIONS),
+        figsize=(4.2 * len(OPERATIONS), 3.4 * len(servers)),
+        squeeze=False,
+    )
+    for row, (server, systems) in enumerate(servers.items()):
+        for col, op in enumerate(OPERATIONS):
+            ax = axes[row][col]
+            for s in systems:
+                ys = [summary["lengths"][n][s][op]["median_ms"] for n in lengths]
+                style = "-o" if s.startswith("agentstores") else "--s"
+                ax.plot(xs, ys, style, label=s, linewidth=2 if s.startswith("agentstores") else 1.2)
+            ax.set_xscale("log")
+            ax.set_yscale("log")
+            ax.xaxis.set_major_formatter(plain)
+            ax.yaxis.set_major_formatter(plain)
+            ax.yaxis.set_minor_formatter(NullFormatter())
+            ax.set_title(f"{server}: {LABELS[op]}", fontsize=10)
+            ax.set_xlabel("messages in the transcript")
+            ax.set_ylabel("p50 ms")
+            ax.grid(True, which="both", alpha=0.3)
+            if col == 0:
+                ax.legend(fontsize=7)
+    fig.suptitle(f"Cost against transcript length ({meta['date']}, {meta['machine']})", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
