@@ -1,0 +1,47 @@
+"""Fixtures for the zav SDK bridge: bundles on memory:// and file://.
+
+The two-server proof (``test_perf_servers.py``) brings its own servers.
+"""
+
+from __future__ import annotations
+
+import uuid
+import warnings
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+
+import pytest
+
+from agentstores import EphemeralStoreWarning
+from agentstores_zav import Bundle
+
+BACKENDS = ("memory", "file")
+
+
+def bundle_url(backend: str, tmp_path: Path) -> str:
+    if backend == "memory":
+        return f"memory://zav-{uuid.uuid4().hex}"
+    return f"file://{tmp_path / 'stores'}"
+
+
+@pytest.fixture(params=BACKENDS)
+def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A fresh store URL on each in-process backend."""
+    return bundle_url(request.param, tmp_path)
+
+
+@pytest.fixture
+async def bundles(url: str) -> AsyncIterator[Callable[..., Bundle]]:
+    """Make bundles on ``url`` (each one a replica's), closed after the test."""
+    made: list[Bundle] = []
+
+    def make(**options: object) -> Bundle:
+        bundle = Bundle(url, **options)
+        made.append(bundle)
+        return bundle
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", EphemeralStoreWarning)
+        yield make
+    for bundle in made:
+        await bundle.close()
