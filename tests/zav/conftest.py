@@ -6,16 +6,19 @@ The two-server proof (``test_perf_servers.py``) brings its own servers.
 from __future__ import annotations
 
 import uuid
-import warnings
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import pytest
 
-from agentstores import EphemeralStoreWarning
 from agentstores_zav import Bundle
 
 BACKENDS = ("memory", "file")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # memory:// warns that nothing survives a restart: known, and not what these test.
+    config.addinivalue_line("filterwarnings", "ignore::agentstores.EphemeralStoreWarning")
 
 
 def bundle_url(backend: str, tmp_path: Path) -> str:
@@ -40,8 +43,6 @@ async def bundles(url: str) -> AsyncIterator[Callable[..., Bundle]]:
         made.append(bundle)
         return bundle
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", EphemeralStoreWarning)
-        yield make
+    yield make
     for bundle in made:
         await bundle.close()
