@@ -5,6 +5,7 @@ The two-server proof (``test_perf_servers.py``) brings its own servers.
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -12,8 +13,17 @@ from pathlib import Path
 import pytest
 
 from agentstores_zav import Bundle
+from tests.zav.timings import KILL_ROUND_TIMES
 
 BACKENDS = ("memory", "file")
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if not KILL_ROUND_TIMES:
+        return
+    terminalreporter.section("zav kill round: seconds after POST /perf/kill (loaded machine)")
+    for times in KILL_ROUND_TIMES:
+        terminalreporter.write_line(json.dumps(times))
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -28,21 +28,24 @@ BACKENDS = ["file", "postgres", "redis", "s3"]
 
 @contextlib.contextmanager
 def store_url(backend: str, tmp: Path) -> Iterator[str]:
-    """A fresh store on ``backend``; a missing server fails the test (never skips)."""
+    """A fresh store on ``backend``: on the servers the environment names
+    (``AGENTSTORES_TEST_POSTGRES_URL``, ``AGENTSTORES_TEST_REDIS_URL``), else on ones
+    started here (embedded PostgreSQL, Valkey, moto); a server that cannot start fails."""
     if backend == "file":
         yield f"file://{tmp / 'stores'}"
     elif backend == "postgres":
-        from tests.servers.postgres import ENV_URL, Installation
+        from tests.servers.postgres import ENV_URL, EmbeddedPostgres, Installation
 
-        admin = os.environ.get(ENV_URL)
-        if not admin:
-            raise RuntimeError(f"{ENV_URL} must name a PostgreSQL server")
-        with Installation(admin) as inst:
-            yield inst.url
+        with contextlib.ExitStack() as stack:
+            admin = os.environ.get(ENV_URL) or stack.enter_context(EmbeddedPostgres()).url
+            yield stack.enter_context(Installation(admin)).url
     elif backend == "redis":
-        base = os.environ.get("AGENTSTORES_TEST_REDIS_URL")
-        if not base:
-            raise RuntimeError("AGENTSTORES_TEST_REDIS_URL must name a Redis server")
+        from tests.servers.valkey import ValkeyServer
+
+        stack = contextlib.ExitStack()
+        base = os.environ.get("AGENTSTORES_TEST_REDIS_URL") or stack.enter_context(
+            ValkeyServer()
+        ).url
         prefix = f"aszav-{uuid.uuid4().hex[:10]}"
         url = f"{base}{'&' if '?' in base else '?'}key_prefix={prefix}"
         try:
@@ -51,6 +54,7 @@ def store_url(backend: str, tmp: Path) -> Iterator[str]:
             from tests.redis.conftest import purge
 
             purge(url)
+            stack.close()
     elif backend == "s3":
         use_test_credentials()
         from tests.s3.conftest import make_bucket

@@ -30,7 +30,7 @@ from agentstores_zav import (
 )
 from agentstores_zav.oauth import tokens_from_json, tokens_to_json
 
-from .strategies import TENANT, client_infos, full_messages, user_records
+from tests.zav.strategies import TENANT, client_infos, full_messages, user_records
 
 RUNNING, DONE = ChatStreamStatus.RUNNING, ChatStreamStatus.DONE
 SETTINGS = settings(

@@ -16,10 +16,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -27,12 +25,12 @@ import pytest
 
 from agentstores import ConversationKey, open_stores
 
-from .perf_client import TENANT, Recovery, Stream, consume, recover, turn_body
-from .perf_project.counting_agent import answer
-from .servers import BACKENDS, WORDS, PerfServer, store_url
+from tests.zav.perf_client import TENANT, Recovery, Stream, consume, recover, turn_body
+from tests.zav.perf_project.counting_agent import answer
+from tests.zav.servers import BACKENDS, WORDS, PerfServer, store_url
+from tests.zav.timings import KILL_ROUND_TIMES
 
 USER = "perf-user"
-TIMES = Path(__file__).resolve().parents[2] / ".zav-perf-times.jsonl"
 
 
 @pytest.fixture(scope="module", params=BACKENDS)
@@ -179,6 +177,4 @@ async def test_sigstop_then_kill(backend: tuple[str, str, list[PerfServer]]) -> 
             "resumed_from_word": len(recovery.resumed.contents[0].split()),
             "words": WORDS,
         }
-        with TIMES.open("a") as out:
-            out.write(json.dumps(times) + "\n")
-        print(f"\nkill round on {name}: {times}")
+        KILL_ROUND_TIMES.append(times)
