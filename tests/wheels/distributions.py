@@ -14,6 +14,7 @@ SHIPPED = (
     "packages/agentstores-postgres",
     "packages/agentstores-redis",
     "packages/agentstores-s3",
+    "packages/agentstores-zav",
     "contract_tests",
 )
 """Every distribution that ships (the template is copied, never installed from an index)."""

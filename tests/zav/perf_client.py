@@ -135,7 +135,10 @@ async def recover(
     index = start_index
     for _ in range(attempts):
         follow = await consume(
-            client, "GET", f"{base}/chat/stream/{message_id}", user=user,
+            client,
+            "GET",
+            f"{base}/chat/stream/{message_id}",
+            user=user,
             params={"tenant": TENANT, "start_index": index, "session_id": session_id},
         )
         out.streams.append(follow)
@@ -154,7 +157,10 @@ async def recover(
                 await _sleep(0.3)
                 continue
             resumed = await consume(
-                client, "POST", f"{base}/chat/stream", user=user,
+                client,
+                "POST",
+                f"{base}/chat/stream",
+                user=user,
                 params={"tenant": TENANT, "resume": "true", "message_id": message_id},
                 body=turn_body(session_id),
             )
@@ -162,7 +168,10 @@ async def recover(
             if resumed.status == 409:
                 occupant = json.loads(resumed.body).get("detail", {}).get("message_id")
                 attached = await consume(
-                    client, "GET", f"{base}/chat/stream/{occupant}", user=user,
+                    client,
+                    "GET",
+                    f"{base}/chat/stream/{occupant}",
+                    user=user,
                     params={"tenant": TENANT, "start_index": 0, "session_id": session_id},
                 )
                 out.streams.append(attached)

@@ -43,9 +43,9 @@ def store_url(backend: str, tmp: Path) -> Iterator[str]:
         from tests.servers.valkey import ValkeyServer
 
         stack = contextlib.ExitStack()
-        base = os.environ.get("AGENTSTORES_TEST_REDIS_URL") or stack.enter_context(
-            ValkeyServer()
-        ).url
+        base = (
+            os.environ.get("AGENTSTORES_TEST_REDIS_URL") or stack.enter_context(ValkeyServer()).url
+        )
         prefix = f"aszav-{uuid.uuid4().hex[:10]}"
         url = f"{base}{'&' if '?' in base else '?'}key_prefix={prefix}"
         try:
@@ -86,7 +86,10 @@ class PerfServer:
         cmd = [sys.executable, "-m", "uvicorn", "tests.zav.perf_app:app", "--host", "127.0.0.1"]
         with self.log.open("wb") as out:
             self.proc = subprocess.Popen(
-                [*cmd, "--port", str(self.port)], env=env, cwd=ROOT, stdout=out,
+                [*cmd, "--port", str(self.port)],
+                env=env,
+                cwd=ROOT,
+                stdout=out,
                 stderr=subprocess.STDOUT,
             )
 
@@ -99,10 +102,12 @@ class PerfServer:
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"{self.label} exited: {self.log.read_text()[-3000:]}")
-            with contextlib.suppress(OSError):
-                with urllib.request.urlopen(f"{self.base}/perf/info", timeout=2) as resp:
-                    if resp.status == 200:
-                        return
+            with (
+                contextlib.suppress(OSError),
+                urllib.request.urlopen(f"{self.base}/perf/info", timeout=2) as resp,
+            ):
+                if resp.status == 200:
+                    return
             time.sleep(0.3)
         raise RuntimeError(f"{self.label} did not start: {self.log.read_text()[-3000:]}")
 

@@ -56,12 +56,16 @@ def models(
 
 
 contexts = st.one_of(
-    models(ConversationContext, document_context=optional(
-        st.builds(DocumentContext, document_ids=st.lists(ids, max_size=3), retrieval_unit=ids)
-    )),
-    models(ConversationContext, tag_context=optional(
-        st.builds(TagContext, tag_ids=st.lists(ids, max_size=3))
-    )),
+    models(
+        ConversationContext,
+        document_context=optional(
+            st.builds(DocumentContext, document_ids=st.lists(ids, max_size=3), retrieval_unit=ids)
+        ),
+    ),
+    models(
+        ConversationContext,
+        tag_context=optional(st.builds(TagContext, tag_ids=st.lists(ids, max_size=3))),
+    ),
 )
 tools = st.builds(
     ContentPartTool,
@@ -74,8 +78,11 @@ tools = st.builds(
 )
 tables = st.one_of(
     st.builds(ContentPartTable, rows=st.lists(st.dictionaries(ids, text, max_size=2), max_size=2)),
-    st.builds(ContentPartTable, format=st.just("columnar"),
-              columns=st.dictionaries(ids, st.lists(text, max_size=2), max_size=2)),
+    st.builds(
+        ContentPartTable,
+        format=st.just("columnar"),
+        columns=st.dictionaries(ids, st.lists(text, max_size=2), max_size=2),
+    ),
 )
 parts = st.one_of(
     st.builds(ContentPart, type=st.just("text"), text=text),
@@ -96,12 +103,17 @@ full_messages = models(
     function_call_response=optional(
         st.builds(FunctionCallResponse, name=ids, result=optional(text))
     ),
-    evidences=optional(st.lists(st.builds(
-        ChatMessageEvidence,
-        document_hit_url=text,
-        text_extract=optional(text),
-        anchor_text=optional(text),
-    ), max_size=2)),
+    evidences=optional(
+        st.lists(
+            st.builds(
+                ChatMessageEvidence,
+                document_hit_url=text,
+                text_extract=optional(text),
+                anchor_text=optional(text),
+            ),
+            max_size=2,
+        )
+    ),
     function_specs=optional(
         st.builds(FunctionSpec, name=ids, description=text, parameters=json_objects)
     ),
@@ -153,6 +165,7 @@ client_infos = st.builds(
     ),
     ids,
     secrets,
-    st.lists(st.sampled_from(["https://a.example/cb", "http://127.0.0.1:9/cb"]), min_size=1,
-             max_size=2),
+    st.lists(
+        st.sampled_from(["https://a.example/cb", "http://127.0.0.1:9/cb"]), min_size=1, max_size=2
+    ),
 )

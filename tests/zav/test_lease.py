@@ -67,7 +67,11 @@ class Replica:
     async def produce(self, sid: str, turn: str, epoch: int, text: str) -> None:
         """The chat handler's writes during a turn: user turn, state, recording, answer."""
         await self.conversations.append_messages(
-            TENANT, USER, sid, "agent", [ChatMessage.as_user(f"q {turn}")],
+            TENANT,
+            USER,
+            sid,
+            "agent",
+            [ChatMessage.as_user(f"q {turn}")],
             last_turn_status="running",
         )
         await self.state.save(TENANT, USER, sid, {"dep": {"text": text}})
@@ -119,7 +123,12 @@ async def test_later_turns_work_after_the_sdk_deletes_its_rows(url: str) -> None
             await run_turn(replica, sid, f"turn-{i}")
         transcript = await a.conversations.get_transcript(TENANT, USER, sid)
         assert [m.content for m in transcript] == [
-            "q turn-0", "answer turn-0", "q turn-1", "answer turn-1", "q turn-2", "answer turn-2"
+            "q turn-0",
+            "answer turn-0",
+            "q turn-1",
+            "answer turn-1",
+            "q turn-2",
+            "answer turn-2",
         ]
         # What a naive mapping does: the SDK's epoch 0, straight to the store, is refused.
         stores = await a.bundle.stores()
@@ -150,7 +159,11 @@ async def test_a_frozen_producer_woken_after_a_takeover_writes_nothing(url: str)
                 for name, write in {
                     "state": a.state.save(TENANT, USER, sid, {"dep": {"text": "zombie"}}),
                     "append": a.conversations.append_messages(
-                        TENANT, USER, sid, "agent", [ChatMessage.as_bot("zombie")],
+                        TENANT,
+                        USER,
+                        sid,
+                        "agent",
+                        [ChatMessage.as_bot("zombie")],
                         create_if_absent=False,
                     ),
                     "status": a.conversations.set_last_turn_status(TENANT, USER, sid, "errored"),
@@ -207,7 +220,10 @@ async def test_a_frozen_producer_woken_after_a_takeover_writes_nothing(url: str)
         await run_turn(a, sid, "turn-1")
         transcript = await a.conversations.get_transcript(TENANT, USER, sid)
         assert [m.content for m in transcript] == [
-            "q turn-0", "successor", "q turn-1", "answer turn-1"
+            "q turn-0",
+            "successor",
+            "q turn-1",
+            "answer turn-1",
         ]
     finally:
         await close(a, b)

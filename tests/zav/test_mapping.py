@@ -29,7 +29,6 @@ from agentstores_zav import (
     AgentStoresSupervisionStore,
 )
 from agentstores_zav.oauth import tokens_from_json, tokens_to_json
-
 from tests.zav.strategies import TENANT, client_infos, full_messages, user_records
 
 RUNNING, DONE = ChatStreamStatus.RUNNING, ChatStreamStatus.DONE
@@ -83,7 +82,9 @@ async def test_a_retried_publication_stores_nothing_twice(bundles: Any) -> None:
         )
         await store.append_messages(TENANT, "u1", sid, "agent", [question])
         if answered:
-            await store.append_messages(TENANT, "u1", sid, "agent", [answer], create_if_absent=False)
+            await store.append_messages(
+                TENANT, "u1", sid, "agent", [answer], create_if_absent=False
+            )
             await supervision.compare_and_swap(
                 TENANT, "u1", sid, 0, ChatStreamSupervision(DONE, 0.0, turn, 0)
             )

@@ -24,7 +24,6 @@ import httpx
 import pytest
 
 from agentstores import ConversationKey, open_stores
-
 from tests.zav.perf_client import TENANT, Recovery, Stream, consume, recover, turn_body
 from tests.zav.perf_project.counting_agent import answer
 from tests.zav.servers import BACKENDS, WORDS, PerfServer, store_url
@@ -34,7 +33,9 @@ USER = "perf-user"
 
 
 @pytest.fixture(scope="module", params=BACKENDS)
-def backend(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str, list[PerfServer]]]:
+def backend(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[str, str, list[PerfServer]]]:
     tmp = tmp_path_factory.mktemp(request.param)
     with store_url(request.param, tmp) as url:
         servers = [PerfServer(label, url, tmp) for label in ("server-a", "server-b")]
@@ -47,13 +48,22 @@ def backend(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
                 server.stop()
 
 
-async def start_turn(client: httpx.AsyncClient, server: PerfServer, words: int) -> tuple[asyncio.Task[Stream], Stream]:
+async def start_turn(
+    client: httpx.AsyncClient, server: PerfServer, words: int
+) -> tuple[asyncio.Task[Stream], Stream]:
     """POST a new stateful turn on ``server``; return once ``words`` words have streamed."""
     sink = Stream(0)
-    task = asyncio.create_task(consume(
-        client, "POST", f"{server.base}/chat/stream", user=USER,
-        params={"tenant": TENANT}, body=turn_body(), sink=sink,
-    ))
+    task = asyncio.create_task(
+        consume(
+            client,
+            "POST",
+            f"{server.base}/chat/stream",
+            user=USER,
+            params={"tenant": TENANT},
+            body=turn_body(),
+            sink=sink,
+        )
+    )
     deadline = time.monotonic() + 120
     while not (sink.contents and len(sink.contents[-1].split()) >= words):
         if task.done():
@@ -78,8 +88,8 @@ async def durable(url: str, session_id: str) -> dict[str, Any]:
         }
 
 
-async def wait_until(predicate: Any, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
+async def wait_until(predicate: Any, within: float = 60.0) -> None:
+    deadline = time.monotonic() + within
     while not await predicate():
         assert time.monotonic() < deadline, "timed out"
         await asyncio.sleep(0.2)
@@ -100,8 +110,12 @@ async def test_sigstop_then_kill(backend: tuple[str, str, list[PerfServer]]) -> 
         a.freeze()
         try:
             recovery = await recover(
-                client, b.base, user=USER, message_id=first.message_id or "",
-                session_id=first.session_id or "", start_index=first.last_index + 1,
+                client,
+                b.base,
+                user=USER,
+                message_id=first.message_id or "",
+                session_id=first.session_id or "",
+                start_index=first.last_index + 1,
             )
         finally:
             a.wake()
@@ -122,9 +136,11 @@ async def test_sigstop_then_kill(backend: tuple[str, str, list[PerfServer]]) -> 
         before = await durable(url, sid)
         await asyncio.sleep(5.0)  # A runs again: heartbeat refused, its last writes fenced
         after = await durable(url, sid)
-        assert after["transcript"] == before["transcript"] == [
-            ("user", "count for me"), ("assistant", answer())
-        ]
+        assert (
+            after["transcript"]
+            == before["transcript"]
+            == [("user", "count for me"), ("assistant", answer())]
+        )
         assert after["state"] == before["state"]
         assert list(after["state"].values()) == [{"done": WORDS}]  # B's final checkpoint
         assert after["recording"] is None or after["recording"] == before["recording"]
@@ -133,10 +149,17 @@ async def test_sigstop_then_kill(backend: tuple[str, str, list[PerfServer]]) -> 
         # --- round 2: kill the producer, a second screen on B, recover on B ------------
         task, first = await start_turn(client, a, words=55)
         mid, sid = first.message_id or "", first.session_id or ""
-        screen = asyncio.create_task(recover(
-            client, b.base, user=USER, message_id=mid, session_id=sid, start_index=0,
-            resume=False,
-        ))
+        screen = asyncio.create_task(
+            recover(
+                client,
+                b.base,
+                user=USER,
+                message_id=mid,
+                session_id=sid,
+                start_index=0,
+                resume=False,
+            )
+        )
         await asyncio.sleep(0.5)
         with contextlib.suppress(httpx.HTTPError):
             await client.post(f"{a.base}/perf/kill", timeout=5)
@@ -144,7 +167,11 @@ async def test_sigstop_then_kill(backend: tuple[str, str, list[PerfServer]]) -> 
         with contextlib.suppress(BaseException):
             await task
         recovery = await recover(
-            client, b.base, user=USER, message_id=mid, session_id=sid,
+            client,
+            b.base,
+            user=USER,
+            message_id=mid,
+            session_id=sid,
             start_index=first.last_index + 1,
         )
         finished_at = time.monotonic()
@@ -164,8 +191,12 @@ async def test_sigstop_then_kill(backend: tuple[str, str, list[PerfServer]]) -> 
 
         # Another requester trying to resume the conversation is refused.
         intruder = await consume(
-            client, "POST", f"{b.base}/chat/stream", user="intruder",
-            params={"tenant": TENANT, "resume": "true", "message_id": mid}, body=turn_body(sid),
+            client,
+            "POST",
+            f"{b.base}/chat/stream",
+            user="intruder",
+            params={"tenant": TENANT, "resume": "true", "message_id": mid},
+            body=turn_body(sid),
         )
         assert intruder.status == 403, (intruder.status, intruder.body)
 

@@ -1,4 +1,4 @@
-"""The agent project the perf servers load (``ZAV_PROJECT_DIR``), as ``za`` projects are laid out."""
+"""The agent project the perf servers load (``ZAV_PROJECT_DIR``), laid out as ``za`` makes one."""
 
 from zav.agents_sdk import ChatAgentClassRegistry
 

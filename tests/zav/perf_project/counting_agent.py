@@ -5,11 +5,10 @@ its working state (how many words are out) is a resumable dependency, so a takeo
 revives it from the last checkpoint and the answer is the same however often it dies.
 """
 
-
 import asyncio
 import os
 from collections.abc import AsyncGenerator
-from typing import Any, Dict, List
+from typing import Any
 
 from zav.agents_sdk import (
     AgentDependencyFactory,
@@ -35,10 +34,10 @@ class Progress(ResumableAgentDependency):
     def __init__(self) -> None:
         self.done = 0
 
-    async def dump(self) -> Dict[str, Any]:
+    async def dump(self) -> dict[str, Any]:
         return {"done": self.done}
 
-    async def load(self, state: Dict[str, Any]) -> None:
+    async def load(self, state: dict[str, Any]) -> None:
         self.done = int(state.get("done", 0))
 
 
@@ -59,7 +58,7 @@ class CountingAgent(StreamableChatAgent):
         self.progress = progress
 
     async def execute_streaming(
-        self, conversation: List[ChatMessage]
+        self, conversation: list[ChatMessage]
     ) -> AsyncGenerator[ChatMessage, None]:
         while self.progress.done < WORDS:
             await asyncio.sleep(DELAY)

@@ -7,10 +7,11 @@ from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
-from agentstores.oauth import keys_from_env
 from fastapi import APIRouter, FastAPI
 from zav.agents_sdk.adapters.mcp import MCPOAuthIntegrationStore
 from zav.agents_sdk.controllers import routers as default_routers
+
+from agentstores.oauth import keys_from_env
 
 from .bundle import Bundle
 from .conversations import AgentStoresConversationStore

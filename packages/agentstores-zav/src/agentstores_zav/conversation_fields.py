@@ -13,10 +13,11 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from zav.agents_sdk.domain.chat_message import ConversationContext
+
 from agentstores import ConversationKey, Message
 from agentstores.models import LastTurnStatus
 from agentstores.stores import ConversationStore
-from zav.agents_sdk.domain.chat_message import ConversationContext
 
 log = logging.getLogger(__name__)
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from agentstores import ErasedError, NotFoundError
 from zav.agents_sdk.domain.chat_conversation_store import ChatConversationStore, LastTurnStatus
 from zav.agents_sdk.domain.chat_message import ChatMessage, ConversationContext
+
+from agentstores import ErasedError, NotFoundError
 
 from .bundle import Bundle
 from .conversation_fields import append_with_fields, conversation_fields

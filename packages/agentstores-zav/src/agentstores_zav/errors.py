@@ -5,8 +5,9 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 
-from agentstores import ConversationKey, NotOwnedError
 from zav.agents_sdk.domain.chat_conversation_store import ConversationNotOwnedError
+
+from agentstores import ConversationKey, NotOwnedError
 
 
 @contextlib.contextmanager

@@ -16,8 +16,9 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from agentstores import Message, StoredMessage
 from zav.agents_sdk.domain.chat_message import ChatMessage, ChatMessageSender
+
+from agentstores import Message, StoredMessage
 
 FIELDS = "zav_message"
 """The metadata entry holding every ChatMessage field except ``content``."""

@@ -15,8 +15,6 @@ import math
 from datetime import datetime, timedelta
 from typing import Any
 
-from agentstores import ClientInfo, PendingAuthorization, UsageError, UserIntegration
-from agentstores.oauth import OAuthIntegrationStore
 from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
 from zav.agents_sdk.adapters.mcp import (
     MCPOAuthClientInfoRecord,
@@ -24,6 +22,9 @@ from zav.agents_sdk.adapters.mcp import (
     MCPOAuthRepository,
     MCPUserIntegrationRecord,
 )
+
+from agentstores import ClientInfo, PendingAuthorization, UsageError, UserIntegration
+from agentstores.oauth import OAuthIntegrationStore
 
 from .bundle import Bundle
 
@@ -170,7 +171,9 @@ class AgentStoresMCPOAuthRepository(MCPOAuthRepository):
         records = await store.list_client_info(tenant, list(server_names))
         return [_client_to_sdk(r) for r in records]
 
-    async def get_client_info(self, tenant: str, server_name: str) -> MCPOAuthClientInfoRecord | None:
+    async def get_client_info(
+        self, tenant: str, server_name: str
+    ) -> MCPOAuthClientInfoRecord | None:
         store, _ = await self._integrations()
         record = await store.get_client_info(tenant, server_name)
         return None if record is None else _client_to_sdk(record)

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import logging
 
-from agentstores import FencedError, RecordedEvent
 from zav.agents_sdk.domain.chat_stream_recording_store import (
     ChatStreamRecordingStore,
     RecordedStreamEvent,
 )
+
+from agentstores import FencedError, RecordedEvent
 
 from .bundle import Bundle
 from .epochs import offset_of

@@ -5,12 +5,13 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from agentstores import SupervisionRow
 from zav.agents_sdk.domain.chat_stream_supervision_store import (
     ChatStreamStatus,
     ChatStreamSupervision,
     ChatStreamSupervisionStore,
 )
+
+from agentstores import SupervisionRow
 
 from .bundle import Bundle
 from .epochs import Claim, claim_of, hold, offset_of
@@ -50,7 +51,7 @@ class AgentStoresSupervisionStore(ChatStreamSupervisionStore):
                 if view.row is not None:
                     return False
                 store_epoch = view.fence + 1
-                row = SupervisionRow(status, supervision.message_id, store_epoch)  # type: ignore[arg-type]
+                row = SupervisionRow(status, supervision.message_id, store_epoch)
                 if not await stores.supervision.compare_and_swap(key, principal, None, row):
                     return False
                 hold(key, Claim(supervision.epoch, store_epoch, supervision.message_id))
@@ -58,7 +59,7 @@ class AgentStoresSupervisionStore(ChatStreamSupervisionStore):
             offset = offset_of(key)
             store_expected = expected_epoch + offset
             store_epoch = supervision.epoch + offset
-            row = SupervisionRow(status, supervision.message_id, store_epoch)  # type: ignore[arg-type]
+            row = SupervisionRow(status, supervision.message_id, store_epoch)
             if not await stores.supervision.compare_and_swap(key, principal, store_expected, row):
                 return False
             held = claim_of(key)
