@@ -59,6 +59,10 @@ async def _title(s: Stores, k: ConversationKey, p: str, e: int | None, tag: str)
     return await s.conversations.set_title(k, p, tag, epoch=e)
 
 
+async def _metadata(s: Stores, k: ConversationKey, p: str, e: int | None, tag: str) -> Any:
+    return await s.conversations.set_metadata(k, p, {"agent": tag}, epoch=e)
+
+
 async def _truncate(s: Stores, k: ConversationKey, p: str, e: int | None, tag: str) -> Any:
     return await s.conversations.truncate(k, p, "a1", epoch=e)
 
@@ -77,6 +81,7 @@ FENCED_WRITES: dict[str, Write] = {
     "conversations.append": _append,
     "conversations.set_last_turn_status": _status,
     "conversations.set_title": _title,
+    "conversations.set_metadata": _metadata,
     "conversations.truncate": _truncate,
     "pause_tokens.put": _token_put,
 }

@@ -153,6 +153,9 @@ class Tombstone(Lifetime):
             outcome = await _outcome(call)
             if outcome.startswith("raised"):
                 problems.append(f"after the TTL a new owner's {name} {outcome}")
+        info = await stores.conversations.get_conversation(key, heir)
+        if info is None or dict(info.metadata) != {}:
+            problems.append(f"after the TTL the new conversation's metadata is {info}")
         stored = await stores.conversations.read_messages(key, heir)
         if [m.id for m in stored] != ["again"]:
             problems.append(f"after the TTL the transcript is {[m.id for m in stored]}")

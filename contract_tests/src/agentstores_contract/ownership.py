@@ -46,6 +46,9 @@ OWNED_WRITES: dict[str, Op] = {
         k, p, "cancelled"
     ),
     "conversations.set_title": lambda s, k, p, t: s.conversations.set_title(k, p, t),
+    "conversations.set_metadata": lambda s, k, p, t: s.conversations.set_metadata(
+        k, p, {"agent": t}
+    ),
     "conversations.share": lambda s, k, p, t: s.conversations.share(k, p, t),
     "conversations.unshare": lambda s, k, p, t: s.conversations.unshare(k, p, "reader"),
     "conversations.truncate": lambda s, k, p, t: s.conversations.truncate(k, p, "u1"),

@@ -19,6 +19,7 @@ _FENCED_WRITES = {
     "conversations.append": "conversations.append_messages",
     "conversations.set_last_turn_status": "conversations.set_last_turn_status",
     "conversations.set_title": "conversations.set_title",
+    "conversations.set_metadata": "conversations.set_metadata",
     "conversations.truncate": "conversations.truncate",
     "pause_tokens.put": "pause_tokens.put",
 }
@@ -33,6 +34,7 @@ _OWNED_WRITES = (
     "conversations.append",
     "conversations.set_last_turn_status",
     "conversations.set_title",
+    "conversations.set_metadata",
     "conversations.share",
     "conversations.unshare",
     "conversations.truncate",
@@ -82,6 +84,38 @@ PROMISES: dict[str, str] = {
     "conversations.append.idempotent_race": "one message id appended concurrently lands once",
     "conversations.linearizable": "concurrent conditional appends and tail reads are linearizable",
     "conversations.metadata": "conversation metadata follows the writes",
+    "conversations.metadata.default": (
+        "a conversation's metadata starts empty and is returned by get_conversation, "
+        "list_conversations and the handle's info"
+    ),
+    "conversations.metadata.merge": (
+        "set_metadata shallow-merges: named keys replaced, None removes a key, others kept; "
+        "it moves updated_at"
+    ),
+    "conversations.metadata.append": (
+        "append_messages(metadata=) merges in the same commit as the messages (the initial "
+        "value on create); a refused or idempotent append changes none of it"
+    ),
+    "conversations.metadata.exact": (
+        "metadata values keep every JSON type, number, key and character exactly"
+    ),
+    "conversations.metadata.limits": (
+        "bad metadata (not a mapping, bad names, non-JSON values, over the byte limit, "
+        "merged or not) is a UsageError and changes nothing; exactly the limit is accepted"
+    ),
+    "conversations.metadata.visibility": (
+        "only the owner writes metadata; readers it is shared with see it, others see an "
+        "absent conversation"
+    ),
+    "conversations.metadata.lifecycle": (
+        "branch copies the metadata (then each side changes alone), truncate keeps it, "
+        "erasure removes it"
+    ),
+    "conversations.metadata.durable": "metadata is there after the bundle is reopened",
+    "conversations.metadata.ambient": (
+        "set_metadata and append(metadata=) inside a lease carry its epoch and are fenced "
+        "after a takeover"
+    ),
     "conversations.truncate": "truncate at a user message removes it; at others keeps it",
     "conversations.branch": "branch copies the prefix with fresh ids into a caller-owned key",
     "conversations.history": "history starts at the latest compaction message",

@@ -83,6 +83,7 @@ async def populate(stores: Stores, key: ConversationKey, owner: str, epoch: int)
             Message("a2", "assistant", "sure"),
         ],
         title="first",
+        metadata={"agent": "first", "params": {"temperature": 0.5}},
         epoch=epoch,
     )
     await stores.state.save(key, owner, {"step": 1, "notes": ["a"]}, epoch=epoch)

@@ -89,6 +89,9 @@ class StoreEdgesContract(ContractBase):
             c, r, s, p = stores.conversations, stores.recording, stores.state, stores.pause_tokens
             writes = {
                 "conversations.set_title": lambda e: c.set_title(key, USER, "t", epoch=e),
+                "conversations.set_metadata": lambda e: c.set_metadata(
+                    key, USER, {"e": e}, epoch=e
+                ),
                 "conversations.set_last_turn_status": lambda e: c.set_last_turn_status(
                     key, USER, "complete", epoch=e
                 ),
@@ -122,6 +125,7 @@ class StoreEdgesContract(ContractBase):
             c, r, s, p = stores.conversations, stores.recording, stores.state, stores.pause_tokens
             writes = {
                 "conversations.set_title": lambda: c.set_title(key, USER, "late"),
+                "conversations.set_metadata": lambda: c.set_metadata(key, USER, {"late": 1}),
                 "conversations.truncate": lambda: c.truncate(key, USER, "u1"),
                 "conversations.append_messages": lambda: c.append_messages(
                     key, USER, [Message("u2", "user", "late")], create_if_absent=False

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from .clock import ClockContract
 from .concurrency import ConcurrencyContract
+from .conversation_metadata import ConversationMetadataContract
 from .conversations import ConversationContract
 from .erasure import ErasureContract
 from .fencing import FencingContract
@@ -34,6 +35,7 @@ class ContractSuite(
     RecordingContract,
     StateContract,
     ConversationContract,
+    ConversationMetadataContract,
     PauseTokenContract,
     OAuthContract,
     FencingContract,

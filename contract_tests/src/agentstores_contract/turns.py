@@ -439,6 +439,10 @@ class TurnContract(ContractBase):
                             key, USER, "errored"
                         ),
                         "set_title": lambda: stores.conversations.set_title(key, USER, "zombie"),
+                        "set_metadata": lambda: stores.conversations.set_metadata(
+                            key, USER, {"by": "zombie"}
+                        ),
+                        "append_messages(metadata)": lambda: conv.append(metadata={"by": "zombie"}),
                         "truncate": lambda: stores.conversations.truncate(key, USER, "q1"),
                         "recording.delete": lambda: stores.recording.delete(key, USER, "a1"),
                         "pause_tokens.put": lambda: stores.pause_tokens.put(

@@ -10,6 +10,7 @@ import uuid
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager, suppress
 from datetime import timedelta
+from typing import Any
 
 from agentstores.errors import AgentStoresError, Refusal, refusal_error
 from agentstores.keys import ConversationKey
@@ -26,10 +27,13 @@ from agentstores.stores import (
     EncodedMessage,
     Expired,
     IdleFor,
+    MetadataUpdate,
     OverCap,
     SweepRule,
     TranscriptQuery,
+    decode_metadata,
     kit,
+    merge_metadata,
 )
 
 from ._base import FileStoreBase, off_loop
@@ -59,6 +63,13 @@ def _no_message(message_id: str, key: ConversationKey) -> AgentStoresError:
     return refusal_error(Refusal.NOT_FOUND, message, key=key)
 
 
+def _merged(conv: dict[str, Any], updates: MetadataUpdate) -> dict[str, str]:
+    """The header's ``md`` (name -> canonical JSON text) with ``updates`` merged in; an
+    older header without ``md`` has none."""
+    current = {name: text.encode() for name, text in conv.get("md", {}).items()}
+    return {name: raw.decode() for name, raw in merge_metadata(current, updates).items()}
+
+
 def _info(key: ConversationKey, h: Head) -> ConversationInfo:
     conv = h["conv"]
     return ConversationInfo(
@@ -72,6 +83,7 @@ def _info(key: ConversationKey, h: Head) -> ConversationInfo:
         tail_message_id=conv["tail"],
         message_count=conv["n"],
         shared_with=frozenset(h["shared"]),
+        metadata=decode_metadata(conv.get("md", {})),
     )
 
 
@@ -176,6 +188,9 @@ class FileConversationStore(FileStoreBase, ConversationStore):
                         raise refusal_error(
                             Refusal.STALE_TAIL, key=key, tail=tail, expected=request.expected_tail
                         )
+                merged = None
+                if request.metadata is not None:
+                    merged = _merged(conv or {}, request.metadata)
                 new = root.claim(kdir, key, h, status, principal)
                 if conv is None:
                     self._new_conversation(kdir, key, new, now)
@@ -192,6 +207,8 @@ class FileConversationStore(FileStoreBase, ConversationStore):
                     conv["title"] = request.title
                 if request.expires_at is not None:
                     conv["expires"] = kit.to_micros(request.expires_at)
+                if merged is not None:
+                    conv["md"] = merged
                 conv["updated"] = max(conv["updated"], now)
                 root.put_head(kdir, new)
                 self._drop(kdir, t.obsolete)
@@ -232,6 +249,14 @@ class FileConversationStore(FileStoreBase, ConversationStore):
     ) -> None:
         with self._changing(key, principal, epoch) as (kdir, h, now):
             h["conv"]["title"] = title
+            self._touch(kdir, h, epoch, now)
+
+    @off_loop
+    def _set_metadata(
+        self, key: ConversationKey, principal: str, updates: MetadataUpdate, epoch: int | None
+    ) -> None:
+        with self._changing(key, principal, epoch) as (kdir, h, now):
+            h["conv"]["md"] = _merged(h["conv"], updates)
             self._touch(kdir, h, epoch, now)
 
     @off_loop
@@ -293,6 +318,7 @@ class FileConversationStore(FileStoreBase, ConversationStore):
             self._new_conversation(ndir, new_key, new, now)
             conv = new["conv"]
             conv["title"] = h["conv"]["title"]
+            conv["md"] = dict(h["conv"].get("md", {}))
             copy = stack.enter_context(Transcript(root.io, ndir, conv, write=True))
             for lo in range(0, target.seq + 1, COPY_CHUNK):
                 entries = source.entries(lo, min(target.seq + 1, lo + COPY_CHUNK))

@@ -73,6 +73,7 @@ def new_meta(now: int) -> dict[str, Any]:
         "title": None,
         "expires": None,
         "lts": None,
+        "md": {},
         "tbl": None,
     }
 

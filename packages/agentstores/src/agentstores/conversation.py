@@ -8,7 +8,7 @@ stores (the same checks, errors and fencing).
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Mapping
 from datetime import datetime
 
 from .errors import UsageError
@@ -53,11 +53,13 @@ class Conversation:
         last_turn_status: LastTurnStatus | None = None,
         title: str | None = None,
         expires_at: datetime | None = None,
+        metadata: Mapping[str, JSON] | None = None,
     ) -> list[StoredMessage]:
         """Append ``messages`` atomically; ids already present are skipped (a retry is a no-op).
 
         ``expect_tail`` makes the append conditional on the transcript's last message id
-        (None: empty). Inside a turn the write carries the turn's epoch.
+        (None: empty). ``metadata`` is merged into the conversation metadata in the same
+        commit. Inside a turn the write carries the turn's epoch.
 
         Returns:
             The messages this call stored.
@@ -75,11 +77,17 @@ class Conversation:
             expected_last_message_id=expect_tail,
             title=title,
             expires_at=expires_at,
+            metadata=metadata,
         )
 
     async def set_title(self, title: str | None) -> None:
         """Set or clear (None) the title."""
         await self.stores.conversations.set_title(self.key, self.principal, title)
+
+    async def set_metadata(self, updates: Mapping[str, JSON]) -> None:
+        """Shallow-merge ``updates`` into the conversation metadata; a name mapped to None
+        is removed. Inside a turn the write carries the turn's epoch."""
+        await self.stores.conversations.set_metadata(self.key, self.principal, updates)
 
     async def share(self, principal: str) -> None:
         """Let ``principal`` read this conversation (only the owner may)."""
@@ -110,7 +118,8 @@ class Conversation:
     # --- reads ----------------------------------------------------------------------
 
     async def info(self) -> ConversationInfo | None:
-        """The metadata (owner, title, stamps, tail, count), or None if absent or not visible."""
+        """The metadata (owner, title, stamps, tail, count, ``metadata``), or None if absent
+        or not visible."""
         return await self.stores.conversations.get_conversation(self.key, self.principal)
 
     async def message(self, index: int, *, speaker: Speaker = "all") -> TranscriptMessage | None:

@@ -189,7 +189,12 @@ class TranscriptMessage:
 
 @dataclass(frozen=True, slots=True)
 class ConversationInfo:
-    """A conversation's metadata (what listing returns)."""
+    """A conversation's metadata (what listing returns).
+
+    ``metadata`` holds the application's conversation-level fields (an agent's
+    identifier, its parameters, the user's context): set with ``append_messages(...,
+    metadata=...)`` or ``set_metadata``, shallow-merged, copied by a branch.
+    """
 
     key: ConversationKey
     owner: str
@@ -201,6 +206,7 @@ class ConversationInfo:
     tail_message_id: str | None
     message_count: int
     shared_with: frozenset[str] = frozenset()
+    metadata: Mapping[str, JSON] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

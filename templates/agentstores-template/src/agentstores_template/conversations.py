@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from agentstores.keys import ConversationKey
 from agentstores.models import ConversationInfo, LastTurnStatus, Page, StoredMessage
-from agentstores.stores import AppendRequest, ConversationStore, SweepRule
+from agentstores.stores import AppendRequest, ConversationStore, MetadataUpdate, SweepRule
 
 from ._base import TemplateStoreBase
 
@@ -36,6 +36,14 @@ class TemplateConversationStore(TemplateStoreBase, ConversationStore):
     ) -> None:
         raise NotImplementedError(
             "ConversationStore rule set_title: kit.check_write; Refusal.NOT_FOUND when absent"
+        )
+
+    async def _set_metadata(
+        self, key: ConversationKey, principal: str, updates: MetadataUpdate, epoch: int | None
+    ) -> None:
+        raise NotImplementedError(
+            "ConversationStore rule set_metadata: as set_title, with merge_metadata(current, "
+            "updates); keep each value's encoded bytes"
         )
 
     async def _set_shared(

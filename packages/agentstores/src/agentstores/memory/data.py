@@ -66,6 +66,8 @@ class Conversation:
     title: str | None = None
     expires_at: datetime | None = None
     last_turn_status: LastTurnStatus | None = None
+    metadata: dict[str, bytes] = field(default_factory=dict)
+    """Conversation metadata: name -> canonical JSON of its value."""
     messages: list[MessageRow] = field(default_factory=list)
     ids: set[str] = field(default_factory=set)
     positions: dict[str, list[int]] = field(

@@ -38,6 +38,7 @@ from ..stores import (
     ConversationStore,
     Expired,
     IdleFor,
+    MetadataUpdate,
     OAuthRepository,
     OverCap,
     PauseTokenStore,
@@ -46,6 +47,8 @@ from ..stores import (
     SupervisionStore,
     SweepRule,
     TranscriptQuery,
+    decode_metadata,
+    merge_metadata,
 )
 from ..stores.kit import after_cursor, decode_cursor, encode_cursor, to_micros, url_options
 from .data import Conversation, MemoryData, MessageRow, StoredRecord, Token, forget, shared_data
@@ -294,6 +297,9 @@ class MemoryConversationStore(MemoryStoreBase, ConversationStore):
                 raise refusal_error(
                     Refusal.STALE_TAIL, key=key, tail=tail, expected=request.expected_tail
                 )
+        merged = None
+        if request.metadata is not None:
+            merged = merge_metadata(conv.metadata if conv else {}, request.metadata)
         now = d.now()
         if conv is None:
             conv = Conversation(owner=principal, created_at=now, updated_at=now)
@@ -317,6 +323,8 @@ class MemoryConversationStore(MemoryStoreBase, ConversationStore):
             conv.title = request.title
         if request.expires_at is not None:
             conv.expires_at = request.expires_at
+        if merged is not None:
+            conv.metadata = merged
         conv.updated_at = max(conv.updated_at, now)
         return stored
 
@@ -338,6 +346,14 @@ class MemoryConversationStore(MemoryStoreBase, ConversationStore):
         await _yield()
         conv = self._owned(key, principal, epoch)
         conv.title = title
+        self._touch(key, principal, conv, epoch)
+
+    async def _set_metadata(
+        self, key: ConversationKey, principal: str, updates: MetadataUpdate, epoch: int | None
+    ) -> None:
+        await _yield()
+        conv = self._owned(key, principal, epoch)
+        conv.metadata = merge_metadata(conv.metadata, updates)
         self._touch(key, principal, conv, epoch)
 
     async def _set_shared(
@@ -389,7 +405,13 @@ class MemoryConversationStore(MemoryStoreBase, ConversationStore):
         if d.header(new_key) is not None:
             raise refusal_error(Refusal.EXISTS, "the branch's key is already in use", key=new_key)
         now = d.now()
-        copy = Conversation(owner=principal, created_at=now, updated_at=now, title=source.title)
+        copy = Conversation(
+            owner=principal,
+            created_at=now,
+            updated_at=now,
+            title=source.title,
+            metadata=dict(source.metadata),
+        )
         for row in prefix:
             copy.add(
                 MessageRow(
@@ -513,6 +535,7 @@ class MemoryConversationStore(MemoryStoreBase, ConversationStore):
             tail_message_id=conv.tail,
             message_count=len(conv.messages),
             shared_with=frozenset(h.shared_with) if h else frozenset(),
+            metadata=decode_metadata(conv.metadata),
         )
 
     async def _get_conversation(

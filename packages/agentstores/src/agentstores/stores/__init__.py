@@ -3,6 +3,13 @@
 from ..capabilities import Capability
 from ._base import UNSET, StoreBase, Unset
 from .bundle import Stores
+from .conversation_metadata import (
+    MAX_CONVERSATION_METADATA_BYTES,
+    MetadataUpdate,
+    decode_metadata,
+    merge_metadata,
+    metadata_size,
+)
 from .conversations import (
     AppendRequest,
     ConversationStore,
@@ -20,6 +27,7 @@ from .state import AgentStateStore
 from .supervision import SupervisionStore
 
 __all__ = [
+    "MAX_CONVERSATION_METADATA_BYTES",
     "AppendRequest",
     "UNSET",
     "AgentStateStore",
@@ -28,6 +36,7 @@ __all__ = [
     "EncodedMessage",
     "Expired",
     "IdleFor",
+    "MetadataUpdate",
     "OAuthRepository",
     "OverCap",
     "PauseTokenStore",
@@ -38,4 +47,7 @@ __all__ = [
     "SweepRule",
     "TranscriptQuery",
     "Unset",
+    "decode_metadata",
+    "merge_metadata",
+    "metadata_size",
 ]

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from ..errors import UsageError
 from ..keys import ConversationKey, validate_id, validate_principal
 from ..models import (
+    JSON,
     LAST_TURN_STATUSES,
     MAX_COUNTER,
     SPEAKERS,
@@ -33,6 +34,7 @@ from ._base import (
     encode_json,
 )
 from .ambient import write_epoch
+from .conversation_metadata import MetadataUpdate, check_metadata_update
 
 MAX_MESSAGE_BYTES = 8 * 1024 * 1024
 """Largest encoded ``content`` + ``metadata`` of one message."""
@@ -119,6 +121,8 @@ class AppendRequest:
     epoch: int | None = None
     title: str | None = None
     expires_at: datetime | None = None
+    metadata: MetadataUpdate | None = None
+    """Conversation metadata to shallow-merge in (see ``set_metadata``), or None."""
 
     @property
     def has_tail_condition(self) -> bool:
@@ -146,11 +150,14 @@ class ConversationStore(StoreBase, ABC):
       4. append the messages not yet present, in order; ``seq`` continues from the
          current length; ``created_at`` is the store clock, never below the previous
          message's; update tail, count, ``updated_at``, ``last_turn_status`` (when
-         given), title and ``expires_at`` (when given); return the stored messages.
+         given), title, ``expires_at`` and metadata (when given; merged as by
+         ``set_metadata``); return the stored messages.
     ``truncate`` at a user message removes it and all after; at any other role keeps it
     and removes all after; unknown id -> ``NotFoundError``. ``branch`` copies the prefix
     up to and including ``message_id`` into a new conversation owned by the caller,
-    with fresh message ids (the caller needs read access only).
+    with fresh message ids (the caller needs read access only), the source's title and
+    metadata. ``set_metadata`` shallow-merges into the conversation metadata (a name
+    mapped to None is removed); truncate keeps the metadata.
     ``delete`` erases every store's data for the key and leaves a tombstone.
     """
 
@@ -168,13 +175,19 @@ class ConversationStore(StoreBase, ABC):
         epoch: int | None = None,
         title: str | None = None,
         expires_at: datetime | None = None,
+        metadata: Mapping[str, JSON] | None = None,
     ) -> list[StoredMessage]:
         """Append ``messages`` atomically (all or none); see the class docstring's steps.
+
+        ``metadata`` is shallow-merged into the conversation metadata in the same commit
+        as the messages (the initial metadata when this call creates the conversation),
+        as :meth:`set_metadata` does; an idempotent re-append applies none of it.
 
         Returns the messages stored by this call (``[]`` when every id was present).
 
         Raises:
-            UsageError: a bad argument (batch too big, duplicate id, oversized message).
+            UsageError: a bad argument (batch too big, duplicate id, oversized message,
+                metadata that is not JSON or would be over the limit).
             ErasedError: the conversation was erased.
             NotFoundError: it does not exist and ``create_if_absent`` is False.
             NotOwnedError: another principal owns it.
@@ -196,10 +209,10 @@ class ConversationStore(StoreBase, ABC):
                 raise UsageError(f"message id {m.id!r} appears twice in one batch")
             seen.add(m.id)
             content = encode_json(m.content, "message content", MAX_MESSAGE_BYTES)
-            metadata = encode_json(dict(m.metadata), "message metadata", MAX_MESSAGE_BYTES)
-            if len(content) + len(metadata) > MAX_MESSAGE_BYTES:
+            message_meta = encode_json(dict(m.metadata), "message metadata", MAX_MESSAGE_BYTES)
+            if len(content) + len(message_meta) > MAX_MESSAGE_BYTES:
                 raise UsageError(f"message {m.id!r} is over {MAX_MESSAGE_BYTES} bytes")
-            encoded.append(EncodedMessage(m, content, metadata))
+            encoded.append(EncodedMessage(m, content, message_meta))
         if last_turn_status is not None:
             _check_status(last_turn_status)
         if expected_last_message_id is not UNSET and expected_last_message_id is not None:
@@ -207,6 +220,7 @@ class ConversationStore(StoreBase, ABC):
         epoch = write_epoch(key, check_epoch(epoch))
         _check_title(title)
         check_datetime(expires_at, "expires_at", optional=True)
+        meta = None if metadata is None else check_metadata_update(metadata)
         async with self.translating_errors("conversations.append_messages", key):
             return await self._append_messages(
                 key,
@@ -219,6 +233,7 @@ class ConversationStore(StoreBase, ABC):
                     epoch=epoch,
                     title=title,
                     expires_at=expires_at,
+                    metadata=meta,
                 ),
             )
 
@@ -263,6 +278,37 @@ class ConversationStore(StoreBase, ABC):
         epoch = write_epoch(key, check_epoch(epoch))
         async with self.translating_errors("conversations.set_title", key):
             await self._set_title(key, principal, title, epoch)
+
+    async def set_metadata(
+        self,
+        key: ConversationKey,
+        principal: str,
+        updates: Mapping[str, JSON],
+        *,
+        epoch: int | None = None,
+    ) -> None:
+        """Shallow-merge ``updates`` into the conversation metadata (owner only, fenced).
+
+        Each name in ``updates`` replaces that name's value; a name mapped to ``None`` is
+        removed (so ``null`` is never stored); names not in ``updates`` are kept. Like
+        :meth:`set_title` it moves ``updated_at``. The metadata is at most
+        ``MAX_CONVERSATION_METADATA_BYTES`` (each name's UTF-8 length plus its value's
+        canonical JSON length, summed).
+
+        Raises:
+            UsageError: a malformed key, principal or epoch; ``updates`` not a mapping of
+                non-empty str names to JSON values; the metadata would be over the limit.
+            NotFoundError: no such conversation.
+            FencedError: ``epoch`` is below the key's fence.
+            NotOwnedError: another principal owns the conversation.
+            ErasedError: the conversation was erased.
+        """
+        key = check_key(key)
+        principal = validate_principal(principal)
+        encoded = check_metadata_update(updates, "updates")
+        epoch = write_epoch(key, check_epoch(epoch))
+        async with self.translating_errors("conversations.set_metadata", key):
+            await self._set_metadata(key, principal, encoded, epoch)
 
     async def share(self, key: ConversationKey, principal: str, with_principal: str) -> None:
         """Give ``with_principal`` read access (owner only).
@@ -525,6 +571,12 @@ class ConversationStore(StoreBase, ABC):
     async def _set_title(
         self, key: ConversationKey, principal: str, title: str | None, epoch: int | None
     ) -> None: ...
+
+    @abstractmethod
+    async def _set_metadata(
+        self, key: ConversationKey, principal: str, updates: MetadataUpdate, epoch: int | None
+    ) -> None:
+        """As ``_set_title``, merging ``updates`` (``merge_metadata``) instead."""
 
     @abstractmethod
     async def _set_shared(
