@@ -14,20 +14,21 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from mcp.shared.auth import OAuthToken
 from zav.agents_sdk.domain.chat_conversation_store import ConversationNotOwnedError
-from zav.agents_sdk.domain.chat_message import ChatMessage
+from zav.agents_sdk.domain.chat_message import ChatMessage, ConversationContext, DocumentContext
 from zav.agents_sdk.domain.chat_stream_recording_store import RecordedStreamEvent
 from zav.agents_sdk.domain.chat_stream_supervision_store import (
     ChatStreamStatus,
     ChatStreamSupervision,
 )
 
-from agentstores import UsageError
+from agentstores import ConversationKey, UsageError
 from agentstores_zav import (
     AgentStoresConversationStore,
     AgentStoresMCPOAuthRepository,
     AgentStoresRecordingStore,
     AgentStoresSupervisionStore,
 )
+from agentstores_zav.conversation_fields import fields_of
 from agentstores_zav.oauth import tokens_from_json, tokens_to_json
 from tests.zav.strategies import TENANT, client_infos, full_messages, user_records
 
@@ -106,8 +107,6 @@ async def test_the_bot_turn_does_not_resurrect_a_deleted_conversation(bundles: A
     sid = session()
     await store.append_messages(TENANT, "u1", sid, "agent", [ChatMessage.as_user("q")])
     stores = await bundle.stores()
-    from agentstores import ConversationKey
-
     await stores.conversations.delete(ConversationKey(TENANT, sid), "u1")
     await store.append_messages(
         TENANT, "u1", sid, "agent", [ChatMessage.as_bot("a")], create_if_absent=False
@@ -191,3 +190,49 @@ def test_token_expiry_is_relative_to_the_store_clock() -> None:
 async def test_oauth_needs_keys_or_an_explicit_plaintext_opt_in(bundles: Any) -> None:
     with pytest.raises(UsageError):
         AgentStoresMCPOAuthRepository(bundles())
+
+
+async def test_conversation_fields_land_in_the_conversation_metadata(bundles: Any) -> None:
+    bundle = bundles()
+    store = AgentStoresConversationStore(bundle)
+    sid = session()
+    context = ConversationContext(
+        document_context=DocumentContext(document_ids=["d1"], retrieval_unit="document")
+    )
+    await store.append_messages(
+        TENANT,
+        "u1",
+        sid,
+        "agent-1",
+        [ChatMessage.as_user("q")],
+        user_roles="admin",
+        user_tenants="acme,beta",
+        user_agent_id="ua-1",
+        bot_params={"temperature": 0.5, "nested": {"k": [1, 2]}},
+        last_turn_status="running",
+        conversation_context=context,
+    )
+    # The bot turn passes no context: what was stored stays.
+    await store.append_messages(
+        TENANT,
+        "u1",
+        sid,
+        "agent-1",
+        [ChatMessage.as_bot("a")],
+        bot_params={"temperature": 0.5, "nested": {"k": [1, 2]}},
+        last_turn_status="complete",
+        create_if_absent=False,
+    )
+    stores = await bundle.stores()
+    info = await stores.conversations.get_conversation(ConversationKey(TENANT, sid), "u1")
+    assert info is not None and info.last_turn_status == "complete"
+    fields = fields_of(info.metadata)
+    assert fields == {
+        "agent_identifier": "agent-1",
+        "bot_params": {"temperature": 0.5, "nested": {"k": [1, 2]}},
+        "conversation_context": context.model_dump(mode="json", exclude_unset=True),
+        "user_roles": "admin",
+        "user_tenants": "acme,beta",
+        "user_agent_id": "ua-1",
+    }
+    assert ConversationContext.model_validate(fields["conversation_context"]) == context

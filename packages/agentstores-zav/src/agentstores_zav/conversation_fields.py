@@ -8,8 +8,6 @@ metadata=...)``, a shallow merge). This module is the one place that knows how.
 
 from __future__ import annotations
 
-import inspect
-import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -18,8 +16,6 @@ from zav.agents_sdk.domain.chat_message import ConversationContext
 from agentstores import ConversationKey, Message
 from agentstores.models import LastTurnStatus
 from agentstores.stores import ConversationStore
-
-log = logging.getLogger(__name__)
 
 PREFIX = "zav."
 """Metadata keys this bridge writes start with it, beside anyone else's."""
@@ -51,13 +47,6 @@ def conversation_fields(
     return {PREFIX + name: value for name, value in fields.items()}
 
 
-def _takes_metadata(store: ConversationStore) -> bool:
-    return "metadata" in inspect.signature(store.append_messages).parameters
-
-
-_warned = False
-
-
 async def append_with_fields(
     store: ConversationStore,
     key: ConversationKey,
@@ -69,21 +58,19 @@ async def append_with_fields(
     last_turn_status: LastTurnStatus | None,
 ) -> None:
     """Append ``rows`` and merge ``fields`` into the conversation's metadata, atomically."""
-    global _warned
-    options: dict[str, Any] = {}
-    if _takes_metadata(store):
-        options["metadata"] = dict(fields)
-    elif not _warned:
-        _warned = True
-        log.warning("this agentstores has no conversation metadata: %s not stored", sorted(fields))
     await store.append_messages(
         key,
         principal,
         list(rows),
         create_if_absent=create_if_absent,
         last_turn_status=last_turn_status,
-        **options,
+        metadata=dict(fields),
     )
 
 
-__all__ = ["PREFIX", "append_with_fields", "conversation_fields"]
+def fields_of(metadata: Mapping[str, Any]) -> dict[str, Any]:
+    """The SDK's conversation-level fields back out of a conversation's metadata."""
+    return {k[len(PREFIX) :]: v for k, v in metadata.items() if k.startswith(PREFIX)}
+
+
+__all__ = ["PREFIX", "append_with_fields", "conversation_fields", "fields_of"]
