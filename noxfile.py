@@ -39,7 +39,17 @@ DISTRIBUTIONS = (
     "contract_tests",
 )
 """Every distribution that ships (the template is copied, never installed from an index)."""
-ZAV_PYTHON = "3.12"
+
+
+def _interpreter(version: str) -> str:
+    """``version``'s interpreter under pyenv's root or on PATH (where run.py looks), else
+    ``version`` itself (nox then fails the session: error_on_missing_interpreters)."""
+    root = os.environ.get("PYENV_ROOT") or os.path.expanduser("~/.pyenv")
+    found = sorted(glob.glob(f"{root}/versions/{version}.*/bin/python{version}"), reverse=True)
+    return found[0] if found else shutil.which(f"python{version}") or version
+
+
+ZAV_PYTHON = _interpreter("3.12")
 """The zav agents SDK (and so agentstores-zav) needs Python 3.12 or newer."""
 BUILD_TOOLS = ["uv>=0.5", "twine>=6.1"]
 SETUP_TOOLS = ["nox>=2024.10", "uv>=0.5"]
