@@ -5,6 +5,7 @@ the calls the SDK's ``ResumableChatStreams`` and chat handler make, in the same 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import time
 import uuid
 from pathlib import Path
@@ -191,7 +192,7 @@ async def test_a_frozen_producer_woken_after_a_takeover_writes_nothing(url: str)
             assert epoch is not None and epoch >= 1
             results["taken_at"] = epoch
             await b.state.save(TENANT, USER, sid, {"dep": {"text": "successor"}})
-            event = RecordedStreamEvent(5, ChatMessage.as_bot("successor"), turn, epoch)
+            event = RecordedStreamEvent(5, ChatMessage.as_bot("successor answer"), turn, epoch)
             await b.recording.put(TENANT, USER, sid, event)
 
         await asyncio.create_task(takeover())
@@ -201,7 +202,7 @@ async def test_a_frozen_producer_woken_after_a_takeover_writes_nothing(url: str)
         assert {results[n] for n in ("state", "append", "status", "state_delete")} == {"fenced"}
         assert await b.state.load(TENANT, USER, sid) == {"dep": {"text": "successor"}}
         recorded = await b.recording.read(TENANT, USER, sid)
-        assert recorded is not None and recorded.message.content == "successor"
+        assert recorded is not None and recorded.message.content == "successor answer"
         row = await b.supervision.read(TENANT, USER, sid)
         assert row is not None and row.epoch == results["taken_at"]
         transcript = await b.conversations.get_transcript(TENANT, USER, sid)
@@ -272,3 +273,41 @@ async def test_another_requester_cannot_claim_or_write(url: str) -> None:
             await a.state.save(TENANT, "intruder", sid, {"x": {}})
     finally:
         await close(a)
+
+
+async def test_a_follower_across_a_takeover_sees_the_answer_grow_to_its_end(url: str) -> None:
+    """The successor restarts its indices at 0 from an older checkpoint: its snapshots are
+    held back until they pass the predecessor's, then continue above its index."""
+    (a, b) = replicas(url)
+    sid, turn = uuid.uuid4().hex, "turn-0"
+    try:
+
+        async def first() -> None:
+            assert await a.claim(sid, turn) == 0
+            for i in range(6):  # w0 .. w5 at indices 0 .. 5
+                text = " ".join(f"w{n}" for n in range(i + 1))
+                await a.recording.put(
+                    TENANT, USER, sid, RecordedStreamEvent(i, ChatMessage.as_bot(text), turn, 0)
+                )
+
+        await asyncio.create_task(first())
+        seen = [(await b.recording.read(TENANT, USER, sid))]
+        await asyncio.sleep(3.2)
+
+        async def successor() -> None:
+            epoch = await b.claim(sid, turn)
+            assert epoch is not None
+            for i in range(8):  # resumed from w3: w0..w3, w0..w4, ... w0..w10
+                text = " ".join(f"w{n}" for n in range(i + 4))
+                event = RecordedStreamEvent(i, ChatMessage.as_bot(text), turn, epoch)
+                await b.recording.put(TENANT, USER, sid, event)
+                seen.append(await b.recording.read(TENANT, USER, sid))
+
+        await asyncio.create_task(successor())
+        indices = [r.index for r in seen if r is not None]
+        contents = [r.message.content for r in seen if r is not None]
+        assert indices == sorted(indices) and indices[-1] > 5
+        assert all(y.startswith(x) for x, y in itertools.pairwise(contents))
+        assert contents[-1] == " ".join(f"w{n}" for n in range(11))
+    finally:
+        await close(a, b)

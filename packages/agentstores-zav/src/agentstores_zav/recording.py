@@ -9,7 +9,7 @@ from zav.agents_sdk.domain.chat_stream_recording_store import (
     RecordedStreamEvent,
 )
 
-from agentstores import FencedError, RecordedEvent
+from agentstores import ConversationKey, FencedError, RecordedEvent, Stores
 
 from .bundle import Bundle
 from .epochs import offset_of
@@ -26,10 +26,21 @@ class AgentStoresRecordingStore(ChatStreamRecordingStore):
     A fenced ``put`` is dropped, as the SDK's own store drops it: the producer learns it
     lost the lease from its next heartbeat. ``delete`` carries the producing task's
     lease epoch, so a fenced producer's late cleanup cannot remove its successor's row.
+
+    A takeover resumes the *same* turn (same message id) from an older checkpoint, with
+    its yield index starting again at 0, while the SDK's recording follower serves only
+    snapshots whose index is above the last it served: a second screen following across
+    the takeover would see nothing more and end on the dead producer's partial answer.
+    So a successor's snapshots are held back until their content is at least as long as
+    the predecessor's snapshot, then stored with indices continuing above its index:
+    followers see the answer grow without a rollback and reach its end.
     """
+
+    MAX_TRACKED = 4096
 
     def __init__(self, bundle: Bundle) -> None:
         self._bundle = bundle
+        self._bases: dict[tuple[ConversationKey, str, int], int] = {}
 
     async def put(
         self,
@@ -40,17 +51,45 @@ class AgentStoresRecordingStore(ChatStreamRecordingStore):
     ) -> None:
         stores = await self._bundle.stores()
         key, principal = key_of(tenant, requester_uuid, session_id)
-        record = RecordedEvent(
-            index=event.index,
-            message=message_to_json(event.message),
-            message_id=event.message_id,
-            epoch=event.epoch + offset_of(key),
-        )
+        epoch = event.epoch + offset_of(key)
         with sdk_errors(key, principal):
+            base = await self._index_base(stores, key, principal, event, epoch)
+            if base is None:
+                return  # behind the predecessor's snapshot: held back
+            record = RecordedEvent(
+                index=event.index + base,
+                message=message_to_json(event.message),
+                message_id=event.message_id,
+                epoch=epoch,
+            )
             try:
                 await stores.recording.put(key, principal, record)
             except FencedError as exc:
                 log.info("fenced recording write dropped for %r: %s", key, exc)
+
+    async def _index_base(
+        self,
+        stores: Stores,
+        key: ConversationKey,
+        principal: str,
+        event: RecordedStreamEvent,
+        epoch: int,
+    ) -> int | None:
+        """What to add to this epoch's indices; None while the snapshot is held back."""
+        slot = (key, event.message_id, epoch)
+        if slot in self._bases:
+            return self._bases[slot]
+        current = await stores.recording.read(key, principal)
+        base = 0
+        if current is not None and current.message_id == event.message_id and current.epoch < epoch:
+            previous = current.message.get("content") if isinstance(current.message, dict) else ""
+            if len(event.message.content) < len(previous or ""):
+                return None
+            base = current.index + 1
+        if len(self._bases) >= self.MAX_TRACKED:
+            self._bases.pop(next(iter(self._bases)))
+        self._bases[slot] = base
+        return base
 
     async def read(
         self, tenant: str, requester_uuid: str | None, session_id: str
