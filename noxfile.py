@@ -182,7 +182,10 @@ def _build(session: nox.Session) -> None:
     then ``twine check`` and a look inside each artifact."""
     shutil.rmtree("dist", ignore_errors=True)
     for path in DISTRIBUTIONS:
-        session.run("uv", "build", "--out-dir", "dist", path)
+        # --python: the session's own interpreter builds, even for a distribution whose
+        # requires-python it does not meet (agentstores-zav: 3.12+), instead of uv
+        # fetching another Python from the network.
+        session.run("uv", "build", "--python", "python", "--out-dir", "dist", path)
     session.run("twine", "check", "--strict", *sorted(glob.glob("dist/*")))
     session.run("python", "-m", "tests.wheels.contents", "dist", *DISTRIBUTIONS)
 
