@@ -81,17 +81,15 @@ class ConcurrencyContract(ContractBase):
                     epoch = r + 1
                     rng = seeds.rng(f"cas_many.race:{r}")
 
-                    def batch(i: int) -> list[Swap]:
+                    def batch(i: int, epoch: int, rng: random.Random) -> list[Swap]:
                         # each client its own key order: batches over the same keys in
                         # different orders must neither deadlock nor lose a row
                         order = list(range(len(keys)))
                         rng.shuffle(order)
-                        return [
-                            Swap(keys[j], "p", expected[j], SupervisionRow("running", f"c{i}", epoch))
-                            for j in order
-                        ]
+                        row = SupervisionRow("running", f"c{i}", epoch)
+                        return [Swap(keys[j], "p", expected[j], row) for j in order]
 
-                    plans = [batch(i) for i in range(len(bundles))]
+                    plans = [batch(i, epoch, rng) for i in range(len(bundles))]
                     calls = [
                         partial(s.supervision.compare_and_swap_many, plan)
                         for s, plan in zip(bundles, plans, strict=True)
