@@ -23,6 +23,8 @@ class CountingStore:
     """Wraps a supervision store, recording each batch it is sent (a spy, not a stub: every
     call goes to the real store)."""
 
+    max_batches_in_flight = 2
+
     def __init__(self, inner: SupervisionStore) -> None:
         self.inner = inner
         self.batches: list[int] = []

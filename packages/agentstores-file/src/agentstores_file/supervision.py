@@ -13,13 +13,17 @@ from agentstores.stores import SupervisionStore, kit
 from ._base import DEFAULT_WORKERS, FileStoreBase, off_loop
 from .header import LIVE
 
-BATCH_CHUNKS = 8
+BATCH_CHUNKS = 4
 """A batch of swaps runs as up to this many chunks on the pool at once, each chunk's keys
-one after another on one thread: one header write (and fsync) per key, in parallel, with
-one hop off the loop per chunk rather than per key."""
+one after another on one thread: one header write (and fsync) per key, with one hop off
+the loop per chunk rather than per key."""
 
 
 class FileSupervisionStore(FileStoreBase, SupervisionStore):
+    # A batch is independent fsynced writes, not one round trip: many small batches in
+    # flight keep the pool's threads busy without one slow write holding up the rest.
+    max_batches_in_flight = 8
+
     def _swap(
         self, key: ConversationKey, principal: str, expected_epoch: int | None, row: SupervisionRow
     ) -> bool:

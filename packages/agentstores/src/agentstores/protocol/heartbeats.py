@@ -22,9 +22,6 @@ from ..stores import SupervisionStore
 
 MAX_BATCH = 512
 """Most swaps one batch carries (one SQL statement's arrays, one pipeline)."""
-MAX_IN_FLIGHT = 2
-"""Batches one store may have in flight at once; beats arriving meanwhile wait for the
-next batch (that wait is what makes the batches)."""
 
 
 @dataclass(slots=True)
@@ -41,11 +38,13 @@ class HeartbeatCoalescer:
         store: SupervisionStore,
         *,
         max_batch: int = MAX_BATCH,
-        max_in_flight: int = MAX_IN_FLIGHT,
+        max_in_flight: int | None = None,
     ) -> None:
         self.store = store
         self.max_batch = max_batch
-        self.max_in_flight = max_in_flight
+        self.max_in_flight = max_in_flight or store.max_batches_in_flight
+        """Batches in flight at once (default: the store's ``max_batches_in_flight``);
+        beats arriving meanwhile wait for the next batch (that wait makes the batches)."""
         self.batches = 0
         """Batches sent so far (for tests and the bench)."""
         self._pending: deque[_Beat] = deque()
@@ -127,4 +126,4 @@ def coalescer_for(store: SupervisionStore) -> HeartbeatCoalescer:
     return found[1]
 
 
-__all__ = ["MAX_BATCH", "MAX_IN_FLIGHT", "HeartbeatCoalescer", "coalescer_for"]
+__all__ = ["MAX_BATCH", "HeartbeatCoalescer", "coalescer_for"]

@@ -32,6 +32,11 @@ class SupervisionStore(StoreBase, ABC):
       fence is kept.
     """
 
+    max_batches_in_flight: int = 2
+    """How many ``compare_and_swap_many`` calls the heartbeat coalescer keeps in flight on
+    this store at once: a few where a batch is one round trip (beats arriving meanwhile
+    make the next batch), more where a batch is many independent writes."""
+
     async def compare_and_swap(
         self,
         key: ConversationKey,
