@@ -48,6 +48,8 @@ from agentstores.models import (
     StoredMessage,
     SupervisionRow,
     SupervisionView,
+    Swap,
+    SwapOutcome,
     TranscriptMessage,
     UserIntegration,
 )
@@ -124,6 +126,42 @@ class CasCreatesFromEpoch(MemorySupervisionStore):
         if key not in self.data.supervision:
             expected_epoch = None
         return await super()._compare_and_swap(key, principal, expected_epoch, row)
+
+
+class RacyBatch(MemorySupervisionStore):
+    """Checks every row's expectation, awaits, then writes them all: two racing batches
+    over the same keys can both win a row."""
+
+    async def _compare_and_swap_many(self, swaps: list[Swap]) -> list[SwapOutcome]:
+        d = self.data
+        ok = []
+        for sw in swaps:
+            current = d.supervision.get(sw.key)
+            ok.append((current.epoch if current is not None else None) == sw.expected_epoch)
+        await asyncio.sleep(0)
+        out = []
+        for sw, good in zip(swaps, ok, strict=True):
+            h = d.header(sw.key)
+            if not good or (
+                h is not None and (h.erased_until is not None or sw.row.epoch < h.fence)
+            ):
+                out.append(SwapOutcome(False))
+                continue
+            if h is not None and h.owner != sw.principal:
+                out.append(SwapOutcome(False, NotOwnedError("not yours", key=sw.key)))
+                continue
+            h = d.commit_write(sw.key, sw.principal, sw.row.epoch)
+            d.supervision[sw.key] = dataclasses.replace(sw.row, heartbeat_at=d.now(), owner=h.owner)
+            out.append(SwapOutcome(True))
+        return out
+
+
+class BatchOneOutcome(MemorySupervisionStore):
+    """One outcome for the whole batch: every row is told what its first row got."""
+
+    async def _compare_and_swap_many(self, swaps: list[Swap]) -> list[SwapOutcome]:
+        outcomes = await super()._compare_and_swap_many(swaps)
+        return [outcomes[0]] * len(outcomes)
 
 
 class DeleteIgnoresEpoch(MemorySupervisionStore):
@@ -627,6 +665,8 @@ def _make(**stores: type) -> Callable[[], BackendUnderTest]:
 
 
 racy_cas = _make(supervision=RacyCas)
+racy_batch = _make(supervision=RacyBatch)
+batch_one_outcome = _make(supervision=BatchOneOutcome)
 cas_creates_from_epoch = _make(supervision=CasCreatesFromEpoch)
 delete_ignores_epoch = _make(supervision=DeleteIgnoresEpoch)
 takeover_does_not_fence = _make(supervision=TakeoverDoesNotFence)
@@ -712,6 +752,8 @@ def _m(name: str, breaks: str, *, racy: bool = False) -> Mutant:
 
 MUTANTS: list[Mutant] = [
     _m("racy_cas", "supervision.cas.race", racy=True),
+    _m("racy_batch", "supervision.cas_many.race", racy=True),
+    _m("batch_one_outcome", "supervision.cas_many.rows"),
     _m("cas_creates_from_epoch", "supervision.cas.create"),
     _m("delete_ignores_epoch", "supervision.delete.guarded"),
     _m("takeover_does_not_fence", "fencing.state.save"),

@@ -14,7 +14,7 @@ from typing import Any
 
 from agentstores.errors import AlreadyClaimedError, FencedError, StaleWriteError
 from agentstores.keys import ConversationKey
-from agentstores.models import Message, SupervisionRow
+from agentstores.models import Message, SupervisionRow, Swap
 from agentstores.stores import Stores
 
 from . import seeds
@@ -66,6 +66,54 @@ class ConcurrencyContract(ContractBase):
                         epoch,
                     ), f"round {r}: the stored row {row} is not the winner's (c{winners[0]})"
                     expected = epoch
+
+        self.run(backend, body)
+
+    @promise("supervision.cas_many.race")
+    def test_batched_cas_has_one_winner_per_key(self, backend: BackendUnderTest) -> None:
+        n, rounds = self.profile.clients, self.profile.rounds
+        keys = [self.key(f"k{j}") for j in range(4)]
+
+        async def body(stores: Stores) -> None:
+            async with clients(backend, stores, n) as bundles:
+                expected: list[int | None] = [None] * len(keys)
+                for r in range(rounds):
+                    epoch = r + 1
+                    rng = seeds.rng(f"cas_many.race:{r}")
+
+                    def batch(i: int, epoch: int, rng: random.Random) -> list[Swap]:
+                        # each client its own key order: batches over the same keys in
+                        # different orders must neither deadlock nor lose a row
+                        order = list(range(len(keys)))
+                        rng.shuffle(order)
+                        row = SupervisionRow("running", f"c{i}", epoch)
+                        return [Swap(keys[j], "p", expected[j], row) for j in order]
+
+                    plans = [batch(i, epoch, rng) for i in range(len(bundles))]
+                    calls = [
+                        partial(s.supervision.compare_and_swap_many, plan)
+                        for s, plan in zip(bundles, plans, strict=True)
+                    ]
+                    outcomes = await race(calls)
+                    for i, o in enumerate(outcomes):
+                        assert o.ok, f"round {r}: client c{i}'s batch raised {o.describe()}"
+                    for j, key in enumerate(keys):
+                        winners = [
+                            i
+                            for i, (plan, o) in enumerate(zip(plans, outcomes, strict=True))
+                            for sw, out in zip(plan, o.value, strict=True)
+                            if sw.key == key and out.error is None and out.swapped
+                        ]
+                        assert len(winners) == 1, (
+                            f"round {r}, key {j}: {len(winners)} of {n} batched CAS rows "
+                            f"expecting {expected[j]} won"
+                        )
+                        row = (await stores.supervision.read(key, "p")).row
+                        assert row is not None and (row.message_id, row.epoch) == (
+                            f"c{winners[0]}",
+                            epoch,
+                        ), f"round {r}, key {j}: the stored row {row} is not the winner's"
+                        expected[j] = epoch
 
         self.run(backend, body)
 
@@ -224,6 +272,51 @@ class ConcurrencyContract(ContractBase):
             return ("cas", expected, mid, epoch), lambda: s.supervision.compare_and_swap(
                 key, "p", expected, row
             )
+
+        self._check_histories(backend, step, (None, 0), op)
+
+    @promise("supervision.cas_many.linearizable")
+    def test_batched_supervision_history_is_linearizable(self, backend: BackendUnderTest) -> None:
+        """Batch rows, single CAS and reads on one key: each batch row is one CAS in the
+        key's history (the batch's other rows, on the client's own keys, are noise)."""
+
+        def step(state: Any, call: Any) -> tuple[Any, Any]:
+            row, fence = state
+            if call[0] == "read":
+                return (row, fence), state
+            _, expected, mid, epoch = call
+            current = None if row is None else row[1]
+            if current != expected or epoch < fence:
+                return False, state
+            return True, ((mid, epoch), max(fence, epoch))
+
+        async def op(s: Stores, key: ConversationKey, rng: random.Random) -> Planned:
+            kind = rng.choice(("many", "many", "many", "cas", "read"))
+            if kind == "read":
+
+                async def read() -> Any:
+                    view = await s.supervision.read(key, "p")
+                    return view.row and (view.row.message_id, view.row.epoch), view.fence
+
+                return ("read",), read
+            expected = rng.choice((None, 1, 2, 3))
+            mid, epoch = rng.choice("ab"), (expected or 0) + rng.choice((0, 1, 1))
+            row = SupervisionRow("running", mid, epoch)
+            if kind == "cas":
+                return ("cas", expected, mid, epoch), lambda: s.supervision.compare_and_swap(
+                    key, "p", expected, row
+                )
+            noise = ConversationKey(key.tenant, f"{key.session_id}-noise-{rng.getrandbits(40)}")
+            swaps = [Swap(key, "p", expected, row), Swap(noise, "p", None, row)]
+            if rng.random() < 0.5:
+                swaps.reverse()
+
+            async def many() -> Any:
+                outcomes = await s.supervision.compare_and_swap_many(swaps)
+                mine = outcomes[[sw.key for sw in swaps].index(key)]
+                return mine.result()
+
+            return ("cas", expected, mid, epoch), many
 
         self._check_histories(backend, step, (None, 0), op)
 

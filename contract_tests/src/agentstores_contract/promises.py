@@ -61,6 +61,14 @@ PROMISES: dict[str, str] = {
     "supervision.delete.guarded": "delete removes the row only for its exact message_id and epoch",
     "supervision.cas.race": "of many concurrent CAS with one expectation exactly one wins",
     "supervision.linearizable": "concurrent CAS/read/delete histories are linearizable",
+    "supervision.cas_many.rows": "compare_and_swap_many gives each row the outcome its single "
+    "CAS would (swapped, lost, fenced, erased, NotOwnedError) and writes as it would",
+    "supervision.cas_many.validation": "a malformed batch (or one key twice) is a UsageError "
+    "and changes nothing",
+    "supervision.cas_many.race": "of many concurrent batches with one expectation per key "
+    "exactly one row per key wins",
+    "supervision.cas_many.linearizable": "batch rows, single CAS and reads on one key are "
+    "linearizable",
     # recording
     "recording.model": "recording store behaves as the sequential model",
     "recording.monotonic": "late flushes never roll the snapshot back",

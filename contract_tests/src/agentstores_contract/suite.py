@@ -24,6 +24,7 @@ from .regions import RegionContract
 from .state import StateContract
 from .store_edges import StoreEdgesContract
 from .supervision import SupervisionContract
+from .supervision_batch import SupervisionBatchContract
 from .sweep_accounting import SweepAccountingContract
 from .turns import TurnContract
 from .urls import UrlContract
@@ -32,6 +33,7 @@ from .urls import UrlContract
 class ContractSuite(
     KeyContract,
     SupervisionContract,
+    SupervisionBatchContract,
     RecordingContract,
     StateContract,
     ConversationContract,

@@ -3,20 +3,31 @@ one locked header replace."""
 
 from __future__ import annotations
 
-from agentstores.errors import Refusal, refusal_error
+import asyncio
+
+from agentstores.errors import AgentStoresError, Refusal, refusal_error
 from agentstores.keys import ConversationKey
-from agentstores.models import SupervisionRow, SupervisionView
+from agentstores.models import SupervisionRow, SupervisionView, Swap, SwapOutcome
 from agentstores.stores import SupervisionStore, kit
 
-from ._base import FileStoreBase, off_loop
+from ._base import DEFAULT_WORKERS, FileStoreBase, off_loop
 from .header import LIVE
+
+BATCH_CHUNKS = 4
+"""A batch of swaps runs as up to this many chunks on the pool at once, each chunk's keys
+one after another on one thread: one header write (and fsync) per key, with one hop off
+the loop per chunk rather than per key."""
 
 
 class FileSupervisionStore(FileStoreBase, SupervisionStore):
-    @off_loop
-    def _compare_and_swap(
+    # A batch is independent fsynced writes, not one round trip: many small batches in
+    # flight keep the pool's threads busy without one slow write holding up the rest.
+    max_batches_in_flight = 8
+
+    def _swap(
         self, key: ConversationKey, principal: str, expected_epoch: int | None, row: SupervisionRow
     ) -> bool:
+        """One compare-and-swap: one locked header replace (blocking)."""
         root = self.root
         kdir = root.key_dir(key)
         with root.locked(kdir, exclusive=True, create=True):
@@ -38,6 +49,38 @@ class FileSupervisionStore(FileStoreBase, SupervisionStore):
             new["sup"] = {"s": row.status, "m": row.message_id, "e": row.epoch, "hb": now}
             root.put_head(kdir, new)
             return True
+
+    _compare_and_swap = off_loop(_swap)
+
+    async def _compare_and_swap_many(self, swaps: list[Swap]) -> list[SwapOutcome]:
+        workers = self.runner.workers or DEFAULT_WORKERS
+        chunks = max(1, min(BATCH_CHUNKS, workers, len(swaps)))
+        parts = [swaps[i::chunks] for i in range(chunks)]
+        done = await asyncio.gather(*(self.runner(self._swap_chunk, part) for part in parts))
+        by_swap = {
+            sw: out
+            for part, outs in zip(parts, done, strict=True)
+            for sw, out in zip(part, outs, strict=True)
+        }
+        return [by_swap[sw] for sw in swaps]
+
+    def _swap_chunk(self, swaps: list[Swap]) -> list[SwapOutcome]:
+        """Each swap of ``swaps`` in turn (blocking), its typed error kept as its outcome."""
+        out: list[SwapOutcome] = []
+        for sw in swaps:
+            try:
+                out.append(SwapOutcome(self._swap(sw.key, sw.principal, sw.expected_epoch, sw.row)))
+            except AgentStoresError as exc:
+                out.append(SwapOutcome(False, exc))
+            except Exception as exc:
+                err = self.translate_error(exc)
+                if err is None:
+                    raise
+                err.context.setdefault("operation", "supervision.compare_and_swap_many")
+                err.context.setdefault("key", sw.key)
+                err.__cause__ = exc
+                out.append(SwapOutcome(False, err))
+        return out
 
     @off_loop
     def _read(self, key: ConversationKey, principal: str) -> SupervisionView:

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
-from agentstores.keys import ConversationKey
-from agentstores.models import SupervisionRow, SupervisionView
-from agentstores.stores import SupervisionStore
-from agentstores.stores.kit import from_micros
+from typing import Any
 
-from ._base import RedisStoreBase, claim_args, raise_for, text
-from .lua import SV_CAS, SV_DELETE, SV_READ
+from agentstores.errors import AgentStoresError, UnknownOutcomeError
+from agentstores.keys import ConversationKey
+from agentstores.models import SupervisionRow, SupervisionView, Swap, SwapOutcome
+from agentstores.stores import SupervisionStore
+from agentstores.stores.kit import from_micros, writer_nonce_hex
+
+from ._base import RedisStoreBase, claim_args, default_wrote, raise_for, text
+from .client import Call, NotDurable, Uncertain
+from .lua import RECONCILE, SV_CAS, SV_DELETE, SV_READ
 
 _TRUE = [b"ok", b"1"]
 
@@ -35,6 +39,73 @@ class RedisSupervisionStore(RedisStoreBase, SupervisionStore):
         )
         raise_for(reply, key)
         return bool(reply[1] == b"1")
+
+    async def _compare_and_swap_many(self, swaps: list[Swap]) -> list[SwapOutcome]:
+        """Every swap's script in one pipeline per node (:meth:`RedisClient.write_many`),
+        each with its own nonce; a reply lost with its connection is reconciled per row."""
+        calls: list[Call] = []
+        nonces: list[str] = []
+        for sw in swaps:
+            names = self.ctx.keys.conv(sw.key)
+            nonce = writer_nonce_hex()
+            nonces.append(nonce)
+            args = claim_args(
+                sw.principal,
+                sw.key,
+                "" if sw.expected_epoch is None else str(sw.expected_epoch),
+                sw.row.status,
+                sw.row.message_id,
+                str(sw.row.epoch),
+            )
+            calls.append((SV_CAS, [names.header, names.supervision], (nonce, *args)))
+        replies = await self.ctx.client.write_many(calls)
+        lost = [i for i, r in enumerate(replies) if isinstance(r, Uncertain)]
+        found: list[Any] = [None] * len(lost)
+        if lost:
+            checks: list[Call] = [(RECONCILE, [calls[i][1][0]], [nonces[i]]) for i in lost]
+            try:
+                found = await self.ctx.client.many(checks)
+            except Exception:
+                found = [None] * len(lost)
+        landed = {
+            i: isinstance(f, list) and bool(f) and f[0] == b"ok"
+            for i, f in zip(lost, found, strict=True)
+        }
+        return [
+            self._outcome(sw, r, landed.get(i))
+            for i, (sw, r) in enumerate(zip(swaps, replies, strict=True))
+        ]
+
+    def _outcome(self, sw: Swap, reply: Any, landed: bool | None) -> SwapOutcome:
+        """One row's reply as its outcome (``landed``: what reconciling a lost reply found)."""
+        if isinstance(reply, Uncertain):
+            if landed and not self.ctx.waits:
+                self.ctx.reconciled += 1
+                return SwapOutcome(True)
+            return SwapOutcome(
+                False,
+                UnknownOutcomeError(
+                    f"{SV_CAS.name}: connection lost after the request was sent ({reply}); "
+                    "it may or may not have been applied",
+                    key=sw.key,
+                    operation="supervision.compare_and_swap_many",
+                ),
+            )
+        if isinstance(reply, NotDurable) and not default_wrote(reply.reply):
+            reply = reply.reply
+        if isinstance(reply, Exception):
+            err = self.translate_error(reply)
+            if err is None:
+                raise reply
+            err.context.setdefault("operation", "supervision.compare_and_swap_many")
+            err.context.setdefault("key", sw.key)
+            err.__cause__ = reply
+            return SwapOutcome(False, err)
+        try:
+            raise_for(reply, sw.key)
+        except AgentStoresError as exc:
+            return SwapOutcome(False, exc)
+        return SwapOutcome(reply[1] == b"1")
 
     async def _read(self, key: ConversationKey, principal: str) -> SupervisionView:
         names = self.ctx.keys.conv(key)

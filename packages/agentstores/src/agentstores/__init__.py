@@ -36,6 +36,8 @@ from .models import (
     StoredMessage,
     SupervisionRow,
     SupervisionView,
+    Swap,
+    SwapOutcome,
     TranscriptMessage,
     UserIntegration,
 )
@@ -83,6 +85,8 @@ __all__ = [
     "Stores",
     "SupervisionRow",
     "SupervisionView",
+    "Swap",
+    "SwapOutcome",
     "TranscriptMessage",
     "UnknownOutcomeError",
     "UnsupportedError",

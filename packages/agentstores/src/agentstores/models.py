@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal, get_args
 
-from .errors import UsageError
+from .errors import AgentStoresError, UsageError
 from .keys import ConversationKey, validate_id
 
 JSON = Any
@@ -75,6 +75,34 @@ class SupervisionView:
     def __iter__(self) -> Iterator[Any]:
         yield self.row
         yield self.now
+
+
+@dataclass(frozen=True, slots=True)
+class Swap:
+    """One row of ``SupervisionStore.compare_and_swap_many``: the arguments of one
+    ``compare_and_swap`` (``principal`` acting on ``key``: write ``row`` iff the current
+    epoch is ``expected_epoch``)."""
+
+    key: ConversationKey
+    principal: str
+    expected_epoch: int | None
+    row: SupervisionRow
+
+
+@dataclass(frozen=True, slots=True)
+class SwapOutcome:
+    """What one :class:`Swap` of a batch did: ``swapped`` as ``compare_and_swap`` would
+    return it, or the typed ``error`` it would have raised (``NotOwnedError``,
+    ``UnknownOutcomeError``, ``BackendUnavailableError``, ...)."""
+
+    swapped: bool
+    error: AgentStoresError | None = None
+
+    def result(self) -> bool:
+        """``swapped``, or raise ``error``: what the single ``compare_and_swap`` gives."""
+        if self.error is not None:
+            raise self.error
+        return self.swapped
 
 
 # --- recording --------------------------------------------------------------------

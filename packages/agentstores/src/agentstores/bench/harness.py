@@ -14,7 +14,11 @@ alternating rounds) rather than with numbers from elsewhere.
   append is followed by an untimed ``truncate`` back to the length, so every append
   lands on a transcript of exactly that length.
 - **Capacity**: K conversations each heartbeat (one CAS) once a second; a step search
-  finds the largest K whose p99 CAS latency stays under a threshold.
+  finds the largest K whose p99 CAS latency stays under a threshold. By default the
+  beats go the way leases send them: through one process's
+  :class:`~agentstores.protocol.heartbeats.HeartbeatCoalescer` on one bundle (batched
+  ``compare_and_swap_many``); ``capacity_batched=False`` sends one CAS per beat, spread
+  over the clients' bundles.
 """
 
 from __future__ import annotations
@@ -37,8 +41,9 @@ from typing import Any
 
 from ..errors import AgentStoresError, UsageError
 from ..keys import ConversationKey
-from ..models import Message, RecordedEvent, SupervisionRow
+from ..models import Message, RecordedEvent, SupervisionRow, Swap
 from ..plugins import create_stores, get_registry, scheme_of, unknown_scheme
+from ..protocol.heartbeats import HeartbeatCoalescer
 from ..stores import Stores
 from .floor import RawFloor, floor_path, load_floor
 from .stats import Sample, percentile
@@ -74,6 +79,7 @@ class BenchConfig:
     lengths: tuple[int, ...] = DEFAULT_LENGTHS
     floor: bool = True
     capacity: bool = False
+    capacity_batched: bool = True
     p99_ms: float = 100.0
     capacity_budget: float = 120.0
     capacity_window: float = 5.0
@@ -360,7 +366,7 @@ async def _grow_leases(leases: list[_Lease], clients: list[_Client], k: int) -> 
 
 
 async def _capacity_step(
-    leases: list[_Lease], k: int, cfg: BenchConfig, rng: random.Random
+    leases: list[_Lease], k: int, cfg: BenchConfig, rng: random.Random, *, batched: bool
 ) -> dict[str, Any]:
     """K leases heartbeat once a second for warm-up plus window; p99 over the window."""
     loop = asyncio.get_running_loop()
@@ -371,6 +377,8 @@ async def _capacity_step(
     lat: list[int] = []
     late: list[int] = []
     sample = Sample()
+    # One process: every lease's beat through one coalescer on one bundle, as leases do.
+    coalescer = HeartbeatCoalescer(leases[0].client.stores.supervision) if batched else None
 
     async def beat(lease: _Lease, offset: float) -> None:
         c = lease.client
@@ -385,9 +393,13 @@ async def _capacity_step(
             row = SupervisionRow("running", "turn", lease.epoch)
             t0 = time.perf_counter_ns()
             try:
-                ok = await c.stores.supervision.compare_and_swap(
-                    lease.key, c.principal, lease.epoch, row
-                )
+                if coalescer is not None:
+                    swap = Swap(lease.key, c.principal, lease.epoch, row)
+                    ok = (await coalescer.beat(swap)).result()
+                else:
+                    ok = await c.stores.supervision.compare_and_swap(
+                        lease.key, c.principal, lease.epoch, row
+                    )
             except Exception as exc:
                 sample.add_error(f"{type(exc).__name__}: {exc}")
                 return
@@ -408,6 +420,7 @@ async def _capacity_step(
     ok = sample.errors == 0 and not math.isnan(p99) and p99 < cfg.p99_ms and completed >= 0.95
     return {
         "k": k,
+        "batches": coalescer.batches if coalescer is not None else None,
         "beats": len(lat),
         "beats_expected": round(expected),
         "p50_ms": round(percentile(lat, 50), 3) if lat else None,
@@ -436,7 +449,7 @@ async def _capacity(
             break
         note(f"capacity: K={k}")
         await _grow_leases(leases, clients, k)
-        step = await _capacity_step(leases, k, cfg, rng)
+        step = await _capacity_step(leases, k, cfg, rng, batched=cfg.capacity_batched)
         steps.append(step)
         if step["ok"]:
             lo = k
@@ -454,6 +467,7 @@ async def _capacity(
         if k <= lo:
             break
     return {
+        "path": "batched" if cfg.capacity_batched else "per-call",
         "p99_ms_threshold": cfg.p99_ms,
         "window_seconds": cfg.capacity_window,
         "max_k": lo,

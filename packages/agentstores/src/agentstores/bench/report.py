@@ -115,8 +115,10 @@ def render(result: dict[str, Any]) -> str:
             for s in cap["steps"]
         ]
         headers = ["K", "beats", "expected", "p50 ms", "p99 ms", "late p99", "errors", "ok"]
+        path = cap.get("path", "per-call")
         out += [
-            f"Heartbeat capacity (1 CAS/s per conversation, p99 < {cap['p99_ms_threshold']} ms)",
+            f"Heartbeat capacity (1 CAS/s per conversation, {path}, "
+            f"p99 < {cap['p99_ms_threshold']} ms)",
             table(headers, rows),
             f"largest passing K: {cap['max_k']:,} (stopped by: {cap['stopped_by']})",
             "",

@@ -95,6 +95,12 @@ def register(subparsers: Any) -> None:
         help="also run the heartbeat capacity search (default: off)",
     )
     p.add_argument(
+        "--capacity-per-call",
+        action="store_true",
+        help="capacity beats as one CAS each instead of through the heartbeat coalescer's "
+        "batches (default: batched, as leases beat)",
+    )
+    p.add_argument(
         "--p99-ms",
         type=float,
         default=100.0,
@@ -180,6 +186,7 @@ def _config(args: argparse.Namespace, url: str | None, progress: Any) -> BenchCo
         lengths=args.lengths,
         floor=not args.no_floor,
         capacity=args.capacity,
+        capacity_batched=not args.capacity_per_call,
         p99_ms=args.p99_ms,
         capacity_budget=args.capacity_budget,
         capacity_window=args.capacity_window,

@@ -4,12 +4,14 @@
   fencing token for every producer write, heartbeat that stops a fenced producer).
 - :func:`start_turn`: claim first, then the transcript-tail check (stale guard).
 - :class:`Turn`: a whole turn as a context manager (what ``conv.turn(...)`` returns).
+- :class:`HeartbeatCoalescer`: every lease's heartbeat of a process in one batch per store.
 - :class:`Sweeper`: retention (expired, idle, over-cap) with atomic re-checks.
 - :func:`follow`: stream a running turn to a reconnecting client, ending with a verdict.
 - :func:`rehydrate`: the last N user/assistant turns for a restarted process.
 """
 
 from .follow import FollowEnd, FollowEvent, FollowUpdate, Verdict, follow
+from .heartbeats import HeartbeatCoalescer, coalescer_for
 from .lease import (
     DEFAULT_CONFIG,
     ClaimReason,
@@ -37,6 +39,7 @@ __all__ = [
     "FollowEnd",
     "FollowEvent",
     "FollowUpdate",
+    "HeartbeatCoalescer",
     "Lease",
     "LeaseConfig",
     "LeaseLostError",
@@ -46,6 +49,7 @@ __all__ = [
     "Sweeper",
     "Verdict",
     "claim",
+    "coalescer_for",
     "follow",
     "heartbeat_age",
     "liveness",

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import random
 import uuid
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from contextvars import Token
@@ -36,9 +37,11 @@ from ..models import (
     StoredMessage,
     SupervisionRow,
     SupervisionView,
+    Swap,
 )
 from ..stores import UNSET, Stores, Unset
 from ..stores.ambient import enter_epoch, fenced_as, leave_epoch
+from .heartbeats import coalescer_for
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +61,8 @@ class LeaseConfig:
     ``claim_attempts`` bounds how often a lost compare-and-swap race is re-decided.
     ``write_attempts`` bounds how often a producer write whose outcome is unknown, or
     that never reached the backend, is retried (every lease write is idempotent).
+    ``coalesce`` sends heartbeats through the process's per-store batch
+    (:mod:`agentstores.protocol.heartbeats`) rather than one call each.
     """
 
     dead_after: float = 3.0
@@ -65,6 +70,7 @@ class LeaseConfig:
     heartbeat_timeout: float | None = None
     claim_attempts: int = 5
     write_attempts: int = 3
+    coalesce: bool = True
 
     def __post_init__(self) -> None:
         if not self.heartbeat_interval > 0:
@@ -253,9 +259,14 @@ class Lease:
         row = SupervisionRow("running", self.message_id, self.epoch)
         try:
             async with asyncio.timeout(self.config.beat_timeout):
-                ok = await self.stores.supervision.compare_and_swap(
-                    self.key, self.principal, self.epoch, row
-                )
+                if self.config.coalesce:
+                    swap = Swap(self.key, self.principal, self.epoch, row)
+                    outcome = await coalescer_for(self.stores.supervision).beat(swap)
+                    ok = outcome.result()
+                else:
+                    ok = await self.stores.supervision.compare_and_swap(
+                        self.key, self.principal, self.epoch, row
+                    )
         except Exception as exc:
             if isinstance(exc, TimeoutError):
                 exc = TimeoutError(f"heartbeat took longer than {self.config.beat_timeout}s")
@@ -272,8 +283,13 @@ class Lease:
         self.heartbeats += 1
 
     async def _beat_forever(self) -> None:
+        # The first beat comes at a random point of the first interval, so leases claimed
+        # together do not beat together for ever: a process's beats spread over the
+        # interval (and its batches stay small and steady). Earlier is never late.
+        delay = self.config.heartbeat_interval * (1.0 - random.random())
         while True:
-            await asyncio.sleep(self.config.heartbeat_interval)
+            await asyncio.sleep(delay)
+            delay = self.config.heartbeat_interval
             try:
                 await self.heartbeat_once()
             except LeaseLostError:

@@ -1,0 +1,158 @@
+"""Coalesced heartbeats: many leases of a process beat in shared batches, each lease still
+learning its own outcome (on the in-memory reference backend)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from agentstores.errors import BackendUnavailableError, NotOwnedError
+from agentstores.keys import ConversationKey
+from agentstores.memory.stores import MemoryStores
+from agentstores.models import SupervisionRow, Swap, SwapOutcome
+from agentstores.protocol import HeartbeatCoalescer, LeaseConfig, LeaseLostError, claim
+from agentstores.protocol.heartbeats import coalescer_for
+from agentstores.stores import SupervisionStore
+
+USER = "alice"
+FAST = LeaseConfig(dead_after=0.5, heartbeat_interval=0.05)
+
+
+class CountingStore:
+    """Wraps a supervision store, recording each batch it is sent (a spy, not a stub: every
+    call goes to the real store)."""
+
+    max_batches_in_flight = 2
+
+    def __init__(self, inner: SupervisionStore) -> None:
+        self.inner = inner
+        self.batches: list[int] = []
+        self.gate: asyncio.Event | None = None
+
+    async def compare_and_swap_many(self, swaps: list[Swap]) -> list[SwapOutcome]:
+        self.batches.append(len(swaps))
+        if self.gate is not None:
+            await self.gate.wait()
+        return await self.inner.compare_and_swap_many(swaps)
+
+
+def _keys(n: int, tenant: str = "hb") -> list[ConversationKey]:
+    return [ConversationKey(tenant, f"k{i}") for i in range(n)]
+
+
+async def test_beats_waiting_while_a_batch_is_in_flight_share_the_next(stores: MemoryStores):
+    keys = _keys(40)
+    for k in keys:
+        assert await stores.supervision.compare_and_swap(
+            k, USER, None, SupervisionRow("running", "m", 1)
+        )
+    spy = CountingStore(stores.supervision)
+    spy.gate = asyncio.Event()
+    co = HeartbeatCoalescer(spy, max_in_flight=1)  # type: ignore[arg-type]
+    row = SupervisionRow("running", "m", 1)
+    first = asyncio.create_task(co.beat(Swap(keys[0], USER, 1, row)))
+    await asyncio.sleep(0)
+    rest = [asyncio.create_task(co.beat(Swap(k, USER, 1, row))) for k in keys[1:]]
+    await asyncio.sleep(0)
+    spy.gate.set()
+    outcomes = await asyncio.gather(first, *rest)
+    assert all(o.swapped and o.error is None for o in outcomes)
+    assert spy.batches == [1, 39], "beats arriving during a batch must ride one next batch"
+    assert co.batches == 2
+
+
+async def test_each_beat_gets_its_own_outcome(stores: MemoryStores):
+    mine, theirs, moved = _keys(3)
+    sup = stores.supervision
+    assert await sup.compare_and_swap(mine, USER, None, SupervisionRow("running", "m", 1))
+    assert await sup.compare_and_swap(theirs, "bob", None, SupervisionRow("running", "m", 1))
+    assert await sup.compare_and_swap(moved, USER, None, SupervisionRow("running", "m", 2))
+    co = HeartbeatCoalescer(sup)
+    row = SupervisionRow("running", "m", 1)
+    a, b, c = await asyncio.gather(
+        co.beat(Swap(mine, USER, 1, row)),
+        co.beat(Swap(theirs, USER, 1, row)),
+        co.beat(Swap(moved, USER, 1, row)),
+    )
+    assert a == SwapOutcome(True)
+    assert isinstance(b.error, NotOwnedError)
+    assert c == SwapOutcome(False)
+
+
+async def test_two_beats_on_one_key_never_share_a_batch(stores: MemoryStores):
+    (key,) = _keys(1)
+    assert await stores.supervision.compare_and_swap(
+        key, USER, None, SupervisionRow("running", "m", 1)
+    )
+    spy = CountingStore(stores.supervision)
+    co = HeartbeatCoalescer(spy, max_in_flight=1)  # type: ignore[arg-type]
+    row = SupervisionRow("running", "m", 1)
+    outcomes = await asyncio.gather(*(co.beat(Swap(key, USER, 1, row)) for _ in range(3)))
+    assert [o.swapped for o in outcomes] == [True, True, True]
+    assert spy.batches == [1, 1, 1]
+
+
+async def test_a_failed_batch_fails_every_beat_in_it(stores: MemoryStores):
+    class Failing(CountingStore):
+        async def compare_and_swap_many(self, swaps: list[Swap]) -> list[SwapOutcome]:
+            raise BackendUnavailableError("down")
+
+    keys = _keys(3)
+    co = HeartbeatCoalescer(Failing(stores.supervision))  # type: ignore[arg-type]
+    row = SupervisionRow("running", "m", 1)
+    results = await asyncio.gather(
+        *(co.beat(Swap(k, USER, 1, row)) for k in keys), return_exceptions=True
+    )
+    assert all(isinstance(r, BackendUnavailableError) for r in results)
+    # and the coalescer keeps working afterwards
+    assert co._in_flight == 0
+
+
+async def test_leases_of_a_process_beat_through_one_coalescer(stores: MemoryStores):
+    keys = _keys(12)
+    leases = [await claim(stores, k, USER, "m", config=FAST) for k in keys]
+    spy = CountingStore(stores.supervision)
+    co = coalescer_for(stores.supervision)
+    assert coalescer_for(stores.supervision) is co, "one coalescer per store and loop"
+    co.store = spy  # type: ignore[assignment]
+    for lease in leases:
+        lease.start_heartbeat()
+    for _ in range(600):  # until every lease beat three times (30 s at most)
+        if min(lease.heartbeats for lease in leases) >= 3:
+            break
+        await asyncio.sleep(FAST.heartbeat_interval)
+    for lease in leases:
+        await lease.stop_heartbeat()
+    beats = sum(lease.heartbeats for lease in leases)
+    # a beat stopped while its batch was in flight was sent but not counted
+    assert beats <= sum(spy.batches) <= beats + len(leases)
+    assert all(not lease.lost.is_set() for lease in leases)
+
+
+async def test_a_lease_taken_over_learns_it_on_its_next_beat(stores: MemoryStores):
+    keys = _keys(6)
+    leases = [await claim(stores, k, USER, "m", config=FAST) for k in keys]
+    for lease in leases:
+        lease.start_heartbeat()
+    await asyncio.sleep(FAST.heartbeat_interval * 2)
+    victim = leases[2]
+    newer = await claim(stores, victim.key, USER, "m", config=FAST)  # a resume fences it
+    await asyncio.wait_for(victim.lost.wait(), timeout=FAST.heartbeat_interval * 4)
+    with pytest.raises(LeaseLostError):
+        victim.check()
+    await asyncio.sleep(FAST.heartbeat_interval * 2)
+    others = [lease for lease in leases if lease is not victim]
+    assert all(not lease.lost.is_set() for lease in others)
+    for lease in leases:
+        await lease.stop_heartbeat()
+    assert newer.epoch > victim.epoch
+
+
+async def test_coalescing_can_be_turned_off(stores: MemoryStores):
+    (key,) = _keys(1)
+    config = LeaseConfig(dead_after=0.5, heartbeat_interval=0.05, coalesce=False)
+    lease = await claim(stores, key, USER, "m", config=config)
+    await lease.heartbeat_once()
+    assert lease.heartbeats == 1
+    assert coalescer_for(stores.supervision).batches == 0
