@@ -26,7 +26,7 @@ from tests.servers.moto import MotoServer
 
 from .conftest import BUCKET, client_for, with_prefix
 
-FAST_FAIL = "&max_attempts=2&connect_timeout=1&read_timeout=5"
+FAST_FAIL = "&max_attempts=2&connect_timeout=1&read_timeout=5&reconnect_window=0"
 """A cut call gives up after one resend instead of botocore's five attempts."""
 KEY = ConversationKey("restart", "s")
 BIG = 9 * 1024 * 1024
@@ -97,9 +97,13 @@ def test_a_call_cut_by_a_server_crash_is_typed_and_nothing_is_torn(
             await _append(stores, [f"old{i}" for i in range(40)])
             await stores.state.save(KEY, "p", old_blob)
             client.armed = True
-            expected = UnknownOutcomeError if when == "after" else (
-                UnknownOutcomeError,
-                BackendUnavailableError,
+            expected = (
+                UnknownOutcomeError
+                if when == "after"
+                else (
+                    UnknownOutcomeError,
+                    BackendUnavailableError,
+                )
             )
             with pytest.raises(expected):
                 await write(stores)

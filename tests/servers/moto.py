@@ -77,6 +77,7 @@ class MotoServer:
         self.port = port or free_port()
         self.journal = journal
         self.proc: subprocess.Popen[bytes] | None = None
+        self.standbys: list[subprocess.Popen[bytes]] = []
 
     @property
     def endpoint(self) -> str:
@@ -87,17 +88,30 @@ class MotoServer:
         query = "&".join(f"{k}={v}" for k, v in {"endpoint_url": self.endpoint, **options}.items())
         return f"s3://{bucket}/{prefix}?region=us-east-1&{query}"
 
-    def start(self) -> None:
+    def _spawn(self, standby: bool) -> subprocess.Popen[bytes]:
         args = [sys.executable, "-m", "tests.servers.moto", "--port", str(self.port)]
         if self.threaded:
             args.append("--threaded")
         if self.journal is not None:
             args += ["--journal", self.journal]
+        if standby:
+            args.append("--standby")
         root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
         env = {**os.environ, "PYTHONPATH": root + os.pathsep + os.environ.get("PYTHONPATH", "")}
-        self.proc = subprocess.Popen(
-            args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-        )
+        pipe = subprocess.PIPE if standby else subprocess.DEVNULL
+        return subprocess.Popen(args, env=env, stdin=pipe, stdout=pipe, stderr=subprocess.DEVNULL)
+
+    def prepare_restarts(self, count: int = 1) -> None:
+        """Start ``count`` standby processes now, for crash restarts to come (each one
+        imports moto, then waits to be told to take over)."""
+        self.standbys += [self._spawn(standby=True) for _ in range(count)]
+
+    def start(self) -> None:
+        self.proc = self._spawn(standby=False)
+        self._wait()
+
+    def _wait(self) -> None:
+        assert self.proc is not None
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -110,6 +124,10 @@ class MotoServer:
         raise RuntimeError("moto server did not answer within 120 s")
 
     def stop(self) -> None:
+        for standby in self.standbys:
+            standby.kill()
+            standby.wait(10)
+        self.standbys = []
         proc, self.proc = self.proc, None
         if proc is None:
             return
@@ -128,12 +146,27 @@ class MotoServer:
             self.proc = None
 
     def restart(self, *, crash: bool = False) -> None:
-        """Stop (SIGTERM, or SIGKILL when ``crash``) and start again on the same port."""
-        if crash:
-            self.kill()
-        else:
-            self.stop()
-        self.start()
+        """Stop (SIGTERM, or SIGKILL when ``crash``) and start again on the same port.
+
+        A crash restart with a journal starts the next process first and lets it import
+        moto (seconds on a loaded machine), then SIGKILLs the running one: the outage is
+        the journal's replay, as for a real server recovering from its log, not Python's
+        start-up. The standby takes the port only once the old process is gone."""
+        if not (crash and self.journal is not None):
+            self.kill() if crash else self.stop()
+            self.start()
+            return
+        standby = self.standbys.pop(0) if self.standbys else self._spawn(standby=True)
+        assert standby.stdout is not None and standby.stdin is not None
+        if standby.stdout.readline().strip() != b"ready":
+            standby.kill()
+            raise RuntimeError("the standby moto server did not start")
+        standby.stdout.close()
+        self.kill()
+        standby.stdin.write(b"go\n")
+        standby.stdin.close()
+        self.proc = standby
+        self._wait()
 
     def create_bucket(self, bucket: str) -> None:
         """Create ``bucket`` on this server (moto accepts the test credentials)."""
@@ -213,7 +246,11 @@ class Journal:
         chunks = b"".join(self.app(environ, capture))
         status, headers, exc_info = replied
         if status.startswith("2"):
-            kept = {k: v for k, v in environ.items() if isinstance(v, str) and not k.startswith(_SKIPPED)}
+            kept = {
+                k: v
+                for k, v in environ.items()
+                if isinstance(v, str) and not k.startswith(_SKIPPED)
+            }
             entry = {"environ": kept, "body": base64.b64encode(body).decode("ascii")}
             if self.file is None:
                 self.file = open(self.path, "a", encoding="utf-8")  # noqa: SIM115
@@ -223,8 +260,22 @@ class Journal:
         return [chunks]
 
 
-def serve(port: int, threaded: bool, journal: str | None = None) -> None:
-    """Serve moto on 127.0.0.1:``port`` until SIGTERM (replaying ``journal`` first)."""
+def _await_port(port: int) -> None:
+    """Return once 127.0.0.1:``port`` can be bound (its previous server is gone)."""
+    while True:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                sock.bind(("127.0.0.1", port))
+                return
+            except OSError:
+                pass
+        time.sleep(0.005)
+
+
+def serve(port: int, threaded: bool, journal: str | None = None, standby: bool = False) -> None:
+    """Serve moto on 127.0.0.1:``port`` until SIGTERM (replaying ``journal`` first).
+    ``standby``: import everything, print ``ready``, and wait for the port to be free."""
     from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
     from werkzeug.serving import run_simple
 
@@ -235,6 +286,15 @@ def serve(port: int, threaded: bool, journal: str | None = None) -> None:
         # in seconds instead of in rare runs.
         sys.setswitchinterval(1e-6)
     app: App = DomainDispatcherApplication(create_backend_app)
+    if standby:
+        from werkzeug.test import create_environ, run_wsgi_app
+
+        # Load moto's S3 backend before the outage (a real server's warm binary).
+        probe = create_environ("/", "http://127.0.0.1/", method="GET")
+        b"".join(run_wsgi_app(app, probe)[0])
+        print("ready", flush=True)
+        sys.stdin.readline()  # "go": the running server is being killed
+        _await_port(port)
     if journal is not None:
         durable = Journal(app, journal)
         durable.replay()
@@ -247,5 +307,6 @@ if __name__ == "__main__":
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--threaded", action="store_true")
     parser.add_argument("--journal")
+    parser.add_argument("--standby", action="store_true")
     ns = parser.parse_args()
-    serve(ns.port, ns.threaded, ns.journal)
+    serve(ns.port, ns.threaded, ns.journal, ns.standby)

@@ -31,7 +31,7 @@ SETTLED_KEPT = 16
 
 
 def _settled(token: dict[str, Any], now: int) -> bool:
-    return token["s"] != "pending" or token["x"] <= now
+    return bool(token["s"] != "pending" or token["x"] <= now)
 
 
 class S3PauseTokenStore(S3StoreBase, PauseTokenStore):
