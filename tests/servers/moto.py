@@ -235,7 +235,12 @@ class Journal:
             return self.app(environ, start_response)
         length = environ.get("CONTENT_LENGTH")
         stream = environ["wsgi.input"]
-        body = stream.read(int(length)) if length else stream.read()
+        if length:
+            body = stream.read(int(length))
+        elif environ.get("wsgi.input_terminated"):  # chunked: werkzeug ends the stream
+            body = stream.read()
+        else:
+            body = b""
         environ["wsgi.input"] = io.BytesIO(body)
         replied: list[Any] = []
 
