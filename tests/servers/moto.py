@@ -7,17 +7,32 @@ and there its If-Match / If-None-Match checks are not atomic with the write (two
 conditional PUTs can both succeed); ``threaded=True`` serves it that way, for the test
 that shows the contract suite catches it.
 
+moto keeps its objects in memory only. ``journal=PATH`` (single-threaded only) makes the
+server durable across a crash: every write request that succeeded (``PUT``, ``POST``,
+``DELETE`` answered 2xx) is appended to ``PATH`` *before* its reply is sent, and a server
+started on an existing journal replays it through moto, in order, before it serves. So
+an acknowledged write survives a SIGKILL; a write cut before its reply either landed (it
+was journaled) or did not, as on any durable store; a refused one (412) changes nothing
+either way. (The journal is flushed to the OS, not fsynced: it survives the process
+dying, not the machine.)
+
     with MotoServer() as server:
         print(server.url("bucket"))      # s3://bucket/?endpoint_url=http://127.0.0.1:<port>...
-        server.restart()                 # same port; moto keeps nothing: the data is gone
+        server.restart()                 # same port; moto kept nothing: the data is gone
+    with MotoServer(journal=path) as server:
+        server.restart(crash=True)       # SIGKILL, then the same port, the journal replayed
 
-Run directly (``python -m tests.servers.moto --port N [--threaded]``) it is the server.
+Run directly (``python -m tests.servers.moto --port N [--threaded] [--journal PATH]``) it
+is the server.
 """
 
 from __future__ import annotations
 
 import argparse
+import base64
 import contextlib
+import io
+import json
 import os
 import signal
 import socket
@@ -25,7 +40,9 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Callable, Iterable
 from types import TracebackType
+from typing import Any
 
 CREDENTIALS = {
     "AWS_ACCESS_KEY_ID": "testing",
@@ -51,10 +68,16 @@ def use_test_credentials() -> None:
 class MotoServer:
     """One moto server process; ``threaded`` picks werkzeug's threaded or serial server."""
 
-    def __init__(self, *, threaded: bool = False, port: int | None = None) -> None:
+    def __init__(
+        self, *, threaded: bool = False, port: int | None = None, journal: str | None = None
+    ) -> None:
+        if threaded and journal is not None:
+            raise ValueError("the journal needs the single-threaded server (requests in order)")
         self.threaded = threaded
         self.port = port or free_port()
+        self.journal = journal
         self.proc: subprocess.Popen[bytes] | None = None
+        self.standbys: list[subprocess.Popen[bytes]] = []
 
     @property
     def endpoint(self) -> str:
@@ -65,16 +88,31 @@ class MotoServer:
         query = "&".join(f"{k}={v}" for k, v in {"endpoint_url": self.endpoint, **options}.items())
         return f"s3://{bucket}/{prefix}?region=us-east-1&{query}"
 
-    def start(self) -> None:
+    def _spawn(self, standby: bool) -> subprocess.Popen[bytes]:
         args = [sys.executable, "-m", "tests.servers.moto", "--port", str(self.port)]
         if self.threaded:
             args.append("--threaded")
+        if self.journal is not None:
+            args += ["--journal", self.journal]
+        if standby:
+            args.append("--standby")
         root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
         env = {**os.environ, "PYTHONPATH": root + os.pathsep + os.environ.get("PYTHONPATH", "")}
-        self.proc = subprocess.Popen(
-            args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-        )
-        deadline = time.monotonic() + 60
+        pipe = subprocess.PIPE if standby else subprocess.DEVNULL
+        return subprocess.Popen(args, env=env, stdin=pipe, stdout=pipe, stderr=subprocess.DEVNULL)
+
+    def prepare_restarts(self, count: int = 1) -> None:
+        """Start ``count`` standby processes now, for crash restarts to come (each one
+        imports moto, then waits to be told to take over)."""
+        self.standbys += [self._spawn(standby=True) for _ in range(count)]
+
+    def start(self) -> None:
+        self.proc = self._spawn(standby=False)
+        self._wait()
+
+    def _wait(self) -> None:
+        assert self.proc is not None
+        deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"moto server exited with {self.proc.returncode}")
@@ -83,9 +121,13 @@ class MotoServer:
                 return
             time.sleep(0.1)
         self.stop()
-        raise RuntimeError("moto server did not answer within 60 s")
+        raise RuntimeError("moto server did not answer within 120 s")
 
     def stop(self) -> None:
+        for standby in self.standbys:
+            standby.kill()
+            standby.wait(10)
+        self.standbys = []
         proc, self.proc = self.proc, None
         if proc is None:
             return
@@ -103,9 +145,41 @@ class MotoServer:
             self.proc.wait(10)
             self.proc = None
 
-    def restart(self) -> None:
-        self.stop()
-        self.start()
+    def restart(self, *, crash: bool = False) -> None:
+        """Stop (SIGTERM, or SIGKILL when ``crash``) and start again on the same port.
+
+        A crash restart with a journal starts the next process first and lets it import
+        moto (seconds on a loaded machine), then SIGKILLs the running one: the outage is
+        the journal's replay, as for a real server recovering from its log, not Python's
+        start-up. The standby takes the port only once the old process is gone."""
+        if not (crash and self.journal is not None):
+            self.kill() if crash else self.stop()
+            self.start()
+            return
+        standby = self.standbys.pop(0) if self.standbys else self._spawn(standby=True)
+        assert standby.stdout is not None and standby.stdin is not None
+        if standby.stdout.readline().strip() != b"ready":
+            standby.kill()
+            raise RuntimeError("the standby moto server did not start")
+        standby.stdout.close()
+        self.kill()
+        standby.stdin.write(b"go\n")
+        standby.stdin.close()
+        self.proc = standby
+        self._wait()
+
+    def create_bucket(self, bucket: str) -> None:
+        """Create ``bucket`` on this server (moto accepts the test credentials)."""
+        import boto3
+
+        use_test_credentials()
+        client = boto3.client("s3", endpoint_url=self.endpoint, region_name="us-east-1")
+        try:
+            client.create_bucket(Bucket=bucket)
+        except client.exceptions.BucketAlreadyOwnedByYou:
+            pass
+        finally:
+            client.close()
 
     def __enter__(self) -> MotoServer:
         self.start()
@@ -117,8 +191,96 @@ class MotoServer:
         self.stop()
 
 
-def serve(port: int, threaded: bool) -> None:
-    """Serve moto on 127.0.0.1:``port`` until SIGTERM."""
+WRITES = frozenset({"PUT", "POST", "DELETE"})
+_SKIPPED = ("wsgi.", "werkzeug.")
+
+App = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
+
+
+class Journal:
+    """The WSGI app wrapped so every successful write is appended to a file first."""
+
+    def __init__(self, app: App, path: str) -> None:
+        self.app = app
+        self.path = path
+        self.file: io.TextIOWrapper | None = None
+
+    def replay(self) -> int:
+        """Apply the journal's writes through moto, in order; how many were applied."""
+        from werkzeug.test import create_environ, run_wsgi_app
+
+        if not os.path.exists(self.path):
+            return 0
+        count = 0
+        with open(self.path, encoding="utf-8") as lines:
+            for line in lines:
+                if not line.endswith("\n"):
+                    break  # the process died while writing this line: never acknowledged
+                entry = json.loads(line)
+                body = base64.b64decode(entry["body"])
+                environ = create_environ()
+                environ.update(entry["environ"])
+                environ["wsgi.input"] = io.BytesIO(body)
+                environ["CONTENT_LENGTH"] = str(len(body))
+                environ.pop("HTTP_TRANSFER_ENCODING", None)
+                app_iter, status, _ = run_wsgi_app(self.app, environ)
+                b"".join(app_iter)
+                if not status.startswith("2"):
+                    raise RuntimeError(f"journal replay: {entry['environ']['PATH_INFO']} {status}")
+                count += 1
+        return count
+
+    def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
+        if environ.get("REQUEST_METHOD") not in WRITES:
+            return self.app(environ, start_response)
+        length = environ.get("CONTENT_LENGTH")
+        stream = environ["wsgi.input"]
+        if length:
+            body = stream.read(int(length))
+        elif environ.get("wsgi.input_terminated"):  # chunked: werkzeug ends the stream
+            body = stream.read()
+        else:
+            body = b""
+        environ["wsgi.input"] = io.BytesIO(body)
+        replied: list[Any] = []
+
+        def capture(status: str, headers: Any, exc_info: Any = None) -> Any:
+            replied[:] = [status, headers, exc_info]
+            return lambda _data: None
+
+        chunks = b"".join(self.app(environ, capture))
+        status, headers, exc_info = replied
+        if status.startswith("2"):
+            kept = {
+                k: v
+                for k, v in environ.items()
+                if isinstance(v, str) and not k.startswith(_SKIPPED)
+            }
+            entry = {"environ": kept, "body": base64.b64encode(body).decode("ascii")}
+            if self.file is None:
+                self.file = open(self.path, "a", encoding="utf-8")  # noqa: SIM115
+            self.file.write(json.dumps(entry) + "\n")
+            self.file.flush()
+        start_response(status, headers, exc_info)
+        return [chunks]
+
+
+def _await_port(port: int) -> None:
+    """Return once 127.0.0.1:``port`` can be bound (its previous server is gone)."""
+    while True:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                sock.bind(("127.0.0.1", port))
+                return
+            except OSError:
+                pass
+        time.sleep(0.005)
+
+
+def serve(port: int, threaded: bool, journal: str | None = None, standby: bool = False) -> None:
+    """Serve moto on 127.0.0.1:``port`` until SIGTERM (replaying ``journal`` first).
+    ``standby``: import everything, print ``ready``, and wait for the port to be free."""
     from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
     from werkzeug.serving import run_simple
 
@@ -128,7 +290,20 @@ def serve(port: int, threaded: bool) -> None:
         # host does: the race between moto's precondition check and its write then shows
         # in seconds instead of in rare runs.
         sys.setswitchinterval(1e-6)
-    app = DomainDispatcherApplication(create_backend_app)
+    app: App = DomainDispatcherApplication(create_backend_app)
+    if standby:
+        from werkzeug.test import create_environ, run_wsgi_app
+
+        # Load moto's S3 backend before the outage (a real server's warm binary).
+        probe = create_environ("/", "http://127.0.0.1/", method="GET")
+        b"".join(run_wsgi_app(app, probe)[0])
+        print("ready", flush=True)
+        sys.stdin.readline()  # "go": the running server is being killed
+        _await_port(port)
+    if journal is not None:
+        durable = Journal(app, journal)
+        durable.replay()
+        app = durable
     run_simple("127.0.0.1", port, app, threaded=threaded, use_reloader=False)
 
 
@@ -136,5 +311,7 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--threaded", action="store_true")
+    parser.add_argument("--journal")
+    parser.add_argument("--standby", action="store_true")
     ns = parser.parse_args()
-    serve(ns.port, ns.threaded)
+    serve(ns.port, ns.threaded, ns.journal, ns.standby)

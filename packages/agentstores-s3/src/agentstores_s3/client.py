@@ -24,12 +24,15 @@ from datetime import datetime
 from email.utils import parsedate_to_datetime
 from typing import Any
 
-from botocore.exceptions import ClientError
+from botocore.exceptions import ClientError, ConnectTimeoutError, EndpointConnectionError
 
 from agentstores.errors import BackendUnavailableError
 
 CONFLICT_RETRIES = 8
 """How many times a write answered ``409 ConditionalRequestConflict`` is sent again."""
+DEFAULT_RECONNECT_WINDOW = 15.0
+"""Seconds a call keeps trying while the endpoint refuses connections (after botocore's
+own attempts), so a server restart stalls calls instead of failing them."""
 CLOCK_REFRESH = 30.0
 """Seconds after which ``now()`` asks the server for a fresh ``Date`` before answering."""
 
@@ -151,12 +154,14 @@ class S3IO:
         stats: RequestStats | None = None,
         *,
         endpoint: str = "",
+        reconnect_window: float = DEFAULT_RECONNECT_WINDOW,
     ):
         self.client = client
         self.bucket = bucket
         self.prefix = prefix
         self.stats = stats
         self.clock = shared_clock(endpoint, bucket)
+        self.reconnect_window = reconnect_window
 
     # --- bookkeeping -------------------------------------------------------------
 
@@ -168,16 +173,30 @@ class S3IO:
         self.clock.observe(response.get("ResponseMetadata", {}).get("HTTPHeaders"))
 
     def _call(self, kind: str, method: str, **kwargs: Any) -> dict[str, Any]:
-        """One boto3 call; 409 conflicts retried with backoff, the clock fed."""
-        for attempt in range(CONFLICT_RETRIES + 1):
+        """One boto3 call; 409 conflicts retried with backoff, the clock fed; sent again
+        while the endpoint refuses connections, for up to ``reconnect_window`` seconds
+        (safe for every request: a conditional write that landed before is recognised
+        by its nonce, and every unconditional one writes the same bytes or a fresh name)."""
+        unreachable_since: float | None = None
+        attempt = 0
+        while True:
             self._count(kind)
             try:
                 response: dict[str, Any] = getattr(self.client, method)(**kwargs)
+            except (EndpointConnectionError, ConnectTimeoutError):
+                now = time.monotonic()
+                if unreachable_since is None:
+                    unreachable_since = now
+                if now - unreachable_since >= self.reconnect_window:
+                    raise
+                time.sleep(min(0.5, self.reconnect_window - (now - unreachable_since)))
+                continue
             except ClientError as exc:
                 self._seen(exc.response)
                 if error_code(exc) in _CONFLICT or _status(exc) == 409:
                     if attempt < CONFLICT_RETRIES:
                         time.sleep(min(1.0, 0.02 * 2**attempt) * (0.5 + random.random()))
+                        attempt += 1
                         continue
                     raise BackendUnavailableError(
                         f"S3 kept answering 409 ConditionalRequestConflict "
@@ -187,7 +206,6 @@ class S3IO:
                 raise
             self._seen(response)
             return response
-        raise AssertionError("unreachable")
 
     # --- the store clock -----------------------------------------------------------
 
@@ -284,4 +302,11 @@ class S3IO:
             )
 
 
-__all__ = ["CONFLICT_RETRIES", "RequestStats", "S3IO", "ServerClock", "error_code"]
+__all__ = [
+    "CONFLICT_RETRIES",
+    "DEFAULT_RECONNECT_WINDOW",
+    "RequestStats",
+    "S3IO",
+    "ServerClock",
+    "error_code",
+]

@@ -8,6 +8,9 @@ Layout under the prefix (no raw id is ever part of an object name)::
     k/<d>/m/<gen>/<seq:016x>      one object per message (immutable once written)
     k/<d>/i/<gen>/<sha256(id)>    message id -> seq, for idempotent appends
     k/<d>/s/<nonce>               one state blob (a fresh name per save)
+    k/<d>/t/<life>/<sha256(id)>   a settled pause token moved out of the header (see
+                                  pause_tokens.py; ``life`` is the header's, so a key
+                                  created anew after its erasure never sees them)
     o/<sha256(tenant, owner)>/<d> listing entries (over-approximate; the header decides)
     oauth/...                     see oauth.py
 
@@ -282,6 +285,7 @@ def new_head(key: ConversationKey, principal: str) -> Head:
         "state": None,
         "tokens": {},
         "conv": None,
+        "life": kit.writer_nonce_hex(),
     }
 
 

@@ -6,7 +6,9 @@ or URL query parameters: ``region``, ``endpoint_url`` (MinIO, R2, Ceph, moto ...
 (``auto`` | ``path`` | ``virtual``), ``workers`` (32: threads and HTTP connections of the
 bundle's pool, where every blocking boto3 call runs), ``max_attempts`` (5: botocore's
 standard retry mode, which backs off on throttling and 5xx), ``connect_timeout`` and
-``read_timeout`` (seconds), ``tombstone_ttl`` (seconds or a timedelta; 30 days) and
+``read_timeout`` (seconds), ``reconnect_window`` (15 s: how long a call keeps trying
+while the endpoint refuses connections, as during a server restart; 0 to fail at once),
+``tombstone_ttl`` (seconds or a timedelta; 30 days) and
 ``conditional_delete`` (``true``: deletes use ``DeleteObject`` with ``If-Match``; ``false``
 for stores that ignore it, e.g. MinIO: a conditional tombstone write instead).
 
@@ -28,7 +30,7 @@ from agentstores.stores import Stores
 from agentstores.stores.kit import DEFAULT_TOMBSTONE_TTL, from_micros, url_options
 
 from ._base import DEFAULT_WORKERS, Runner
-from .client import S3IO, RequestStats
+from .client import DEFAULT_RECONNECT_WINDOW, S3IO, RequestStats
 from .conversations import S3ConversationStore
 from .errors import translate
 from .header import Root
@@ -48,6 +50,7 @@ URL_OPTIONS = (
     "max_attempts",
     "connect_timeout",
     "read_timeout",
+    "reconnect_window",
     "tombstone_ttl",
     "conditional_delete",
 )
@@ -72,6 +75,17 @@ def _number(value: Any, name: str, kind: type = float) -> Any:
         raise UsageError(f"s3 option {name} must be a number, got {value!r}") from None
     if number <= 0:
         raise UsageError(f"s3 option {name} must be positive, got {value!r}")
+    return number
+
+
+def _seconds(value: Any, name: str) -> float:
+    """A duration that may be zero."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise UsageError(f"s3 option {name} must be a number, got {value!r}") from None
+    if number < 0:
+        raise UsageError(f"s3 option {name} must not be negative, got {value!r}")
     return number
 
 
@@ -167,7 +181,16 @@ class S3Stores(Stores):
         self.options = merged
         self.stats = stats
         self._client = client
-        self.io = S3IO(client, bucket, prefix, stats, endpoint=str(merged.get("endpoint_url", "")))
+        self.io = S3IO(
+            client,
+            bucket,
+            prefix,
+            stats,
+            endpoint=str(merged.get("endpoint_url", "")),
+            reconnect_window=_seconds(
+                merged.get("reconnect_window", DEFAULT_RECONNECT_WINDOW), "reconnect_window"
+            ),
+        )
         self.root = self.root_class(
             self.io,
             clock=clock,
