@@ -132,7 +132,7 @@ def user_records(draw: st.DrawFn, user: str, server: str) -> MCPUserIntegrationR
     pending = None
     if draw(st.booleans()):
         pending = MCPOAuthPendingAuthorization(
-            state=f"{user}-{draw(secrets)}",
+            state=f"{user}-{server}-{draw(secrets)}",  # unique per flow, as the SDK mints it
             tenant=TENANT,
             server_name=server,
             user_uuid=user,
