@@ -28,10 +28,13 @@ from agentstores.stores import (
     ConversationStore,
     Expired,
     IdleFor,
+    MetadataUpdate,
     OverCap,
     SweepRule,
     TranscriptQuery,
+    decode_metadata,
     kit,
+    merge_metadata,
 )
 
 from ._base import MongoStoreBase, resent
@@ -71,6 +74,20 @@ def _no_message(message_id: str, key: ConversationKey) -> AgentStoresError:
     )
 
 
+def _stored_metadata(conv: dict[str, Any] | None) -> dict[str, str]:
+    """The conv entry's ``md``: ``[name, canonical JSON text]`` pairs (a list, since a
+    name may hold ``.`` or ``$``, which a document field name may not); absent in older
+    headers."""
+    return {name: text for name, text in (conv or {}).get("md") or ()}
+
+
+def _merged(conv: dict[str, Any] | None, updates: MetadataUpdate) -> list[list[str]]:
+    """The ``md`` pairs after merging ``updates`` in (sorted by name)."""
+    current = {name: text.encode() for name, text in _stored_metadata(conv).items()}
+    merged = merge_metadata(current, updates)
+    return [[name, merged[name].decode()] for name in sorted(merged)]
+
+
 def _info(key: ConversationKey, h: Header) -> ConversationInfo:
     d = h.live
     assert d is not None
@@ -86,6 +103,7 @@ def _info(key: ConversationKey, h: Header) -> ConversationInfo:
         tail_message_id=conv["tl"],
         message_count=conv["n"],
         shared_with=frozenset(d.get("sh") or ()),
+        metadata=decode_metadata(_stored_metadata(conv)),
     )
 
 
@@ -177,6 +195,7 @@ class MongoConversationStore(MongoStoreBase, ConversationStore):
                     raise refusal_error(
                         Refusal.STALE_TAIL, key=key, tail=tail, expected=request.expected_tail
                     )
+            merged = None if request.metadata is None else _merged(conv, request.metadata)
             if h.doc is None:
                 await ensure_header(ctx, key)
                 return RETRY
@@ -207,6 +226,8 @@ class MongoConversationStore(MongoStoreBase, ConversationStore):
                 after["lts"] = request.last_turn_status
             if request.title is not None:
                 after["ti"] = request.title
+            if merged is not None:
+                after["md"] = merged
             fields.update(
                 {
                     "c": after,
@@ -275,6 +296,16 @@ class MongoConversationStore(MongoStoreBase, ConversationStore):
     ) -> None:
         async def change(h: Header, conv: dict[str, Any]) -> Any:
             conv["ti"] = title
+            return {"c": conv}, None, None
+
+        await self._change(key, principal, epoch, change)
+
+    @resent
+    async def _set_metadata(
+        self, key: ConversationKey, principal: str, updates: MetadataUpdate, epoch: int | None
+    ) -> None:
+        async def change(h: Header, conv: dict[str, Any]) -> Any:
+            conv["md"] = _merged(conv, updates)
             return {"c": conv}, None, None
 
         await self._change(key, principal, epoch, change)
@@ -358,6 +389,7 @@ class MongoConversationStore(MongoStoreBase, ConversationStore):
             now = kit.from_micros(nh.now_us)
             copy = new_conv(nh.now_us)
             copy["ti"] = conv["ti"]
+            copy["md"] = [list(pair) for pair in conv.get("md") or ()]
             nonce = kit.writer_nonce_hex()
             last = target["s"]
             for lo in range(0, last + 1, COPY_CHUNK):

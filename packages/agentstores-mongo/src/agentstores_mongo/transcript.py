@@ -60,6 +60,7 @@ def new_conv(created_us: int) -> dict[str, Any]:
         "nu": 0,
         "na": 0,
         "lc": -1,
+        "md": [],
     }
 
 
