@@ -29,7 +29,7 @@ from agentstores.models import (
 from agentstores.stores import UNSET, Stores
 
 from .backend import BackendUnderTest
-from .model import MessageModel, OAuthModel, StoresModel
+from .model import MessageModel, OAuthModel, StoresModel, metadata_view
 from .runtime import Outcome, capture, capture_sync
 from .strategies import (
     EPOCH_BASES,
@@ -232,6 +232,15 @@ def near(epoch: int, offset: int) -> int:
     return min(MAX_COUNTER, max(0, epoch + offset))
 
 
+METADATA_UPDATES = st.dictionaries(
+    st.sampled_from(("agent_identifier", "bot_params", "ctx/é")),
+    st.none() | st.sampled_from((0, 1.0, -0.0, "x", [1, "1"], {"a": None}, 2**63)),
+    max_size=3,
+)
+"""Updates to the conversation metadata: a few names, values of every JSON kind, None
+removing a name."""
+
+
 def info_view(key: ConversationKey) -> Callable[[Any], Any]:
     """What ``get_conversation`` returns, as the model's ``info`` tuple."""
 
@@ -248,6 +257,7 @@ def info_view(key: ConversationKey) -> Callable[[Any], Any]:
             info.tail_message_id,
             info.message_count,
             frozenset(info.shared_with),
+            metadata_view(info.metadata),
         )
 
     return view
@@ -438,6 +448,7 @@ class ConversationRules(ModelMachine):
         expires=st.none() | st.just(FAR_FUTURE) | st.just(FAR_PAST),
         fenced=st.booleans(),
         offset=st.integers(-1, 1),
+        metadata=st.none() | METADATA_UPDATES,
     )
     def append(
         self,
@@ -451,6 +462,7 @@ class ConversationRules(ModelMachine):
         expires: datetime | None,
         fenced: bool,
         offset: int,
+        metadata: dict[str, Any] | None,
     ) -> None:
         key, principal = self.key(k), self.who(p)
         expected = self._tail_choice(key, tail_choice)
@@ -465,7 +477,8 @@ class ConversationRules(ModelMachine):
         before = self.clock()
         outcome = self.both(
             f"conversations.append_messages({key}, {principal!r}, {[m.id for m in batch]}, "
-            f"create_if_absent={create}, expected_last_message_id={expected!r}, epoch={epoch})",
+            f"create_if_absent={create}, expected_last_message_id={expected!r}, epoch={epoch}, "
+            f"metadata={metadata!r})",
             self.stores.conversations.append_messages(
                 key,
                 principal,
@@ -476,6 +489,7 @@ class ConversationRules(ModelMachine):
                 epoch=epoch,
                 title=title,
                 expires_at=expires,
+                metadata=metadata,
             ),
             lambda: self.model.append(
                 key,
@@ -487,6 +501,7 @@ class ConversationRules(ModelMachine):
                 epoch=epoch,
                 title=title,
                 expires_at=expires,
+                metadata=metadata,
             ),
             lambda stored: [(m.id, m.seq) for m in stored],
         )
@@ -534,6 +549,20 @@ class ConversationRules(ModelMachine):
             f"conversations.set_title({key}, {principal!r}, {title!r}, epoch={epoch})",
             self.stores.conversations.set_title(key, principal, title, epoch=epoch),
             lambda: self.model.set_title(key, principal, title, epoch),
+        )
+        self.observe(key, before)
+
+    @rule(k=SLOT, p=SLOT, updates=METADATA_UPDATES, fenced=st.booleans(), offset=st.integers(-1, 1))
+    def set_metadata(
+        self, k: int, p: int, updates: dict[str, Any], fenced: bool, offset: int
+    ) -> None:
+        key, principal = self.key(k), self.who(p)
+        epoch = self.aim(k, offset) if fenced else None
+        before = self.clock()
+        self.both(
+            f"conversations.set_metadata({key}, {principal!r}, {updates!r}, epoch={epoch})",
+            self.stores.conversations.set_metadata(key, principal, updates, epoch=epoch),
+            lambda: self.model.set_metadata(key, principal, updates, epoch),
         )
         self.observe(key, before)
 

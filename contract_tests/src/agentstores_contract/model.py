@@ -9,6 +9,7 @@ the store returned and never invents one.
 from __future__ import annotations
 
 import copy
+import json
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -29,6 +30,22 @@ from agentstores.models import SPEAKERS, ClientInfo, UserIntegration
 from agentstores.stores import UNSET
 
 
+def merged(current: dict[str, Any], updates: dict[str, Any]) -> dict[str, Any]:
+    """The conversation metadata after a shallow merge: None removes a name."""
+    out = copy.deepcopy(current)
+    for name, value in updates.items():
+        if value is None:
+            out.pop(name, None)
+        else:
+            out[name] = copy.deepcopy(value)
+    return out
+
+
+def metadata_view(metadata: Any) -> tuple[tuple[str, str], ...]:
+    """Conversation metadata as comparable, hashable text (``1`` and ``1.0`` differ)."""
+    return tuple(sorted((name, json.dumps(v, sort_keys=True)) for name, v in metadata.items()))
+
+
 @dataclass
 class MessageModel:
     id: str
@@ -46,6 +63,7 @@ class ConversationModel:
     title: str | None = None
     expires_at: datetime | None = None
     last_turn_status: str | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
     created_at: datetime | None = None
     """As the store reported it when first observed; never changes afterwards."""
     updated_at: datetime | None = None
@@ -252,6 +270,7 @@ class StoresModel:
         epoch: int | None = None,
         title: str | None = None,
         expires_at: datetime | None = None,
+        metadata: dict[str, Any] | None = None,
     ) -> list[tuple[str, int]]:
         """Returns ``(message id, seq)`` of every message appended."""
         k = self.at(key)
@@ -283,6 +302,8 @@ class StoresModel:
             conv.title = title
         if expires_at is not None:
             conv.expires_at = expires_at
+        if metadata is not None:
+            conv.metadata = merged(conv.metadata, metadata)
         return out
 
     def set_last_turn_status(
@@ -301,6 +322,14 @@ class StoresModel:
     ) -> None:
         conv = self._owned(key, principal, epoch)
         conv.title = title
+        conv.touched = True
+        self._commit(self.at(key), principal, epoch)
+
+    def set_metadata(
+        self, key: ConversationKey, principal: str, updates: dict[str, Any], epoch: int | None
+    ) -> None:
+        conv = self._owned(key, principal, epoch)
+        conv.metadata = merged(conv.metadata, updates)
         conv.touched = True
         self._commit(self.at(key), principal, epoch)
 
@@ -341,7 +370,9 @@ class StoresModel:
             raise ConflictError()
         prefix = copy.deepcopy(source.messages[: at + 1])
         self._commit(target, principal, None)
-        target.conversation = ConversationModel(owner=principal, title=source.title)
+        target.conversation = ConversationModel(
+            owner=principal, title=source.title, metadata=copy.deepcopy(source.metadata)
+        )
         target.conversation.messages = prefix
         return prefix
 
@@ -406,7 +437,8 @@ class StoresModel:
         return [(s, m.id) for s, m in enumerate(conv.messages) if s >= start]
 
     def info(self, key: ConversationKey, principal: str) -> tuple[Any, ...] | None:
-        """``(owner, title, expires_at, last_turn_status, tail, count, shared_with)``."""
+        """``(owner, title, expires_at, last_turn_status, tail, count, shared_with,
+        metadata)``, the metadata as :func:`metadata_view` gives it."""
         conv = self.readable(key, principal)
         if conv is None:
             return None
@@ -419,6 +451,7 @@ class StoresModel:
             conv.tail,
             len(conv.messages),
             frozenset(k.shared),
+            metadata_view(conv.metadata),
         )
 
     # --- pause tokens ---------------------------------------------------------------

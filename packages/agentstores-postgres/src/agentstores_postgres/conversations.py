@@ -26,14 +26,17 @@ from agentstores.models import (
     TranscriptMessage,
 )
 from agentstores.stores import (
+    MAX_CONVERSATION_METADATA_BYTES,
     AppendRequest,
     ConversationStore,
     EncodedMessage,
     Expired,
     IdleFor,
+    MetadataUpdate,
     OverCap,
     SweepRule,
     TranscriptQuery,
+    decode_metadata,
 )
 from agentstores.stores.kit import (
     decode_cursor,
@@ -48,7 +51,7 @@ from .database import Conn, Verdict
 
 _APPEND = (
     "SELECT first_seq, stamp, present FROM __S__.conv_append("
-    "$1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)"
+    "$1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)"
 )
 _APPEND_EVIDENCE = """
 SELECT hit.message_id, hit.seq, hit.created_at
@@ -63,6 +66,7 @@ _CONV_NONCE = "SELECT nonce FROM __S__.conversations WHERE tenant = $1 AND sessi
 _KEY_NONCE = "SELECT nonce, erased_at FROM __S__.keys WHERE tenant = $1 AND session_id = $2"
 _SET_STATUS = "SELECT __S__.conv_set_status($1, $2, $3, $4, $5, $6, $7)"
 _SET_TITLE = "SELECT __S__.conv_set_title($1, $2, $3, $4, $5, $6, $7)"
+_SET_METADATA = "SELECT __S__.conv_set_metadata($1, $2, $3, $4::jsonb, $5, $6, $7, $8)"
 _SHARE = "SELECT __S__.conv_share($1, $2, $3, $4, $5, $6, $7)"
 _TRUNCATE = "SELECT __S__.conv_truncate($1, $2, $3, $4, $5, $6, $7)"
 _BRANCH = "SELECT __S__.conv_branch($1, $2, $3, $4, $5, $6, $7)"
@@ -110,7 +114,7 @@ _HISTORY = f"""{_STORED} {_FROM_VISIBLE}
 _READ_MESSAGES = f"""{_STORED} {_FROM_VISIBLE} AND m.seq >= $4 ORDER BY m.seq LIMIT $5"""
 
 _INFO = """c.tenant, c.session_id, c.owner, c.title, c.created_at, c.updated_at, c.expires_at,
-       c.last_turn_status, c.tail_message_id, c.message_count, k.shared_with"""
+       c.last_turn_status, c.tail_message_id, c.message_count, c.metadata, k.shared_with"""
 _GET = f"""
 SELECT {_INFO}
   FROM __S__.keys k
@@ -190,6 +194,16 @@ def _info(r: Any) -> ConversationInfo:
         tail_message_id=r["tail_message_id"],
         message_count=r["message_count"],
         shared_with=frozenset(r["shared_with"]),
+        metadata=decode_metadata(json.loads(r["metadata"])),
+    )
+
+
+def _update_json(updates: MetadataUpdate) -> str:
+    """An update as the server-side merge takes it: name -> the value's canonical JSON
+    text, or null to remove the name."""
+    return json.dumps(
+        {name: None if raw is None else raw.decode() for name, raw in updates.items()},
+        ensure_ascii=False,
     )
 
 
@@ -239,6 +253,8 @@ class PostgresConversationStore(PostgresStoreBase, ConversationStore):
             request.expires_at,
             n,
             self.ttl,
+            None if request.metadata is None else _update_json(request.metadata),
+            MAX_CONVERSATION_METADATA_BYTES,
         )
 
         async def run(conn: Conn) -> list[StoredMessage]:
@@ -304,6 +320,24 @@ class PostgresConversationStore(PostgresStoreBase, ConversationStore):
             run,
             self._conversation_written(key, n),
             what="conversations.set_title",
+            key=key,
+            epoch=epoch,
+        )
+
+    async def _set_metadata(
+        self, key: ConversationKey, principal: str, updates: MetadataUpdate, epoch: int | None
+    ) -> None:
+        n = writer_nonce()
+        u = _update_json(updates)
+        args = (key.tenant, key.session_id, principal, u, MAX_CONVERSATION_METADATA_BYTES)
+
+        async def run(conn: Conn) -> None:
+            await conn.execute(self.sql(_SET_METADATA), *args, epoch, n, self.ttl)
+
+        await self.write(
+            run,
+            self._conversation_written(key, n),
+            what="conversations.set_metadata",
             key=key,
             epoch=epoch,
         )

@@ -23,6 +23,7 @@ from agentstores.errors import (
     UsageError,
     refusal_error,
 )
+from agentstores.stores.conversation_metadata import over_limit
 
 REFUSALS: dict[str, Refusal] = {
     "ASNOW": Refusal.NOT_OWNED,
@@ -35,6 +36,9 @@ REFUSALS: dict[str, Refusal] = {
     "ASCLM": Refusal.ALREADY_CLAIMED,
 }
 """The SQLSTATEs the server-side functions raise, and the refusal each one means."""
+TOO_BIG = "ASBIG"
+"""Raised when a merge would grow the conversation metadata past its limit (DETAIL: the
+size it would have): the caller's error, a UsageError."""
 
 _CONNECTION_SQLSTATE_CLASSES = ("08",)
 """Connection exceptions."""
@@ -96,6 +100,9 @@ def translate_refusal(exc: BaseException, **call: Any) -> AgentStoresError | Non
     the ``epoch`` the write carried, the tail it ``expected``.
     """
     code = sqlstate(exc)
+    if code == TOO_BIG:
+        detail = _detail(exc)
+        return over_limit(int(detail) if detail.isdigit() else None)
     reason = REFUSALS.get(code) if code is not None else None
     if reason is None:
         return None

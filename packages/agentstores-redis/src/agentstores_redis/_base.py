@@ -9,6 +9,7 @@ from typing import Any
 
 from agentstores.errors import AgentStoresError, Refusal, UnknownOutcomeError, refusal_error
 from agentstores.keys import ConversationKey
+from agentstores.stores.conversation_metadata import over_limit
 from agentstores.stores.kit import from_micros, writer_nonce_hex
 
 from .client import EncodableT, NotDurable, RedisClient, Script, Uncertain
@@ -113,6 +114,8 @@ def raise_for(
     code = reply[0]
     if code in (b"ok", b"noop"):
         return
+    if code == b"too_big":
+        raise over_limit(int(reply[1]))
     try:
         refusal = Refusal(text(code))
     except ValueError:

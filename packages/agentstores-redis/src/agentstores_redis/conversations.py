@@ -26,12 +26,14 @@ from agentstores.models import (
     TranscriptMessage,
 )
 from agentstores.stores import (
+    MAX_CONVERSATION_METADATA_BYTES,
     UNSET,
     AppendRequest,
     ConversationStore,
     EncodedMessage,
     Expired,
     IdleFor,
+    MetadataUpdate,
     OverCap,
     SweepRule,
     TranscriptQuery,
@@ -52,6 +54,7 @@ from .lua import (
     CONV_ERASE,
     CONV_INFO,
     CONV_MESSAGES,
+    CONV_METADATA,
     CONV_PREFIX,
     CONV_SHARE,
     CONV_STATUS,
@@ -91,6 +94,15 @@ def _stored(seq: int, raw: bytes) -> StoredMessage:
         seq=seq,
         created_at=from_micros(created),
     )
+
+
+def _md_args(updates: MetadataUpdate) -> list[str | bytes]:
+    """The scripts' metadata arguments: the pair count, then each name and its encoded
+    value (empty: remove the name; an encoded value is never empty)."""
+    out: list[str | bytes] = [str(len(updates))]
+    for name, raw in updates.items():
+        out += [name, b"" if raw is None else raw]
+    return out
 
 
 def _tail_condition(request: AppendRequest) -> tuple[str, str | None]:
@@ -133,6 +145,7 @@ class RedisConversationStore(RedisStoreBase, ConversationStore):
         )
         for m in request.messages:
             args += [m.message.id, m.message.role, "1" if m.message.compaction else "0", _body(m)]
+        args += [str(MAX_CONVERSATION_METADATA_BYTES), *_md_args(request.metadata or {})]
         reply = await self._write(CONV_APPEND, names.all, args, from_result=lambda r: [b"ok", r])
         if reply[0] == b"noop":
             return []
@@ -184,6 +197,17 @@ class RedisConversationStore(RedisStoreBase, ConversationStore):
         raise_for(reply, key, epoch=epoch)
         await self.indexes.touch(key, principal, int(reply[2]))
 
+    async def _set_metadata(
+        self, key: ConversationKey, principal: str, updates: MetadataUpdate, epoch: int | None
+    ) -> None:
+        args = claim_args(principal, key, epoch_arg(epoch), str(MAX_CONVERSATION_METADATA_BYTES))
+        args += _md_args(updates)
+        reply = await self._write(
+            CONV_METADATA, self._key_names(key).all, args, from_result=lambda r: [b"ok", b"1", r]
+        )
+        raise_for(reply, key, epoch=epoch)
+        await self.indexes.touch(key, principal, int(reply[2]))
+
     async def _set_shared(
         self, key: ConversationKey, principal: str, with_principal: str, shared: bool
     ) -> None:
@@ -221,7 +245,7 @@ class RedisConversationStore(RedisStoreBase, ConversationStore):
         if reply[0] == b"no_message":
             raise _no_message(key, message_id)
         raise_for(reply, key)
-        title, records = reply[1], reply[2]
+        title, records, md = reply[1], reply[2], reply[3]
         args = claim_args(
             principal, new_key, b"" if title is None else b"=" + title, str(len(records))
         )
@@ -230,6 +254,7 @@ class RedisConversationStore(RedisStoreBase, ConversationStore):
             role = body[2 : body.index(b'"', 2)]
             compaction = b"1" if body.endswith(b"true]") else b"0"
             args += [uuid.uuid4().hex, role, compaction, body]
+        args += [str(len(md) // 2), *md]
         reply = await self._write(
             CONV_BRANCH, self._key_names(new_key).all, args, from_result=lambda r: [b"ok", r]
         )

@@ -79,6 +79,7 @@ RECONCILE = load_script("reconcile")
 CONV_APPEND = load_script("conv_append")
 CONV_STATUS = load_script("conv_status")
 CONV_TITLE = load_script("conv_title")
+CONV_METADATA = load_script("conv_metadata")
 CONV_SHARE = load_script("conv_share")
 CONV_TRUNCATE = load_script("conv_truncate")
 CONV_BRANCH = load_script("conv_branch")
@@ -115,6 +116,7 @@ ALL_SCRIPTS: tuple[Script, ...] = (
     CONV_APPEND,
     CONV_STATUS,
     CONV_TITLE,
+    CONV_METADATA,
     CONV_SHARE,
     CONV_TRUNCATE,
     CONV_BRANCH,

@@ -5,11 +5,12 @@ against before it is used."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from agentstores.keys import ConversationKey
 from agentstores.models import ConversationInfo
+from agentstores.stores.conversation_metadata import decode_metadata
 from agentstores.stores.kit import from_micros
 
 from ._base import text
@@ -40,6 +41,8 @@ class StoredInfo:
     tail: str | None = None
     count: int = 0
     shared: frozenset[str] = frozenset()
+    metadata: dict[str, bytes] = field(default_factory=dict)
+    """The conversation metadata: name -> its value's canonical JSON."""
 
     def public(self) -> ConversationInfo:
         assert self.key is not None
@@ -54,6 +57,7 @@ class StoredInfo:
             tail_message_id=self.tail,
             message_count=self.count,
             shared_with=self.shared,
+            metadata=decode_metadata(self.metadata),
         )
 
 
@@ -66,8 +70,8 @@ def parse_info(reply: list[Any], key: ConversationKey | None = None) -> StoredIn
         return StoredInfo(status, now, key, owner=text(reply[2]) if reply[2] else "")
     if status != "ok":
         return StoredInfo(status, now, key)
-    owner, created, updated, title, expires, last, tail, count, shared, tenant, session = reply[
-        2:13
+    owner, created, updated, title, expires, last, tail, count, shared, tenant, session, md = reply[
+        2:14
     ]
     if key is None and tenant is not None and session is not None:
         key = ConversationKey(text(tenant), text(session))
@@ -85,7 +89,13 @@ def parse_info(reply: list[Any], key: ConversationKey | None = None) -> StoredIn
         tail=None if tail is None else text(tail),
         count=int(count or 0),
         shared=frozenset(text(s) for s in shared),
+        metadata=pairs(md),
     )
+
+
+def pairs(flat: Sequence[bytes]) -> dict[str, bytes]:
+    """A script's flat ``{name, value, ...}`` metadata list as a map."""
+    return {text(flat[i]): flat[i + 1] for i in range(0, len(flat), 2)}
 
 
 async def read_infos(

@@ -26,10 +26,13 @@ from agentstores.stores import (
     ConversationStore,
     Expired,
     IdleFor,
+    MetadataUpdate,
     OverCap,
     SweepRule,
     TranscriptQuery,
+    decode_metadata,
     kit,
+    merge_metadata,
 )
 
 from ._base import S3StoreBase, off_loop
@@ -61,7 +64,16 @@ def _info(key: ConversationKey, h: Head, conv: Conv) -> ConversationInfo:
         tail_message_id=conv["tail"],
         message_count=int(conv["n"]),
         shared_with=frozenset(h["shared"]),
+        metadata=decode_metadata(conv.get("md", {})),
     )
+
+
+def _merged(conv: Conv | None, updates: MetadataUpdate) -> dict[str, str]:
+    """The header's ``md`` (name -> canonical JSON text; absent in older headers) with
+    ``updates`` merged in."""
+    stored = {} if conv is None else conv.get("md", {})
+    current = {name: value.encode() for name, value in stored.items()}
+    return {name: raw.decode() for name, raw in merge_metadata(current, updates).items()}
 
 
 class S3ConversationStore(S3StoreBase, ConversationStore):
@@ -122,6 +134,7 @@ class S3ConversationStore(S3StoreBase, ConversationStore):
                     raise refusal_error(
                         Refusal.STALE_TAIL, key=key, tail=tail, expected=request.expected_tail
                     )
+            merged = None if request.metadata is None else _merged(conv, request.metadata)
             new = root.claim(key, h, status, principal, request.epoch)
             conv = dict(conv) if conv is not None else new_conv(now, kit.writer_nonce_hex())
             new["conv"] = conv
@@ -158,6 +171,8 @@ class S3ConversationStore(S3StoreBase, ConversationStore):
                 conv["t"] = request.title
             if request.expires_at is not None:
                 conv["x"] = kit.to_micros(request.expires_at)
+            if merged is not None:
+                conv["md"] = merged
             self._touch(conv, now)
             return Outcome(new, [to_stored(row) for row in rows])
 
@@ -187,6 +202,18 @@ class S3ConversationStore(S3StoreBase, ConversationStore):
         def decide(h: Head | None, status: str, now: int) -> Outcome:
             new, conv = self._owned(key, h, status, principal, epoch)
             conv["t"] = title
+            self._touch(conv, now)
+            return Outcome(new, None)
+
+        self.root.transact(key, decide)
+
+    @off_loop
+    def _set_metadata(
+        self, key: ConversationKey, principal: str, updates: MetadataUpdate, epoch: int | None
+    ) -> None:
+        def decide(h: Head | None, status: str, now: int) -> Outcome:
+            new, conv = self._owned(key, h, status, principal, epoch)
+            conv["md"] = _merged(conv, updates)
             self._touch(conv, now)
             return Outcome(new, None)
 
@@ -280,6 +307,7 @@ class S3ConversationStore(S3StoreBase, ConversationStore):
             copy = new_conv(now, kit.writer_nonce_hex())
             copy.update(
                 t=conv["t"],
+                md=dict(conv.get("md", {})),
                 n=len(copies),
                 tail=copies[-1]["id"],
                 last=now,

@@ -55,6 +55,7 @@ def new_conv(now: int, gen: str) -> Conv:
         "segs": [],
         "gen": gen,
         "p": [],
+        "md": {},
     }
 
 

@@ -6,10 +6,11 @@
 -- create ('1'/'0'), status ('' = keep), tail mode (U no condition, N must be empty,
 -- I must be expected), expected tail, epoch, title ('' keep, '=<title>' set),
 -- expires_us ('' keep), tombstone ttl ms, expiry grace us, message count, then per
--- message: id, role, compaction ('1'/'0'), body.
+-- message: id, role, compaction ('1'/'0'), body; then the metadata limit, the number of
+-- metadata pairs ('0' none) and per pair: name, value ('' remove).
 -- Reply: {'ok', '<first seq>|<created_us>|<created 1/0>|<updated_us>|<positions>'}
 -- (positions: '*' all appended, else the appended ones' indexes), {'noop'}, a refusal,
--- {'not_found'} or {'stale_tail', tail}.
+-- {'not_found'}, {'stale_tail', tail} or {'too_big', size}.
 local nonce, principal, tenant, session_id, create, status, mode, expected, epoch, title,
   expires, ttl, grace = unpack(ARGV, 1, 13)
 local n = tonumber(ARGV[14])
@@ -30,6 +31,12 @@ if have then stored = redis.call('HMGET', meta, 'tail', 'count', 'last_created',
 local tail = stored[1]
 if mode == 'N' and tail then return {'stale_tail', tail} end
 if mode == 'I' and tail ~= expected then return {'stale_tail', tail or ''} end
+local md_max, md_n = ARGV[15 + 4 * n], tonumber(ARGV[16 + 4 * n])
+local md_first = 17 + 4 * n
+if md_n > 0 then
+  local too_big = md_refusal(md_first, md_n, md_max)
+  if too_big then return too_big end
+end
 local count = tonumber(stored[2] or '0')
 local created = now
 if stored[3] and tonumber(stored[3]) > created then created = tonumber(stored[3]) end
@@ -50,6 +57,7 @@ if status ~= '' then fields[#fields + 1] = 'status'; fields[#fields + 1] = statu
 if title ~= '' then fields[#fields + 1] = 'title'; fields[#fields + 1] = string.sub(title, 2) end
 if expires ~= '' then fields[#fields + 1] = 'expires_at'; fields[#fields + 1] = expires end
 redis.call('HSET', meta, unpack(fields))
+md_apply(md_first, md_n)
 local positions = '*'
 if #fresh < n then positions = table.concat(fresh, ',') end
 local is_new = '0'

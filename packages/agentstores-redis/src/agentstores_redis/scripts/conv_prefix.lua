@@ -1,9 +1,11 @@
 #!lua flags=no-writes
 --! include header.lua
 --! include messages.lua
--- The title and the records up to and including a message (what a branch copies).
+-- The title, the records up to and including a message and the metadata (what a branch
+-- copies).
 -- KEYS: header, meta, message_ids, messages. ARGV: principal, message_id.
--- Reply: {'ok', title or nil, {record, ...}}, {'not_found'} or {'no_message'}.
+-- Reply: {'ok', title or nil, {record, ...}, {metadata name, value, ...}}, {'not_found'}
+-- or {'no_message'}.
 local h, meta, message_ids, messages = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local principal, message_id = ARGV[1], ARGV[2]
 local now = now_us()
@@ -14,4 +16,11 @@ end
 local seq = redis.call('HGET', message_ids, message_id)
 if not seq then return {'no_message'} end
 local records = records_at(messages, seq_range(0, tonumber(seq)))
-return {'ok', redis.call('HGET', meta, 'title'), records}
+local md = {}
+local all = redis.call('HGETALL', meta)
+for i = 1, #all, 2 do
+  if string.sub(all[i], 1, 3) == 'md:' then
+    md[#md + 1] = string.sub(all[i], 4); md[#md + 1] = all[i + 1]
+  end
+end
+return {'ok', redis.call('HGET', meta, 'title'), records, md}

@@ -8,6 +8,7 @@ from .conversation_metadata import (
     MetadataUpdate,
     decode_metadata,
     merge_metadata,
+    metadata_size,
 )
 from .conversations import (
     AppendRequest,
@@ -48,4 +49,5 @@ __all__ = [
     "Unset",
     "decode_metadata",
     "merge_metadata",
+    "metadata_size",
 ]
