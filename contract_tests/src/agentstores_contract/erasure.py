@@ -56,9 +56,6 @@ LATE_WRITES: dict[str, Callable[[Stores, ConversationKey, str], Awaitable[Any]]]
         k, p, "complete"
     ),
     "conversations.set_title": lambda s, k, p: s.conversations.set_title(k, p, "late"),
-    "conversations.set_metadata": lambda s, k, p: s.conversations.set_metadata(
-        k, p, {"late": True}
-    ),
     "conversations.branch_onto": lambda s, k, p: s.conversations.branch(
         ConversationKey(k.tenant, "source"), p, "m", new_session_id=k.session_id
     ),
