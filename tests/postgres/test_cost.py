@@ -22,6 +22,7 @@ import pytest
 
 from agentstores.keys import ConversationKey
 from agentstores.models import Message
+from agentstores.stores import MAX_CONVERSATION_METADATA_BYTES
 from agentstores_postgres import conversations as conv_sql
 from agentstores_postgres import supervision as sup_sql
 from agentstores_postgres.stores import PostgresStores
@@ -276,6 +277,8 @@ async def test_append_costs_the_same_at_100k(corpus: Corpus, admin: asyncpg.Conn
                 None,
                 uuid.uuid4(),
                 timedelta(days=30),
+                '{"agent_identifier": "\\"a\\""}',
+                MAX_CONVERSATION_METADATA_BYTES,
             )
             costs.append(await _buffers(admin, sql, args))
         long, short = costs
