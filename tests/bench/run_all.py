@@ -10,6 +10,8 @@ Starts what the benches need on loopback and hands their URLs to ``agentstores b
   (``--redis-fsync``, default ``everysec``);
 - ``s3``: moto in server mode on a free loopback port, served single-threaded (each
   request atomic, as the tests run it), a fresh bucket.
+- ``mongo``: nx-27017 from its wheel (or the MongoDB at ``$MONGODB_URI``), a fresh
+  collection prefix with its indexes installed, dropped at the end.
 
 A backend whose adapter or server is not installed is skipped with a note on stderr.
 Every other argument goes to ``agentstores bench``; everything started here is thrown
@@ -30,7 +32,7 @@ from collections.abc import Callable, Iterator, Sequence
 from agentstores.cli import main as cli_main
 from agentstores.plugins import get_registry
 
-BACKENDS = ("file", "postgres", "redis", "s3")
+BACKENDS = ("file", "postgres", "redis", "mongo", "s3")
 
 
 @contextlib.contextmanager
@@ -47,6 +49,14 @@ def _postgres() -> Iterator[str]:
     from tests.servers.postgres import Installation, postgres_admin_url
 
     with postgres_admin_url() as admin, Installation(admin) as inst:
+        yield inst.url
+
+
+@contextlib.contextmanager
+def _mongo() -> Iterator[str]:
+    from tests.servers.mongo import Installation, mongo_base_url
+
+    with mongo_base_url() as base, Installation(base) as inst:
         yield inst.url
 
 
@@ -87,6 +97,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "postgres": _postgres,
         "redis": _redis(args.redis_fsync),
         "s3": _s3,
+        "mongo": _mongo,
     }
     registry = get_registry()
     with contextlib.ExitStack() as stack:

@@ -13,6 +13,7 @@ SHIPPED = (
     "packages/agentstores-file",
     "packages/agentstores-postgres",
     "packages/agentstores-redis",
+    "packages/agentstores-mongo",
     "packages/agentstores-s3",
     "packages/agentstores-langgraph",
     "packages/agentstores-zav",

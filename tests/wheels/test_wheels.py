@@ -3,7 +3,7 @@ core. A file left out of a wheel, a missing entry point or a wrong dependency fa
 
 The wheels come from the ``dist_dir`` fixture (conftest.py). PostgreSQL and Redis are
 opened at ``$AGENTSTORES_TEST_POSTGRES_URL`` / ``$AGENTSTORES_TEST_REDIS_URL`` when set;
-otherwise their wheels are checked by import and ``agentstores backends``.
+otherwise (and for MongoDB) their wheels are checked by import and ``agentstores backends``.
 """
 
 from __future__ import annotations
@@ -59,6 +59,9 @@ CASES = [
         scheme="redis://",
         env_url="AGENTSTORES_TEST_REDIS_URL",
     ),
+    # MongoDB's wheel is checked by import and registration; tests-mongo opens it against
+    # nx-27017 (this session installs no server).
+    Case("mongo", "packages/agentstores-mongo", scheme="mongodb://"),
     Case("s3", "packages/agentstores-s3", scheme="s3://"),
     Case("contract", "contract_tests"),
 ]

@@ -1,0 +1,404 @@
+"""The header document: one per conversation key, the commit point of every write to it.
+
+Collection ``<prefix>keys``, ``_id`` = the key's storage name. Fields::
+
+    rev     the CAS version: every commit is ``update_one({_id, rev}, ...)`` judged by
+            ``matched_count`` and increments it (never an upsert)
+    lw      the writer nonce of the last commit (a lost reply is settled by reading it)
+    t, s    tenant and session id (listing, sweeping)
+    o       owner (None: nobody has written; the key is as good as absent)
+    f       fence; sh  principals it is shared with
+    g       generation: a fresh nonce each time the key is claimed; every other document
+            of the key (messages, state versions, tokens) carries it, so what an earlier
+            life of the key or a failed write left behind never mixes in
+    sup     supervision row {s, m, e}; hb  its heartbeat ($currentDate)
+    c       conversation metadata (None: no conversation) {ti, lts, tl, n, ca, la, nu, na,
+            lc}; cx  expires_at; u  updated_at (both microseconds, of the server clock
+            for u); lo  listing owner and lv  live flag (only while a conversation exists)
+    st      writer nonce of the committed state version, or None
+    rc      recording metadata {m, e, i}; rb  its body (read only by recording reads)
+    ea, et  erased at ($currentDate) and the tombstone's lifetime in microseconds
+    redo    what the last commit left to finish (idempotent; the next writer finishes it)
+
+Readers trust only what a header covers: messages with ``s < c.n`` of generation ``g``,
+the state version ``st``, tokens marked ``ok`` or named by ``redo``. A document another
+writer wrote at the header's current ``rev`` is in flight; one written at an older
+``rev`` that the header does not cover can never be committed, and is garbage.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections.abc import Awaitable, Callable
+from datetime import datetime
+from typing import Any, Final, TypeVar
+
+from agentstores.errors import ConflictError, Refusal, refusal_error
+from agentstores.keys import ConversationKey
+from agentstores.stores import kit
+
+from ._base import Context, aware
+from .errors import LostReply, is_connection_error, maybe_sent
+
+ABSENT, EXPIRED, LIVE, ERASED = "absent", "expired", "live", "erased"
+
+NO_BODY: Final = {"rb": 0}
+"""Projection of every header read but the recording's: leaves the body on the server."""
+
+T = TypeVar("T")
+
+
+class Retry:
+    """What an attempt returns when it lost a race on the header: read it again."""
+
+
+RETRY: Final = Retry()
+
+
+def new_generation() -> str:
+    return kit.writer_nonce_hex()
+
+
+class Header:
+    """A header document as read, with its status at the server's clock."""
+
+    __slots__ = ("doc", "id", "key", "now_us", "status")
+
+    def __init__(self, key: ConversationKey, doc: dict[str, Any] | None, now_us: int | None):
+        self.key = key
+        self.id = key.storage_name
+        self.doc = doc
+        self.now_us = now_us
+        """The server clock read with the header, when it was (microseconds)."""
+        if doc is None or (doc.get("o") is None and doc.get("ea") is None):
+            self.status = ABSENT
+        elif doc.get("ea") is not None:
+            assert now_us is not None
+            until = kit.to_micros(aware(doc["ea"])) + int(doc.get("et") or 0)
+            self.status = ERASED if now_us < until else EXPIRED
+        else:
+            self.status = LIVE
+
+    @property
+    def erased_until(self) -> datetime | None:
+        """When an erased key's tombstone lapses (server clock), or None when not erased."""
+        if self.status != ERASED or self.doc is None:
+            return None
+        until = kit.to_micros(aware(self.doc["ea"])) + int(self.doc.get("et") or 0)
+        return kit.from_micros(until)
+
+    def erased_error(self) -> Exception:
+        """The ``ErasedError`` of this key, saying until when it refuses writes."""
+        return refusal_error(Refusal.ERASED, key=self.key, until=self.erased_until)
+
+    @property
+    def rev(self) -> int:
+        return 0 if self.doc is None else int(self.doc["rev"])
+
+    @property
+    def live(self) -> dict[str, Any] | None:
+        """The document when the key is live, else None."""
+        return self.doc if self.status == LIVE else None
+
+    @property
+    def owner(self) -> str | None:
+        d = self.live
+        return None if d is None else d["o"]
+
+    @property
+    def fence(self) -> int:
+        d = self.live
+        return 0 if d is None else int(d.get("f") or 0)
+
+    @property
+    def gen(self) -> str | None:
+        d = self.live
+        return None if d is None else d.get("g")
+
+    @property
+    def conv(self) -> dict[str, Any] | None:
+        d = self.live
+        return None if d is None else d.get("c")
+
+    def get(self, name: str) -> Any:
+        d = self.live
+        return None if d is None else d.get(name)
+
+    @property
+    def redo(self) -> list[list[Any]]:
+        return [] if self.doc is None else list(self.doc.get("redo") or ())
+
+    # --- the key-header rule (the kit's) -------------------------------------------
+
+    def judge(self, principal: str, epoch: int | None) -> Refusal | None:
+        return kit.judge_write(
+            owner=self.owner,
+            fence=self.fence,
+            erased=self.status == ERASED,
+            principal=principal,
+            epoch=epoch,
+        )
+
+    def check_write(self, principal: str, epoch: int | None) -> None:
+        kit.check_write(
+            self.key,
+            owner=self.owner,
+            fence=self.fence,
+            erased=self.status == ERASED,
+            principal=principal,
+            epoch=epoch,
+            erased_until=self.erased_until,
+        )
+
+    def can_read(self, principal: str) -> bool:
+        d = self.live
+        return d is not None and kit.can_read(
+            owner=d["o"], shared_with=d.get("sh") or (), erased=False, principal=principal
+        )
+
+    def claim(self, principal: str) -> tuple[dict[str, Any], str]:
+        """The fields a write sets to claim the key (none when it is live already) and the
+        generation the write's documents carry."""
+        gen = self.gen
+        if gen is not None:
+            return {}, gen
+        gen = new_generation()
+        return {
+            "t": self.key.tenant,
+            "s": self.key.session_id,
+            "o": principal,
+            "f": 0,
+            "sh": [],
+            "g": gen,
+            "sup": None,
+            "c": None,
+            "cx": None,
+            "lo": None,
+            "lv": False,
+            "st": None,
+            "rc": None,
+            "rb": None,
+            "ea": None,
+            "et": None,
+        }, gen
+
+
+# --- reading ---------------------------------------------------------------------------
+
+
+async def read_header(
+    ctx: Context, key: ConversationKey, *, body: bool = False, clock: bool = False
+) -> Header:
+    """The header from the primary. The server clock is read with it when ``clock`` is
+    set (concurrently), else only when a tombstone needs it."""
+    find = ctx.keys.find_one({"_id": key.storage_name}, None if body else NO_BODY)
+    now_us = None
+    if clock:
+        doc, now = await asyncio.gather(find, ctx.now())
+        now_us = kit.to_micros(now)
+    else:
+        doc = await find
+        if doc is not None and doc.get("ea") is not None:
+            now_us = kit.to_micros(await ctx.now())
+    return Header(key, doc, now_us)
+
+
+async def read_with_clock(ctx: Context, key: ConversationKey) -> tuple[Header, datetime]:
+    """The header and the server clock, read concurrently."""
+    h = await read_header(ctx, key, clock=True)
+    assert h.now_us is not None
+    return h, kit.from_micros(h.now_us)
+
+
+def touched(h: Header) -> int:
+    """``updated_at`` for a commit on ``h``: the server clock read with it, never below the
+    value it replaces (two writers' clock readings may commit out of order).
+
+    Queryable times are integers: nx-27017 reads ``$currentDate`` stamps back right but
+    cannot compare them in queries (see the fidelity tests)."""
+    assert h.now_us is not None, "read the header with clock=True"
+    before = h.get("u")
+    return h.now_us if before is None else max(int(before), h.now_us)
+
+
+# --- committing ------------------------------------------------------------------------
+
+
+async def finish(ctx: Context, redo: list[list[Any]]) -> None:
+    """Apply what a committed header left to finish. Each step is idempotent and touches
+    only documents no later commit can reuse (generations and nonces are never reused)."""
+    for step in redo:
+        kind = step[0]
+        if kind == "purge":
+            gen = step[1]
+            await ctx.messages.delete_many({"c": gen})
+            await ctx.state.delete_many({"g": gen})
+            await ctx.tokens.delete_many({"g": gen})
+        elif kind == "state":
+            await ctx.state.delete_one({"g": step[1], "w": step[2]})
+        elif kind == "token":
+            await ctx.tokens.update_one(
+                {"g": step[1], "t": step[2], "w": step[3]}, {"$set": {"ok": True}}
+            )
+        elif kind == "cut":
+            await ctx.messages.delete_many(
+                {"c": step[1], "s": {"$gte": step[2]}, "b": {"$lt": step[3]}}
+            )
+
+
+async def finish_quietly(ctx: Context, redo: list[list[Any]]) -> None:
+    """Finish what a committed header left, ignoring failures: the write already took
+    effect, and the next writer of the key finishes ``redo`` before its own commit."""
+    if not redo:
+        return
+    try:
+        await finish(ctx, redo)
+    except Exception:
+        return
+
+
+async def ensure_header(ctx: Context, key: ConversationKey) -> None:
+    """Create the bare header of an unwritten key (create-if-absent by ``insert_one``; a
+    duplicate key means it exists). A bare header is as good as absent to every rule."""
+    from pymongo.errors import DuplicateKeyError
+
+    try:
+        await ctx.keys.insert_one(
+            {"_id": key.storage_name, "rev": 0, "t": key.tenant, "s": key.session_id, "o": None}
+        )
+    except DuplicateKeyError:
+        return
+
+
+async def commit(
+    ctx: Context,
+    h: Header,
+    fields: dict[str, Any],
+    *,
+    stamps: tuple[str, ...] = (),
+    redo: list[list[Any]] | None = None,
+    nonce: str | None = None,
+) -> bool:
+    """CAS the header from ``h.rev`` to ``h.rev + 1`` with ``fields`` set and ``stamps``
+    set to the server clock; True iff this call's update landed.
+
+    What ``h`` left to finish is finished first (this commit replaces it). A reply lost
+    after sending is settled by reading the header back (:func:`reconcile`).
+    """
+    if h.doc is None:
+        raise RuntimeError("commit needs a header document; call ensure_header first")
+    if h.redo:
+        await finish(ctx, h.redo)
+    nonce = nonce or kit.writer_nonce_hex()
+    update: dict[str, Any] = {"$set": {**fields, "rev": h.rev + 1, "lw": nonce, "redo": redo}}
+    if stamps:
+        update["$currentDate"] = {name: True for name in stamps}
+    try:
+        result = await ctx.keys.update_one({"_id": h.id, "rev": h.rev}, update)
+    except Exception as exc:
+        if not maybe_sent(exc):
+            raise
+        landed = await reconcile(ctx, h, nonce, exc)
+    else:
+        landed = result.matched_count == 1
+    if landed:
+        await finish_quietly(ctx, redo or [])
+    return landed
+
+
+async def reconcile(ctx: Context, h: Header, nonce: str, cause: BaseException) -> bool:
+    """Whether a commit whose reply was lost landed: the header's ``lw`` says so while it
+    is the last commit; a header still at ``h.rev`` is bumped so the lost update can never
+    land later. Raises ``LostReply`` when the header has moved past any trace of it."""
+    deadline = time.monotonic() + ctx.reconcile_window
+    while True:
+        try:
+            doc = await ctx.keys.find_one({"_id": h.id}, {"rev": 1, "lw": 1})
+            if doc is None:
+                return False
+            if doc.get("lw") == nonce:
+                return True
+            if doc["rev"] == h.rev:
+                bumped = await ctx.keys.update_one(
+                    {"_id": h.id, "rev": h.rev}, {"$inc": {"rev": 1}}
+                )
+                if bumped.matched_count == 1:
+                    return False
+                continue
+            if doc["rev"] == h.rev + 1:
+                return False  # the one commit after h.rev was another writer's
+            raise LostReply(f"{cause}; the header has moved on since")
+        except LostReply:
+            raise
+        except Exception as exc:
+            if not is_connection_error(exc) or time.monotonic() > deadline:
+                raise LostReply(f"{cause}; reading back failed too: {exc}") from exc
+            await asyncio.sleep(0.1)
+
+
+async def retire(ctx: Context, h: Header) -> None:
+    """Another writer's uncommitted documents at ``h.rev`` are in our way: give it
+    ``ctx.stall_after`` seconds to commit or give up, then bump the header's ``rev`` so
+    its commit can never land and its documents become garbage."""
+    deadline = time.monotonic() + ctx.stall_after
+    pause = 0.001
+    while time.monotonic() < deadline:
+        await asyncio.sleep(pause)
+        pause = min(pause * 2, 0.02)
+        doc = await ctx.keys.find_one({"_id": h.id}, {"rev": 1})
+        if doc is None or doc["rev"] != h.rev:
+            return
+    await ctx.keys.update_one({"_id": h.id, "rev": h.rev}, {"$inc": {"rev": 1}})
+
+
+async def write(
+    ctx: Context,
+    key: ConversationKey,
+    attempt: Callable[[Header], Awaitable[T | Retry]],
+    *,
+    body: bool = False,
+    clock: bool = False,
+) -> T:
+    """Run ``attempt`` on fresh reads of the header (with the server clock when
+    ``clock`` is set) until it does not lose a race."""
+    deadline = time.monotonic() + ctx.conflict_deadline
+    pause = 0.0005
+    while True:
+        h = await read_header(ctx, key, body=body, clock=clock)
+        outcome = await attempt(h)
+        if not isinstance(outcome, Retry):
+            return outcome
+        if time.monotonic() > deadline:
+            raise ConflictError("the key kept changing under this write; retry", key=key)
+        await asyncio.sleep(random.uniform(0, pause))
+        pause = min(pause * 2, 0.02)
+
+
+def not_found(key: ConversationKey, message: str = "") -> Exception:
+    return refusal_error(Refusal.NOT_FOUND, message, key=key)
+
+
+__all__ = [
+    "ABSENT",
+    "ERASED",
+    "EXPIRED",
+    "LIVE",
+    "NO_BODY",
+    "RETRY",
+    "Header",
+    "Retry",
+    "commit",
+    "ensure_header",
+    "finish",
+    "finish_quietly",
+    "new_generation",
+    "not_found",
+    "read_header",
+    "read_with_clock",
+    "reconcile",
+    "retire",
+    "touched",
+    "write",
+]

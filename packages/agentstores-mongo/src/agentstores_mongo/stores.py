@@ -1,0 +1,236 @@
+"""``MongoStores``: every store on one MongoDB deployment, through PyMongo's
+``AsyncMongoClient`` (Motor is end-of-life and not used).
+
+    MongoStores("mongodb://host:27017/app?replicaSet=rs0")
+    MongoStores("mongodb+srv://user:pw@cluster.example.net/app")
+    MongoStores(existing_async_mongo_client, database="app")   # never closed by us
+
+The URL is PyMongo's (its own query options pass through); the database is the URL's
+path, else ``database=``, else ``agentstores``. Options, as keyword arguments or URL
+query parameters: ``collection_prefix`` (``agentstores_``), ``write_concern``
+(``majority``, or a number of nodes), ``write_timeout`` (seconds the write concern may
+take, 10), ``tombstone_ttl`` (seconds or a timedelta; 30 days), ``stall_after`` (2 s:
+how long a write waits for another writer's uncommitted documents before retiring it),
+``reconcile_window`` (5 s: how long a write whose reply was lost tries to read its
+outcome back), ``reconnect_window`` (5 s: how long a call keeps resending after a
+connection failure before its commit, e.g. while the server restarts),
+``check_indexes`` (true: refuse to open when an index is missing). Unless the URL says
+otherwise the client waits at most 5 s to select a server (``serverSelectionTimeoutMS``),
+5 s for a pooled connection (``waitQueueTimeoutMS``) and 20 s for a reply
+(``socketTimeoutMS``), each ending in ``BackendUnavailableError``.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+from agentstores.errors import BackendUnavailableError, UsageError
+from agentstores.stores import Stores
+from agentstores.stores.kit import DEFAULT_TOMBSTONE_TTL, url_options
+
+from ._base import Context
+from .conversations import MongoConversationStore
+from .errors import translate_error
+from .oauth import MongoOAuthRepository
+from .pause_tokens import MongoPauseTokenStore
+from .plugin import BACKEND
+from .recording import MongoRecordingStore
+from .schema import check
+from .state import MongoAgentStateStore
+from .supervision import MongoSupervisionStore
+
+SCHEMES = ("mongodb", "mongodb+srv")
+OPTIONS = (
+    "collection_prefix",
+    "database",
+    "write_concern",
+    "write_timeout",
+    "tombstone_ttl",
+    "stall_after",
+    "reconcile_window",
+    "reconnect_window",
+    "check_indexes",
+)
+CLIENT_DEFAULTS = {
+    "serverSelectionTimeoutMS": 5000,
+    "waitQueueTimeoutMS": 5000,
+    "connectTimeoutMS": 5000,
+    "socketTimeoutMS": 20000,
+}
+DEFAULT_DATABASE = "agentstores"
+DEFAULT_PREFIX = "agentstores_"
+
+
+def parse_url(url: str, options: dict[str, Any]) -> tuple[str, str | None, dict[str, Any]]:
+    """``(driver URL, database from the path, our options)``: our query parameters are
+    taken out of the URL and merged under the keyword options."""
+    parts = urlsplit(url)
+    if parts.scheme.lower() not in SCHEMES:
+        raise UsageError(f"not a MongoDB URL: {url!r} (schemes: {', '.join(SCHEMES)})")
+    ours: dict[str, Any] = {}
+    rest = []
+    driver_options = _driver_options()
+    present = {n for n, _ in parse_qsl(parts.query, keep_blank_values=True)}
+    known = {*OPTIONS, *(n for n in present if n.lower() in driver_options)}
+    hint = " (or a PyMongo connection-string option, e.g. replicaSet)"
+    for name, value in url_options(url, known, backend="mongo", hint=hint):
+        if name in OPTIONS:
+            ours[name] = value
+        else:
+            rest.append((name, value))
+    for name, value in options.items():
+        if name not in OPTIONS:
+            raise UsageError(f"unknown mongo option {name!r}; known: {', '.join(sorted(OPTIONS))}")
+        ours[name] = value
+    database = parts.path.lstrip("/") or None
+    driver = urlunsplit((parts.scheme, parts.netloc, "/", urlencode(rest), ""))
+    return driver, database, ours
+
+
+def _driver_options() -> frozenset[str]:
+    """PyMongo's connection-string options, lower-cased (it matches them so)."""
+    from pymongo import common
+
+    names = set(common.URI_OPTIONS_VALIDATOR_MAP)
+    names.update(getattr(common, "URI_OPTIONS_ALIAS_MAP", {}))
+    names.update(getattr(common, "URI_OPTIONS_DEPRECATION_MAP", {}))
+    return frozenset(n.lower() for n in names)
+
+
+def _seconds(value: Any, what: str) -> float:
+    if isinstance(value, timedelta):
+        return value.total_seconds()
+    try:
+        seconds = float(value)
+    except (TypeError, ValueError) as exc:
+        raise UsageError(f"{what} must be a number of seconds, got {value!r}") from exc
+    if seconds <= 0:
+        raise UsageError(f"{what} must be positive")
+    return seconds
+
+
+def _flag(value: Any) -> bool:
+    if isinstance(value, str):
+        return value.strip().lower() not in ("0", "false", "no", "off")
+    return bool(value)
+
+
+class MongoStores(Stores):
+    """Every store on MongoDB; see the module docstring for URLs and options."""
+
+    backend = BACKEND.name
+    capabilities = BACKEND.capabilities
+
+    def __init__(self, url: Any = "mongodb://127.0.0.1:27017", **options: Any) -> None:
+        from pymongo import AsyncMongoClient, ReadPreference, WriteConcern
+
+        if isinstance(url, AsyncMongoClient):
+            client, owned, database = url, False, None
+            for name in options:
+                if name not in OPTIONS:
+                    raise UsageError(f"unknown mongo option {name!r}")
+            opts = dict(options)
+            self.url = "mongodb://(application client)"
+            self.driver_url: str | None = None
+            self.client_options: dict[str, Any] = {}
+        elif isinstance(url, str):
+            driver, database, opts = parse_url(url, options)
+            present = {k.lower() for k, _ in parse_qsl(urlsplit(driver).query)}
+            extra: dict[str, Any] = {
+                k: v for k, v in CLIENT_DEFAULTS.items() if k.lower() not in present
+            }
+            client = AsyncMongoClient(driver, tz_aware=True, connect=False, **extra)
+            owned = True
+            self.url = url
+            self.driver_url, self.client_options = driver, extra
+        else:
+            raise UsageError(f"expected a mongodb:// URL or an AsyncMongoClient, got {url!r}")
+        self._client, self._owned = client, owned
+        self.closing: list[Any] = []
+        """Synchronous clients made for the LangGraph saver, closed with the bundle."""
+        database = opts.get("database") or database or DEFAULT_DATABASE
+        prefix = str(opts.get("collection_prefix", DEFAULT_PREFIX))
+        concern = opts.get("write_concern", "majority")
+        if isinstance(concern, str) and concern.isdigit():
+            concern = int(concern)
+        timeout_ms = int(_seconds(opts.get("write_timeout", 10), "write_timeout") * 1000)
+        try:
+            wc = WriteConcern(w=concern, wtimeout=timeout_ms)
+        except (TypeError, ValueError) as exc:
+            raise UsageError(f"bad write_concern {concern!r}: {exc}") from exc
+        db = client.get_database(database, write_concern=wc, read_preference=ReadPreference.PRIMARY)
+        ttl = opts.get("tombstone_ttl")
+        self.check_indexes = _flag(opts.get("check_indexes", True))
+        self.ctx = Context(
+            client=client,
+            db=db,
+            prefix=prefix,
+            keys=db[prefix + "keys"],
+            messages=db[prefix + "messages"],
+            state=db[prefix + "state"],
+            tokens=db[prefix + "tokens"],
+            oauth_users=db[prefix + "oauth_users"],
+            oauth_clients=db[prefix + "oauth_clients"],
+            tombstone_ttl=(
+                DEFAULT_TOMBSTONE_TTL
+                if ttl is None
+                else timedelta(seconds=_seconds(ttl, "tombstone_ttl"))
+            ),
+            stall_after=_seconds(opts.get("stall_after", 2.0), "stall_after"),
+            reconcile_window=_seconds(opts.get("reconcile_window", 5.0), "reconcile_window"),
+            reconnect_window=_seconds(opts.get("reconnect_window", 5.0), "reconnect_window"),
+        )
+        self.supervision = MongoSupervisionStore(self.ctx)
+        self.recording = MongoRecordingStore(self.ctx)
+        self.state = MongoAgentStateStore(self.ctx)
+        self.conversations = MongoConversationStore(self.ctx)
+        self.pause_tokens = MongoPauseTokenStore(self.ctx)
+        self.oauth = MongoOAuthRepository(self.ctx)
+
+    async def _open(self) -> None:
+        try:
+            await self.ctx.db.command("ping")
+            if self.check_indexes:
+                await check(self.ctx.db, self.ctx.prefix)
+        except BackendUnavailableError:
+            await self._close()
+            raise
+        except Exception as exc:
+            await self._close()
+            translated = translate_error(exc)
+            if translated is None:
+                raise
+            raise translated from exc
+
+    async def _close(self) -> None:
+        while self.closing:
+            self.closing.pop().close()
+        if self._owned:
+            await self._client.close()
+
+    async def now(self) -> datetime:
+        try:
+            return await self.ctx.now()
+        except Exception as exc:
+            translated = translate_error(exc)
+            if translated is None:
+                raise
+            raise translated from exc
+
+    def langgraph_checkpointer(self, client: Any = None, **options: Any) -> Any:
+        """A ``langgraph-checkpoint-mongodb`` ``MongoDBSaver`` on the same deployment (its
+        own collections, in this bundle's database unless ``db_name=`` says otherwise);
+        see :func:`agentstores_mongo.langgraph.checkpointer`.
+
+        Raises:
+            UnsupportedError: ``langgraph-checkpoint-mongodb`` is not installed.
+            UsageError: built on an application's client and no sync ``client`` given.
+        """
+        from .langgraph import checkpointer
+
+        return checkpointer(self, client, **options)
+
+
+__all__ = ["MongoStores", "parse_url"]

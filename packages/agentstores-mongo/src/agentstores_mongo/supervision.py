@@ -1,0 +1,120 @@
+"""The supervision row: the ``sup`` entry of the key's header, its heartbeat stamped by
+the server (``$currentDate``)."""
+
+from __future__ import annotations
+
+from agentstores.errors import Refusal, refusal_error
+from agentstores.keys import ConversationKey
+from agentstores.models import SupervisionRow, SupervisionView
+from agentstores.stores import SupervisionStore, kit
+
+from ._base import MongoStoreBase, aware, resent
+from .errors import LostReply, maybe_sent
+from .header import RETRY, Header, Retry, commit, ensure_header, read_with_clock, write
+
+
+class MongoSupervisionStore(MongoStoreBase, SupervisionStore):
+    async def _swap_in_place(
+        self, key: ConversationKey, principal: str, expected_epoch: int, row: SupervisionRow
+    ) -> bool:
+        """The common CAS (a heartbeat or takeover on a live key of ``principal``'s) in one
+        round trip: the key-header rule's passing case is the filter (not erased, owned by
+        ``principal``, ``row.epoch`` not below the fence, nothing left to finish) and the
+        expectation too. False means "not that case": the general path decides."""
+        nonce = kit.writer_nonce_hex()
+        update = {
+            "$set": {
+                "sup": {"s": row.status, "m": row.message_id, "e": row.epoch},
+                "lw": nonce,
+            },
+            "$max": {"f": row.epoch},
+            "$inc": {"rev": 1},
+            "$currentDate": {"hb": True},
+        }
+        where = {
+            "_id": key.storage_name,
+            "o": principal,
+            "ea": None,
+            "redo": None,
+            "f": {"$lte": row.epoch},
+            "sup.e": expected_epoch,
+        }
+        try:
+            result = await self.ctx.keys.update_one(where, update)
+        except Exception as exc:
+            if not maybe_sent(exc):
+                raise
+            doc = await self.ctx.keys.find_one({"_id": key.storage_name}, {"lw": 1})
+            if doc is not None and doc.get("lw") == nonce:
+                return True
+            raise LostReply(f"{exc}; the heartbeat's nonce is not in the header") from exc
+        return bool(result.matched_count == 1)
+
+    @resent
+    async def _compare_and_swap(
+        self, key: ConversationKey, principal: str, expected_epoch: int | None, row: SupervisionRow
+    ) -> bool:
+        ctx = self.ctx
+        if expected_epoch is not None and await self._swap_in_place(
+            key, principal, expected_epoch, row
+        ):
+            return True
+
+        async def attempt(h: Header) -> bool | Retry:
+            refusal = h.judge(principal, row.epoch)
+            if refusal is Refusal.NOT_OWNED:
+                raise refusal_error(refusal, key=key)
+            if refusal is not None:  # erased, or fenced: the swap just loses
+                return False
+            current = h.get("sup")
+            if expected_epoch is None:
+                if current is not None:
+                    return False
+            elif current is None or current["e"] != expected_epoch:
+                return False
+            if h.doc is None:
+                await ensure_header(ctx, key)
+                return RETRY
+            fields, _ = h.claim(principal)
+            fields["f"] = kit.raised_fence(h.fence, row.epoch)
+            fields["sup"] = {"s": row.status, "m": row.message_id, "e": row.epoch}
+            return True if await commit(ctx, h, fields, stamps=("hb",)) else RETRY
+
+        return await write(ctx, key, attempt)
+
+    @resent
+    async def _read(self, key: ConversationKey, principal: str) -> SupervisionView:
+        h, now = await read_with_clock(self.ctx, key)
+        if not h.can_read(principal):
+            return SupervisionView(None, now, 0)
+        sup = h.get("sup")
+        row = None
+        if sup is not None:
+            row = SupervisionRow(
+                status=sup["s"],
+                message_id=sup["m"],
+                epoch=sup["e"],
+                heartbeat_at=aware(h.get("hb")),
+                owner=h.owner or "",
+            )
+        return SupervisionView(row, now, h.fence)
+
+    @resent
+    async def _delete(
+        self, key: ConversationKey, principal: str, message_id: str, epoch: int
+    ) -> bool:
+        ctx = self.ctx
+
+        async def attempt(h: Header) -> bool | Retry:
+            if h.live is None:
+                return False
+            h.check_write(principal, None)
+            sup = h.get("sup")
+            if sup is None or sup["m"] != message_id or sup["e"] != epoch:
+                return False
+            return True if await commit(ctx, h, {"sup": None}) else RETRY
+
+        return await write(ctx, key, attempt)
+
+
+__all__ = ["MongoSupervisionStore"]

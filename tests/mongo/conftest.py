@@ -1,0 +1,51 @@
+"""Servers for the MongoDB backend's tests: nx-27017 started from its wheel, and a real
+MongoDB when ``MONGODB_URI`` names one. Every run installs a fresh collection prefix and
+drops its collections at the end (never the whole database)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+import pytest
+
+from tests.servers.mongo import MONGODB_URI_ENV, Installation, NxServer
+
+
+@pytest.fixture(scope="session")
+def nx_server() -> Iterator[NxServer]:
+    with NxServer() as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def real_mongodb() -> str:
+    url = os.environ.get(MONGODB_URI_ENV)
+    if not url:
+        pytest.skip(f"{MONGODB_URI_ENV} is not set (a real MongoDB, e.g. mongodb://host/db)")
+    return url
+
+
+SERVERS = ("nx-27017", "mongodb") if os.environ.get(MONGODB_URI_ENV) else ("nx-27017",)
+"""Every server the tests run on: a real MongoDB only where ``MONGODB_URI`` names one."""
+
+
+@pytest.fixture(params=SERVERS)
+def server_name(request: pytest.FixtureRequest) -> str:
+    """Each server by name: ``nx-27017``, and ``mongodb`` where ``MONGODB_URI`` is set."""
+    return str(request.param)
+
+
+@pytest.fixture
+def base_url(server_name: str, request: pytest.FixtureRequest) -> str:
+    """The base URL of each server (no prefix)."""
+    if server_name == "nx-27017":
+        return str(request.getfixturevalue("nx_server").url)
+    return str(request.getfixturevalue("real_mongodb"))
+
+
+@pytest.fixture
+def installed(base_url: str) -> Iterator[Installation]:
+    """A fresh installed prefix on each server, dropped after the test."""
+    with Installation(base_url) as inst:
+        yield inst

@@ -1,0 +1,221 @@
+"""Faults on nx-27017: replies lost after the server applied a write (through a TCP proxy),
+the server SIGKILLed and restarted under running calls, an exhausted pool, no server.
+
+A lost reply to a commit is settled by reading the header's writer nonce back (or
+the claimer's nonce on a token); one the header has moved past is raised as
+``UnknownOutcomeError``, never reported as success. Nothing a write left uncommitted
+is ever read.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from datetime import timedelta
+
+import pytest
+
+from agentstores.errors import (
+    AlreadyClaimedError,
+    BackendUnavailableError,
+    UnknownOutcomeError,
+)
+from agentstores.keys import ConversationKey
+from agentstores.models import Message, RecordedEvent, SupervisionRow
+from agentstores_mongo.stores import MongoStores
+from tests.servers.mongo import Installation, NxServer, free_port, with_option
+
+from .faultproxy import FaultProxy
+
+P = "p"
+pytestmark = pytest.mark.timeout(180)
+
+
+def _key() -> ConversationKey:
+    return ConversationKey("faults", uuid.uuid4().hex)
+
+
+@pytest.fixture
+def nx_installed(nx_server: NxServer) -> AsyncIterator[Installation]:
+    with Installation(nx_server.url) as inst:
+        yield inst
+
+
+@asynccontextmanager
+async def _proxied(
+    nx_server: NxServer, inst: Installation, **options: object
+) -> AsyncIterator[tuple[FaultProxy, MongoStores]]:
+    proxy = await FaultProxy("127.0.0.1", nx_server.port).start()
+    url = with_option(proxy.url(), "collection_prefix", inst.prefix)
+    stores = MongoStores(url, **options)
+    try:
+        async with stores:
+            yield proxy, stores
+    finally:
+        await proxy.close()
+
+
+async def test_lost_replies_after_commit_are_reconciled(
+    nx_server: NxServer, nx_installed: Installation
+) -> None:
+    keys = f"{nx_installed.prefix}keys"
+    key = _key()
+    async with _proxied(nx_server, nx_installed) as (proxy, stores):
+        sup, conv = stores.supervision, stores.conversations
+        assert await sup.compare_and_swap(key, P, None, SupervisionRow("running", "a", 1))
+        cut = proxy.cut_reply_to("update", keys)
+        assert await sup.compare_and_swap(key, P, 1, SupervisionRow("running", "a", 2))
+        assert cut.is_set()
+        row = (await sup.read(key, P)).row
+        assert row is not None and row.epoch == 2
+
+        await conv.append_messages(key, P, [Message("w", "user", "warm")])
+        cut = proxy.cut_reply_to("update", keys)
+        stored = await conv.append_messages(
+            key, P, [Message("x", "assistant", "one"), Message("y", "user", "two")]
+        )
+        assert cut.is_set()
+        assert [(m.id, m.seq) for m in stored] == [("x", 1), ("y", 2)]
+        assert [m.id for m in await conv.read_messages(key, P)] == ["w", "x", "y"]
+
+        cut = proxy.cut_reply_to("update", keys)
+        await stores.state.save(key, P, {"n": 1}, epoch=2)
+        assert cut.is_set()
+        assert await stores.state.load(key, P) == {"n": 1}
+
+        cut = proxy.cut_reply_to("update", keys)
+        assert await stores.recording.put(key, P, RecordedEvent(3, {"text": "abc"}, "a", 2))
+        assert cut.is_set()
+        recorded = await stores.recording.read(key, P)
+        assert recorded is not None and recorded.index == 3
+
+        expires = await stores.now() + timedelta(minutes=5)
+        cut = proxy.cut_reply_to("update", keys)
+        await stores.pause_tokens.put("t1", key, P, "one", expires)
+        assert cut.is_set()
+        await stores.state.save(key, P, {"n": 2})  # finishes the put's redo (marks it ok)
+        cut = proxy.cut_reply_to("update", f"{nx_installed.prefix}tokens")
+        assert await stores.pause_tokens.claim("t1", key, P) == "one"
+        assert cut.is_set()
+        with pytest.raises(AlreadyClaimedError):
+            await stores.pause_tokens.claim("t1", key, P)
+
+
+async def test_a_lost_reply_the_header_moved_past_is_unknown(
+    nx_server: NxServer, nx_installed: Installation
+) -> None:
+    key = _key()
+    async with (
+        _proxied(nx_server, nx_installed) as (proxy, stores),
+        MongoStores(nx_installed.url) as other,
+    ):
+        sup = stores.supervision
+        assert await sup.compare_and_swap(key, P, None, SupervisionRow("running", "a", 1))
+        held = proxy.hold_then_cut_reply_to("update", f"{nx_installed.prefix}keys")
+        call = asyncio.ensure_future(
+            sup.compare_and_swap(key, P, 1, SupervisionRow("done", "a", 1))
+        )
+        await asyncio.wait_for(held.wait(), 30)
+        for index in (1, 2):  # two more commits: the nonce is gone from the header
+            assert await other.recording.put(key, P, RecordedEvent(index, {"i": index}, "a", 1))
+        proxy.release.set()
+        with pytest.raises(UnknownOutcomeError):
+            await call
+        row = (await sup.read(key, P)).row
+        assert row is not None and row.status == "done"  # it landed; nobody claimed it did
+
+
+async def test_an_exhausted_pool_fails_clearly_and_recovers(
+    nx_server: NxServer, nx_installed: Installation
+) -> None:
+    key = _key()
+    proxy = await FaultProxy("127.0.0.1", nx_server.port).start()
+    url = with_option(proxy.url(), "collection_prefix", nx_installed.prefix)
+    url = with_option(url, "maxPoolSize", "1")
+    url = with_option(url, "waitQueueTimeoutMS", "300")
+    try:
+        async with MongoStores(url) as stores:
+            conv = stores.conversations
+            await conv.append_messages(key, P, [Message("m", "user", "hi")])
+            held = proxy.hold_reply_to("find", f"{nx_installed.prefix}keys")
+            busy = asyncio.ensure_future(conv.get_conversation(key, P))
+            await asyncio.wait_for(held.wait(), 30)
+            with pytest.raises(BackendUnavailableError, match="no free MongoDB connection") as info:
+                await conv.get_conversation(key, P)
+            assert not isinstance(info.value, UnknownOutcomeError)
+            proxy.release.set()
+            first = await busy
+            assert first is not None and first.message_count == 1
+            again = await conv.get_conversation(key, P)
+            assert again is not None and again.message_count == 1
+    finally:
+        await proxy.close()
+
+
+async def test_no_server_is_backend_unavailable_quickly() -> None:
+    url = f"mongodb://127.0.0.1:{free_port()}/?serverSelectionTimeoutMS=500"
+    started = time.monotonic()
+    with pytest.raises(BackendUnavailableError):
+        await MongoStores(url).open()
+    assert time.monotonic() - started < 30
+
+
+async def _append_until_done(
+    stores: MongoStores, key: ConversationKey, batch: list[Message], deadline: float
+) -> int:
+    """Append ``batch``, resending after every fault the adapter reports (appends are
+    idempotent by id; most faults it resends by itself); returns how many it reported."""
+    faults = 0
+    while True:
+        try:
+            await stores.conversations.append_messages(key, P, batch)
+            return faults
+        except BackendUnavailableError:  # UnknownOutcomeError included
+            faults += 1
+            if time.monotonic() > deadline:
+                raise
+            await asyncio.sleep(0.05)
+
+
+def test_server_killed_and_restarted_under_running_appends() -> None:
+    with NxServer() as server, Installation(server.url) as inst:
+        asyncio.run(_appends_across_restarts(server, inst))
+
+
+async def _appends_across_restarts(server: NxServer, inst: Installation) -> None:
+    url = with_option(inst.url, "serverSelectionTimeoutMS", "2000")
+    key = _key()
+    writers, batches = 4, 15
+    in_flight: set[int] = set()
+    hit: list[int] = []
+    async with MongoStores(url) as stores:
+        deadline = time.monotonic() + 120
+
+        async def writer(w: int) -> int:
+            faults = 0
+            for b in range(batches):
+                batch = [Message(f"w{w}-b{b}-{i}", "user", [b, i]) for i in range(3)]
+                in_flight.add(w)
+                faults += await _append_until_done(stores, key, batch, deadline)
+                in_flight.discard(w)
+            return faults
+
+        tasks = [asyncio.ensure_future(writer(w)) for w in range(writers)]
+        for pause in (0.3, 0.2):
+            await asyncio.sleep(pause)
+            hit.append(len(in_flight))
+            await asyncio.to_thread(server.restart, crash=True)
+        sum(await asyncio.gather(*tasks))
+        messages = await stores.conversations.read_messages(key, P)
+    ids = [m.id for m in messages]
+    expected = {f"w{w}-b{b}-{i}" for w in range(writers) for b in range(batches) for i in range(3)}
+    assert len(ids) == len(set(ids)), "a message landed twice"
+    assert set(ids) == expected, "a message was lost"
+    assert [m.seq for m in messages] == list(range(len(ids)))
+    for w in range(writers):
+        mine = [m.content for m in messages if m.id.startswith(f"w{w}-")]
+        assert mine == sorted(mine), "a writer's messages are out of order"  # type: ignore[type-var]
+    assert all(hit), f"a restart hit no running call: {hit}"
