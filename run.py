@@ -38,8 +38,8 @@ NOX_INFO_FLAGS |= {"--version"}
 LANES_ENV = "AGENTSTORES_TEST_LANES"
 """How many nox processes ``run.py test`` runs at once (default 2: much of the suite waits
 on servers and on the suite's own short sleeps, so two lanes fill two cores)."""
-MINUTES = {"tests-core": 7, "tests-s3": 7, "tests-zav": 5, "tests-langgraph": 4}
-MINUTES |= {"tests-postgres": 3, "tests-redis": 3, "tests-mongo": 3, "typecheck": 2}
+MINUTES = {"tests-core": 8, "tests-s3": 8, "tests-postgres": 4, "tests-redis": 4}
+MINUTES |= {"tests-mongo": 4, "tests-zav": 3, "typecheck": 1}
 """Rough minutes per session on two cores, to balance the lanes (others count 1)."""
 
 
