@@ -10,6 +10,7 @@ is ever read.
 from __future__ import annotations
 
 import asyncio
+import random
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -263,3 +264,31 @@ async def _appends_across_restarts(server: NxServer, inst: Installation) -> None
         mine = [m.content for m in messages if m.id.startswith(f"w{w}-")]
         assert mine == sorted(mine), "a writer's messages are out of order"  # type: ignore[type-var]
     assert all(hit), f"a restart hit no running call: {hit}"
+
+
+async def test_a_cancelled_call_is_never_reported_as_done(nx_installed: Installation) -> None:
+    """A store call cancelled mid-flight ends cancelled, even when the driver lost the
+    cancellation (Python 3.11's ``asyncio.wait_for`` returns the result of a future that
+    completed as the cancel arrived, and PyMongo writes through it): a lease whose
+    heartbeat swallowed its cancel beat forever and its seal waited for it."""
+    key = _key()
+    async with MongoStores(nx_installed.url) as stores:
+        sup = stores.supervision
+        beat = SupervisionRow("running", "a", 1)
+        assert await sup.compare_and_swap(key, P, None, beat)
+        lost = cancelled = 0
+        rng = random.Random(11)
+        for _ in range(300):
+            call = asyncio.ensure_future(sup.compare_and_swap(key, P, 1, beat))
+            await asyncio.sleep(rng.uniform(0, 0.004))
+            if not call.cancel():
+                await call
+                continue
+            cancelled += 1
+            try:
+                await call
+            except asyncio.CancelledError:
+                continue
+            lost += 1
+        assert cancelled > 100, "too few calls were cancelled mid-flight to judge"
+        assert lost == 0, f"{lost} of {cancelled} cancellations were lost"
