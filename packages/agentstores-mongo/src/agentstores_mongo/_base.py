@@ -7,7 +7,6 @@ import asyncio
 import functools
 import time
 from collections.abc import Awaitable, Callable
-from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from types import TracebackType
@@ -16,6 +15,7 @@ from typing import Any, TypeVar, cast
 from agentstores.errors import AgentStoresError
 from agentstores.keys import ConversationKey
 from agentstores.stores import StoreBase
+from agentstores.stores._base import TranslatingErrors
 from agentstores.stores.kit import DEFAULT_TOMBSTONE_TTL
 
 from .errors import LostReply, is_connection_error, translate_error
@@ -100,7 +100,7 @@ def cancel_requests() -> int:
     return 0 if task is None else task.cancelling()
 
 
-class KeepingCancellation:
+class KeepingCancellation(TranslatingErrors):
     """The edge of every store call: the core's error translation, and a cancellation
     the driver swallowed raised again.
 
@@ -112,15 +112,14 @@ class KeepingCancellation:
     cancellation requested during the call that did not end it is raised here.
     """
 
-    __slots__ = ("asked", "inner")
+    __slots__ = ("asked",)
 
-    def __init__(self, inner: AbstractAsyncContextManager[None]) -> None:
-        self.inner = inner
+    def __init__(self, store: StoreBase, operation: str, key: ConversationKey | None) -> None:
+        super().__init__(store, operation, key)
         self.asked = 0
 
     async def __aenter__(self) -> None:
         self.asked = cancel_requests()
-        await self.inner.__aenter__()
 
     async def __aexit__(
         self,
@@ -130,7 +129,7 @@ class KeepingCancellation:
     ) -> None:
         if not isinstance(exc, asyncio.CancelledError) and cancel_requests() > self.asked:
             raise asyncio.CancelledError("cancelled during a MongoDB call") from exc
-        await self.inner.__aexit__(exc_type, exc, tb)
+        await super().__aexit__(exc_type, exc, tb)
 
 
 class MongoStoreBase:
@@ -146,9 +145,7 @@ class MongoStoreBase:
         self, operation: str, key: ConversationKey | None = None
     ) -> KeepingCancellation:
         """The core's error edge, keeping cancellations (see :class:`KeepingCancellation`)."""
-        return KeepingCancellation(
-            StoreBase.translating_errors(cast(StoreBase, self), operation, key)
-        )
+        return KeepingCancellation(cast(StoreBase, self), operation, key)
 
 
 __all__ = [
