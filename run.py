@@ -2,7 +2,8 @@
 """Set up and run agentstores from a fresh clone, with nothing but Python 3.11 to 3.13.
 
     python3 run.py drill     the main job: a kill-and-resume drill on the embedded file backend
-    python3 run.py test      the whole test suite (every backend; servers start themselves)
+    python3 run.py test      the whole test suite (every backend; servers start themselves),
+                             its sessions in two lanes at once (AGENTSTORES_TEST_LANES=1: one)
     python3 run.py nox ARGS  any other nox session (lint, typecheck, build, bench, deep, ...)
 
 The first call creates ``.venv`` beside this file and installs what the command needs.
@@ -19,6 +20,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
@@ -33,6 +35,12 @@ PYTHON_ENV = "AGENTSTORES_PYTHON"
 """Tells the noxfile which interpreter its sessions use (a version such as ``3.12``)."""
 NOX_INFO_FLAGS = {"-l", "--list", "--list-sessions", "--json", "--usage", "-h", "--help"}
 NOX_INFO_FLAGS |= {"--version"}
+LANES_ENV = "AGENTSTORES_TEST_LANES"
+"""How many nox processes ``run.py test`` runs at once (default 2: much of the suite waits
+on servers and on the suite's own short sleeps, so two lanes fill two cores)."""
+MINUTES = {"tests-core": 7, "tests-s3": 7, "tests-zav": 5, "tests-langgraph": 4}
+MINUTES |= {"tests-postgres": 3, "tests-redis": 3, "tests-mongo": 3, "typecheck": 2}
+"""Rough minutes per session on two cores, to balance the lanes (others count 1)."""
 
 
 def _version_of(python: str) -> tuple[int, int] | None:
@@ -138,6 +146,95 @@ def run_nox(command: Sequence[str], env: Mapping[str, str], cwd: Path = ROOT) ->
     return code
 
 
+def tagged_sessions(nox: str, tag: str, env: Mapping[str, str]) -> list[str]:
+    """The names of the noxfile's sessions carrying ``tag``, in the noxfile's order."""
+    out = subprocess.run(
+        [nox, "-t", tag, "--list", "--json"],
+        cwd=ROOT,
+        env=dict(env),
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    return [entry["name"] for entry in json.loads(out)]
+
+
+def split_lanes(sessions: Sequence[str], lanes: int) -> list[list[str]]:
+    """Longest first onto the least loaded lane; each lane keeps the noxfile's order."""
+    load = [0] * lanes
+    assigned: list[list[str]] = [[] for _ in range(lanes)]
+    for name in sorted(sessions, key=lambda n: -MINUTES.get(n, 1)):
+        lane = load.index(min(load))
+        assigned[lane].append(name)
+        load[lane] += MINUTES.get(name, 1)
+    order = {name: i for i, name in enumerate(sessions)}
+    return [sorted(lane, key=order.__getitem__) for lane in assigned if lane]
+
+
+def run_lanes(
+    nox: Sequence[str],
+    lanes: Sequence[Sequence[str]],
+    posargs: Sequence[str],
+    env: Mapping[str, str],
+    cwd: Path = ROOT,
+) -> int:
+    """Run each lane's sessions in its own ``nox`` process, all lanes at once, each output
+    line prefixed with its lane; fails when any lane fails or skips a session."""
+    lock = threading.Lock()
+    codes: list[int] = [0] * len(lanes)
+
+    def lane(index: int, sessions: Sequence[str]) -> None:
+        with tempfile.TemporaryDirectory(prefix="agentstores-lane-") as tmp:
+            report = Path(tmp) / "report.json"
+            command = [*nox, "-s", *sessions, "--report", str(report), *posargs]
+            proc = subprocess.Popen(
+                command,
+                cwd=cwd,
+                env=dict(env),
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+                errors="replace",
+            )
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                with lock:
+                    sys.stdout.write(f"[lane {index + 1}] {line}")
+                    sys.stdout.flush()
+            code = proc.wait()
+            results = json.loads(report.read_text())["sessions"] if report.exists() else []
+        with lock:
+            for session in results:
+                result = session.get("result")
+                print(f"[lane {index + 1}] {session['name']}: {result}", flush=True)
+                if result == "skipped":
+                    reason = session.get("reason") or "no reason given"
+                    print(f"run.py: session {session['name']} was skipped ({reason})")
+                    code = code or 1
+        codes[index] = code
+
+    print("run.py: lanes: " + "; ".join(", ".join(lane) for lane in lanes), flush=True)
+    threads = [threading.Thread(target=lane, args=(i, s)) for i, s in enumerate(lanes)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    failed = [i + 1 for i, code in enumerate(codes) if code]
+    if failed:
+        print(f"run.py: failing: lane(s) {failed} failed", file=sys.stderr)
+    return next((code for code in codes if code), 0)
+
+
+def run_tests(rest: Sequence[str], env: Mapping[str, str]) -> int:
+    """Every session tagged ``tests``: in lanes, unless nox options were given."""
+    lanes = int(env.get(LANES_ENV, "2") or "2")
+    own = list(rest[: rest.index("--")] if "--" in rest else rest)
+    if lanes <= 1 or own:
+        return run_nox([str(BIN / "nox"), "-t", "tests", *rest], env)
+    sessions = tagged_sessions(str(BIN / "nox"), "tests", env)
+    return run_lanes([str(BIN / "nox")], split_lanes(sessions, lanes), list(rest), env)
+
+
 def main(argv: list[str]) -> int:
     """Run one command of the module docstring; return its exit code."""
     if not argv or argv[0] in {"-h", "--help"}:
@@ -162,7 +259,7 @@ def main(argv: list[str]) -> int:
     env[PYTHON_ENV] = f"{version[0]}.{version[1]}"
     env["NOX_ENABLE_STALENESS_CHECK"] = "1"  # a reused env built on another Python is rebuilt
     if command == "test":
-        return run_nox([str(BIN / "nox"), "-t", "tests", *rest], env)
+        return run_tests(rest, env)
     if command == "nox":
         return run_nox([str(BIN / "nox"), *rest], env)
     if command == "drill":

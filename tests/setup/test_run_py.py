@@ -124,3 +124,28 @@ def test_a_report_the_caller_asked_for_is_kept_and_read(
     out = "".join(capfd.readouterr())
     assert code != 0, out
     assert report.exists() and '"skipped"' in report.read_text()
+
+
+def test_lanes_split_by_weight_and_keep_the_noxfile_order() -> None:
+    sessions = ["lint", "tests-core", "tests-file", "tests-s3", "docs"]
+    lanes = run.split_lanes(sessions, 2)
+    assert sorted(name for lane in lanes for name in lane) == sorted(sessions)
+    assert not set(lanes[0]) & set(lanes[1])
+    assert {"tests-core", "tests-s3"} - set(lanes[0]) and {"tests-core", "tests-s3"} - set(lanes[1])
+    for lane in lanes:
+        assert lane == sorted(lane, key=sessions.index)
+    assert run.split_lanes(sessions, 1) == [sessions]
+
+
+@pytest.mark.timeout(180)
+def test_a_session_skipped_in_any_lane_fails_the_run(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    nox = [sys.executable, "-m", "nox", "-f", str(ROOT / "noxfile.py")]
+    nox += ["--envdir", str(tmp_path / "envs")]
+    flags = ["--no-error-on-missing-interpreters"]
+    code = run.run_lanes(nox, [["lint"], ["docs"]], flags, _hidden_pythons(tmp_path), cwd=ROOT)
+    out = "".join(capfd.readouterr())
+    assert code != 0, out
+    assert "[lane 1] lint: skipped" in out and "[lane 2] docs: skipped" in out, out
+    assert "session lint was skipped" in out and "session docs was skipped" in out, out

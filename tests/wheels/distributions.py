@@ -15,6 +15,7 @@ SHIPPED = (
     "packages/agentstores-redis",
     "packages/agentstores-mongo",
     "packages/agentstores-s3",
+    "packages/agentstores-langgraph",
     "contract_tests",
 )
 """Every distribution that ships (the template is copied, never installed from an index)."""

@@ -1,0 +1,239 @@
+"""What conformance does not test: concurrent puts, a fenced put, ownership, erasure,
+the sync API, and the cost of put / latest / list at any thread length."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from langgraph.checkpoint.base.id import uuid6
+
+from agentstores import (
+    ConversationKey,
+    ErasedError,
+    FencedError,
+    NotOwnedError,
+    Stores,
+)
+from agentstores_langgraph import EPOCH, PRINCIPAL, AgentStoresSaver
+
+from .backends import Servers, fresh_tenant
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def checkpoint(values: dict[str, Any], versions: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "v": 1,
+        "id": str(uuid6(clock_seq=-1)),
+        "ts": "2026-12-01T00:00:00+00:00",
+        "channel_values": values,
+        "channel_versions": versions,
+        "versions_seen": {},
+        "pending_sends": [],
+        "updated_channels": None,
+    }
+
+
+def config(thread: str, parent: str | None = None, **extra: Any) -> dict[str, Any]:
+    c: dict[str, Any] = {"thread_id": thread, "checkpoint_ns": "", **extra}
+    if parent is not None:
+        c["checkpoint_id"] = parent
+    return {"configurable": c}
+
+
+async def count(stores: Stores, key: ConversationKey) -> int:
+    info = await stores.conversations.get_conversation(key, "alice")
+    return 0 if info is None else info.message_count
+
+
+async def chain(saver: AgentStoresSaver, thread: str, n: int, **extra: Any) -> list[str]:
+    """``n`` checkpoints in a row; channel ``a`` changes every step, ``big`` never."""
+    ids: list[str] = []
+    parent = None
+    for i in range(n):
+        versions = {"a": i + 1, "big": 1}
+        new = {"a": i + 1, "big": 1} if i == 0 else {"a": i + 1}
+        cp = checkpoint({"a": f"a{i}", "big": "x" * 1000}, versions)
+        stored = await saver.aput(config(thread, parent, **extra), cp, {"step": i}, new)
+        parent = stored["configurable"]["checkpoint_id"]
+        ids.append(parent)
+    return ids
+
+
+async def test_concurrent_puts_on_one_thread_all_land(backend: str, lg_servers: Servers) -> None:
+    async with lg_servers.open(backend) as stores:
+        saver = AgentStoresSaver(stores, tenant=fresh_tenant(), principal="alice")
+        cps = [checkpoint({"a": i}, {"a": i + 1}) for i in range(8)]
+        await asyncio.gather(
+            *(saver.aput(config("t"), cp, {"step": i}, {"a": i + 1}) for i, cp in enumerate(cps))
+        )
+        listed = [t async for t in saver.alist(config("t"))]
+        assert sorted(t.checkpoint["id"] for t in listed) == sorted(cp["id"] for cp in cps)
+        for t in listed:
+            assert t.checkpoint["channel_values"] == {"a": t.metadata["step"]}
+        latest = await saver.aget_tuple(config("t"))
+        assert latest is not None and latest.checkpoint["id"] == max(cp["id"] for cp in cps)
+        # concurrent put_writes for one checkpoint, twice each: every (task, idx) once
+        target = config("t", latest.checkpoint["id"])
+        await asyncio.gather(
+            *(saver.aput_writes(target, [("ch", f"v{i}")], f"task-{i % 4}") for i in range(8))
+        )
+        again = await saver.aget_tuple(target)
+        assert again is not None
+        assert sorted(w[0] for w in again.pending_writes or []) == [f"task-{i}" for i in range(4)]
+
+
+async def test_a_fenced_put_lands_nothing(backend: str, lg_servers: Servers) -> None:
+    async with lg_servers.open(backend) as stores:
+        tenant = fresh_tenant()
+        saver = AgentStoresSaver(stores, tenant=tenant, principal="alice")
+        key = ConversationKey(tenant, "t")
+        (first,) = await chain(saver, "t", 1, **{EPOCH: 5})
+        before = await count(stores, key)
+        with pytest.raises(FencedError):
+            await saver.aput(
+                config("t", first, **{EPOCH: 4}), checkpoint({"a": 1}, {"a": 9}), {}, {"a": 9}
+            )
+        with pytest.raises(FencedError):
+            await saver.aput_writes(config("t", first, **{EPOCH: 4}), [("ch", 1)], "task")
+        assert await count(stores, key) == before
+        latest = await saver.aget_tuple(config("t"))
+        assert latest is not None and latest.checkpoint["id"] == first
+        assert latest.pending_writes == []
+        # the current epoch, and writes without one (they neither check nor raise), land
+        await saver.aput_writes(config("t", first, **{EPOCH: 5}), [("ch", 1)], "task")
+        await chain(saver, "t", 1)
+
+
+async def test_erasing_the_conversation_erases_its_checkpoints(
+    backend: str, lg_servers: Servers
+) -> None:
+    async with lg_servers.open(backend) as stores:
+        tenant = fresh_tenant()
+        saver = AgentStoresSaver(stores, tenant=tenant, principal="alice")
+        ids = await chain(saver, "t", 3)
+        await saver.aput_writes(config("t", ids[-1]), [("ch", "pending")], "task")
+        conv = stores.conversation(ConversationKey(tenant, "t"), "alice")
+        assert await conv.delete()
+        assert await saver.aget_tuple(config("t")) is None
+        assert await saver.aget_tuple(config("t", ids[0])) is None
+        assert [t async for t in saver.alist(config("t"))] == []
+        assert await stores.conversations.read_messages(conv.key, "alice") == []
+        with pytest.raises(ErasedError):
+            await chain(saver, "t", 1)
+        with pytest.raises(ErasedError):
+            await saver.aput_writes(config("t", ids[-1]), [("ch", "late")], "task")
+        # delete_thread is the same erasure
+        await chain(saver, "u", 2)
+        await saver.adelete_thread("u")
+        assert await saver.aget_tuple(config("u")) is None
+        with pytest.raises(ErasedError):
+            await chain(saver, "u", 1)
+
+
+async def test_an_unshared_principal_sees_no_thread(backend: str, lg_servers: Servers) -> None:
+    async with lg_servers.open(backend) as stores:
+        tenant = fresh_tenant()
+        saver = AgentStoresSaver(stores, tenant=tenant, principal="alice")
+        ids = await chain(saver, "t", 2)
+        mallory = config("t", **{PRINCIPAL: "mallory"})
+        assert await saver.aget_tuple(mallory) is None
+        assert [t async for t in saver.alist(mallory)] == []
+        with pytest.raises(NotOwnedError):
+            await saver.aput(mallory, checkpoint({"a": 1}, {"a": 9}), {}, {"a": 9})
+        as_bob = AgentStoresSaver(stores, tenant=tenant, principal="bob")
+        assert await as_bob.aget_tuple(config("t")) is None
+        await stores.conversation(ConversationKey(tenant, "t"), "alice").share("bob")
+        shared = await as_bob.aget_tuple(config("t"))
+        assert shared is not None and shared.checkpoint["id"] == ids[-1]
+        with pytest.raises(NotOwnedError):
+            await as_bob.aput_writes(config("t", ids[-1]), [("ch", 1)], "task")
+
+
+async def test_sync_methods_from_another_thread(lg_servers: Servers) -> None:
+    async with lg_servers.open("file") as stores:
+        saver = AgentStoresSaver(stores, tenant=fresh_tenant(), principal="alice")
+        cp = checkpoint({"a": "v"}, {"a": 1})
+
+        def work() -> Any:
+            stored = saver.put(config("t"), cp, {"step": 0}, {"a": 1})
+            saver.put_writes(stored, [("ch", 1)], "task")
+            return saver.get_tuple(config("t")), list(saver.list(config("t"), limit=5))
+
+        latest, listed = await asyncio.to_thread(work)
+        assert latest.checkpoint["channel_values"] == {"a": "v"}
+        assert latest.pending_writes == [("task", "ch", 1)]
+        assert [t.checkpoint["id"] for t in listed] == [cp["id"]]
+        with pytest.raises(asyncio.InvalidStateError):
+            saver.get_tuple(config("t"))
+
+
+class Counting:
+    """Counts the conversation store's position reads and the rows appended."""
+
+    def __init__(self, stores: Stores) -> None:
+        self.reads = 0
+        self.rows_read = 0
+        self.appended = 0
+        store = stores.conversations
+        read, append = store.read_messages, store.append_messages
+
+        async def counting_read(*args: Any, **kwargs: Any) -> Any:
+            rows = await read(*args, **kwargs)
+            self.reads += 1
+            self.rows_read += len(rows)
+            return rows
+
+        async def counting_append(key: Any, principal: Any, messages: Any, **kwargs: Any) -> Any:
+            stored = await append(key, principal, messages, **kwargs)
+            self.appended += len(stored)
+            return stored
+
+        store.read_messages = counting_read  # type: ignore[method-assign]
+        store.append_messages = counting_append  # type: ignore[method-assign]
+
+    def reset(self) -> None:
+        self.reads = self.rows_read = self.appended = 0
+
+
+@pytest.mark.parametrize("backend", ["memory", "postgres"], indirect=True)
+async def test_costs_do_not_grow_with_the_thread(backend: str, lg_servers: Servers) -> None:
+    """A put appends the checkpoint and its changed channel only; getting the latest and
+    listing with a limit read the same rows at 40 and at 300 checkpoints."""
+    async with lg_servers.open(backend) as stores:
+        saver = AgentStoresSaver(stores, tenant=fresh_tenant(), principal="alice")
+        counter = Counting(stores)
+        seen: dict[int, tuple[int, int, int, int, int]] = {}
+        for n in (40, 300):
+            thread = f"t{n}"
+            ids = await chain(saver, thread, n)
+            counter.reset()
+            await saver.aput(
+                config(thread, ids[-1]),
+                checkpoint({"a": "next", "big": "x" * 1000}, {"a": n + 1, "big": 1}),
+                {},
+                {"a": n + 1},
+            )
+            appended = counter.appended
+            counter.reset()
+            latest = await saver.aget_tuple(config(thread))
+            assert latest is not None and latest.checkpoint["channel_values"]["big"] == "x" * 1000
+            get_cost = (counter.reads, counter.rows_read)
+            counter.reset()
+            listed = [t async for t in saver.alist(config(thread), limit=3)]
+            assert len(listed) == 3
+            seen[n] = (appended, *get_cost, counter.reads, counter.rows_read)
+        assert seen[40][0] == 2  # the new value of "a" and the checkpoint
+        assert seen[40] == seen[300], seen
+
+
+async def test_from_url_opens_the_backend_and_sees_the_same_thread(lg_servers: Servers) -> None:
+    url = lg_servers.url("file")
+    tenant = fresh_tenant()
+    async with AgentStoresSaver.from_url(url, tenant=tenant, principal="alice") as saver:
+        (stored,) = await chain(saver, "t", 1)
+    async with AgentStoresSaver.from_url(url, tenant=tenant, principal="alice") as again:
+        latest = await again.aget_tuple(config("t"))
+        assert latest is not None and latest.checkpoint["id"] == stored
