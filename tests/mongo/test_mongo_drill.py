@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 from collections.abc import Iterator
 
 import pytest
@@ -31,7 +32,7 @@ def own_server() -> Iterator[tuple[NxServer, Installation]]:
 
 async def test_drill(installed: Installation) -> None:
     result = await run_drill(installed.url, timings=Timings.fast(), say=_quiet)
-    assert result.passed, result.to_json()
+    assert result.passed, json.dumps(result.to_json(), indent=1)
 
 
 @pytest.mark.parametrize("when", [1.5, 6.0])
@@ -46,4 +47,4 @@ async def test_drill_survives_a_server_crash(
     assert not done, "the drill ended before the crash"
     await asyncio.to_thread(server.restart, crash=True)
     result = await drill
-    assert result.passed, result.to_json()
+    assert result.passed, json.dumps(result.to_json(), indent=1)

@@ -10,6 +10,7 @@ is ever read.
 from __future__ import annotations
 
 import asyncio
+import random
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -116,16 +117,60 @@ async def test_a_lost_reply_the_header_moved_past_is_unknown(
         assert await sup.compare_and_swap(key, P, None, SupervisionRow("running", "a", 1))
         held = proxy.hold_then_cut_reply_to("update", f"{nx_installed.prefix}keys")
         call = asyncio.ensure_future(
-            sup.compare_and_swap(key, P, 1, SupervisionRow("done", "a", 1))
+            sup.compare_and_swap(key, P, 1, SupervisionRow("running", "b", 2))
         )
         await asyncio.wait_for(held.wait(), 30)
         for index in (1, 2):  # two more commits: the nonce is gone from the header
-            assert await other.recording.put(key, P, RecordedEvent(index, {"i": index}, "a", 1))
+            assert await other.recording.put(key, P, RecordedEvent(index, {"i": index}, "b", 2))
         proxy.release.set()
         with pytest.raises(UnknownOutcomeError):
             await call
         row = (await sup.read(key, P)).row
-        assert row is not None and row.status == "done"  # it landed; nobody claimed it did
+        assert row is not None and row.epoch == 2  # it landed; nobody claimed it did
+
+
+async def test_a_lost_heartbeat_reply_is_settled_by_swapping_again(
+    nx_server: NxServer, nx_installed: Installation
+) -> None:
+    """A swap at the same epoch (a heartbeat, a seal) whose reply was lost and whose nonce
+    later commits overwrote is not an unknown outcome: it writes the same row, so the
+    general path swaps again and says whether the row is still this epoch's."""
+    key = _key()
+    async with (
+        _proxied(nx_server, nx_installed) as (proxy, stores),
+        MongoStores(nx_installed.url) as other,
+    ):
+        sup = stores.supervision
+        assert await sup.compare_and_swap(key, P, None, SupervisionRow("running", "a", 1))
+        for step, (row, then) in enumerate(
+            (
+                (SupervisionRow("running", "a", 1), None),
+                (SupervisionRow("done", "a", 1), None),
+                (SupervisionRow("running", "a", 1), SupervisionRow("running", "b", 2)),
+            )
+        ):
+            if then is not None:  # sealed above: start a running row again
+                assert await other.supervision.compare_and_swap(
+                    key, P, 1, SupervisionRow("running", "a", 1)
+                )
+            held = proxy.hold_then_cut_reply_to("update", f"{nx_installed.prefix}keys")
+            call = asyncio.ensure_future(sup.compare_and_swap(key, P, 1, row))
+            await asyncio.wait_for(held.wait(), 30)
+            for index in (2 * step + 1, 2 * step + 2):  # the nonce is gone from the header
+                event = RecordedEvent(index, {"i": index}, "a", 1)
+                assert await other.recording.put(key, P, event)
+            if then is not None:  # and a takeover: the swap must now lose
+                assert await other.supervision.compare_and_swap(key, P, 1, then)
+            proxy.release.set()
+            assert await call is (then is None)
+            stored = (await sup.read(key, P)).row
+            want = then or row
+            assert stored is not None
+            assert (stored.status, stored.message_id, stored.epoch) == (
+                want.status,
+                want.message_id,
+                want.epoch,
+            )
 
 
 async def test_an_exhausted_pool_fails_clearly_and_recovers(
@@ -219,3 +264,31 @@ async def _appends_across_restarts(server: NxServer, inst: Installation) -> None
         mine = [m.content for m in messages if m.id.startswith(f"w{w}-")]
         assert mine == sorted(mine), "a writer's messages are out of order"  # type: ignore[type-var]
     assert all(hit), f"a restart hit no running call: {hit}"
+
+
+async def test_a_cancelled_call_is_never_reported_as_done(nx_installed: Installation) -> None:
+    """A store call cancelled mid-flight ends cancelled, even when the driver lost the
+    cancellation (Python 3.11's ``asyncio.wait_for`` returns the result of a future that
+    completed as the cancel arrived, and PyMongo writes through it): a lease whose
+    heartbeat swallowed its cancel beat forever and its seal waited for it."""
+    key = _key()
+    async with MongoStores(nx_installed.url) as stores:
+        sup = stores.supervision
+        beat = SupervisionRow("running", "a", 1)
+        assert await sup.compare_and_swap(key, P, None, beat)
+        lost = cancelled = 0
+        rng = random.Random(11)
+        for _ in range(300):
+            call = asyncio.ensure_future(sup.compare_and_swap(key, P, 1, beat))
+            await asyncio.sleep(rng.uniform(0, 0.004))
+            if not call.cancel():
+                await call
+                continue
+            cancelled += 1
+            try:
+                await call
+            except asyncio.CancelledError:
+                continue
+            lost += 1
+        assert cancelled > 100, "too few calls were cancelled mid-flight to judge"
+        assert lost == 0, f"{lost} of {cancelled} cancellations were lost"

@@ -9,9 +9,13 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any, TypeVar
+from types import TracebackType
+from typing import Any, TypeVar, cast
 
 from agentstores.errors import AgentStoresError
+from agentstores.keys import ConversationKey
+from agentstores.stores import StoreBase
+from agentstores.stores._base import TranslatingErrors
 from agentstores.stores.kit import DEFAULT_TOMBSTONE_TTL
 
 from .errors import LostReply, is_connection_error, translate_error
@@ -90,6 +94,44 @@ def resent(method: M) -> M:
     return wrapper  # type: ignore[return-value]
 
 
+def cancel_requests() -> int:
+    """How many cancellations of the running task are pending (``Task.cancelling()``)."""
+    task = asyncio.current_task()
+    return 0 if task is None else task.cancelling()
+
+
+class KeepingCancellation(TranslatingErrors):
+    """The edge of every store call: the core's error translation, and a cancellation
+    the driver swallowed raised again.
+
+    On Python 3.11 ``asyncio.wait_for`` returns its result when the task is cancelled
+    just as the awaited future completes (CPython gh-86296, fixed in 3.12), and PyMongo
+    awaits every socket write through it: about one cancellation in ten arriving during a
+    call is lost and the call returns normally. A lease's heartbeat then never stops
+    (``stop_heartbeat`` waits for it forever) and ``asyncio.timeout`` cannot fire. A
+    cancellation requested during the call that did not end it is raised here.
+    """
+
+    __slots__ = ("asked",)
+
+    def __init__(self, store: StoreBase, operation: str, key: ConversationKey | None) -> None:
+        super().__init__(store, operation, key)
+        self.asked = 0
+
+    async def __aenter__(self) -> None:
+        self.asked = cancel_requests()
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if not isinstance(exc, asyncio.CancelledError) and cancel_requests() > self.asked:
+            raise asyncio.CancelledError("cancelled during a MongoDB call") from exc
+        await super().__aexit__(exc_type, exc, tb)
+
+
 class MongoStoreBase:
     """Mixin for every MongoDB store: the shared context and error translation."""
 
@@ -99,5 +141,19 @@ class MongoStoreBase:
     def translate_error(self, exc: Exception) -> AgentStoresError | None:
         return translate_error(exc)
 
+    def translating_errors(
+        self, operation: str, key: ConversationKey | None = None
+    ) -> KeepingCancellation:
+        """The core's error edge, keeping cancellations (see :class:`KeepingCancellation`)."""
+        return KeepingCancellation(cast(StoreBase, self), operation, key)
 
-__all__ = ["COLLECTIONS", "Context", "MongoStoreBase", "aware", "resent"]
+
+__all__ = [
+    "COLLECTIONS",
+    "Context",
+    "KeepingCancellation",
+    "MongoStoreBase",
+    "aware",
+    "cancel_requests",
+    "resent",
+]

@@ -356,8 +356,9 @@ class MongoConversationStore(MongoStoreBase, ConversationStore):
                 last = await ctx.messages.find_one({"_id": mid(h.gen, keep - 1)}, {"i": 1})
                 assert last is not None
                 conv["tl"] = last["i"]
+            before = conv["n"]
             conv["n"] = keep
-            return {"c": conv}, [["cut", h.gen, keep, h.rev + 1]], removed
+            return {"c": conv}, [["cut", h.gen, keep, h.rev + 1, before]], removed
 
         result: int = await self._change(key, principal, epoch, change)
         return result

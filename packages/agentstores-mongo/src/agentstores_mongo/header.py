@@ -41,6 +41,7 @@ from agentstores.stores import kit
 
 from ._base import Context, aware
 from .errors import LostReply, is_connection_error, maybe_sent
+from .transcript import mid
 
 ABSENT, EXPIRED, LIVE, ERASED = "absent", "expired", "live", "erased"
 
@@ -243,9 +244,21 @@ async def finish(ctx: Context, redo: list[list[Any]]) -> None:
                 {"g": step[1], "t": step[2], "w": step[3]}, {"$set": {"ok": True}}
             )
         elif kind == "cut":
-            await ctx.messages.delete_many(
-                {"c": step[1], "s": {"$gte": step[2]}, "b": {"$lt": step[3]}}
-            )
+            await cut(ctx, *step[1:])
+
+
+CUT_CHUNK = 1000
+"""Positions one delete of a truncation's cut names."""
+
+
+async def cut(ctx: Context, gen: str, keep: int, before_rev: int, count: int) -> None:
+    """Delete the messages a truncation dropped (positions ``keep .. count - 1``, written
+    before the truncation's commit ``before_rev``), named by ``_id``: the ``_id`` index
+    serves it on every server (nx-27017 scans the collection for a compound-index range,
+    so a cut by ``{c, s: {$gte}}`` cost as much as the transcript is long)."""
+    for lo in range(keep, count, CUT_CHUNK):
+        ids = [mid(gen, seq) for seq in range(lo, min(count, lo + CUT_CHUNK))]
+        await ctx.messages.delete_many({"_id": {"$in": ids}, "b": {"$lt": before_rev}})
 
 
 async def finish_quietly(ctx: Context, redo: list[list[Any]]) -> None:
@@ -390,6 +403,7 @@ __all__ = [
     "Header",
     "Retry",
     "commit",
+    "cut",
     "ensure_header",
     "finish",
     "finish_quietly",

@@ -121,8 +121,11 @@ class MongoPauseTokenStore(MongoStoreBase, PauseTokenStore):
     @resent
     async def _claim(self, token_id: str, key: ConversationKey, principal: str) -> bytes:
         ctx = self.ctx
+        mine: set[str] = set()  # nonces of this call's claims whose replies were lost
         for _ in range(CLAIM_ATTEMPTS):
             found = await self._token(token_id, key, principal)
+            if found["s"] == "claimed" and found.get("cw") in mine:
+                return bytes(found["d"])
             if found["s"] != "pending":
                 raise refusal_error(
                     Refusal.ALREADY_CLAIMED, f"pause token {token_id!r} is {found['s']}", key=key
@@ -140,6 +143,7 @@ class MongoPauseTokenStore(MongoStoreBase, PauseTokenStore):
             except Exception as exc:
                 if not maybe_sent(exc):
                     raise
+                mine.add(nonce)
                 landed = await self._reconcile_claim(found["_id"], nonce, exc)
             if landed:
                 if not await self._still_live(key, found["g"]):

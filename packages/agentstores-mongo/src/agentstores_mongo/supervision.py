@@ -3,13 +3,16 @@ the server (``$currentDate``)."""
 
 from __future__ import annotations
 
+import asyncio
+import time
+
 from agentstores.errors import Refusal, refusal_error
 from agentstores.keys import ConversationKey
 from agentstores.models import SupervisionRow, SupervisionView
 from agentstores.stores import SupervisionStore, kit
 
 from ._base import MongoStoreBase, aware, resent
-from .errors import LostReply, maybe_sent
+from .errors import LostReply, is_connection_error, maybe_sent
 from .header import RETRY, Header, Retry, commit, ensure_header, read_with_clock, write
 
 
@@ -20,14 +23,16 @@ class MongoSupervisionStore(MongoStoreBase, SupervisionStore):
         """The common CAS (a heartbeat or takeover on a live key of ``principal``'s) in one
         round trip: the key-header rule's passing case is the filter (not erased, owned by
         ``principal``, ``row.epoch`` not below the fence, nothing left to finish) and the
-        expectation too. False means "not that case": the general path decides."""
+        expectation too, on a row still ``running`` (so a heartbeat whose reply was lost
+        can never land after the seal). False means "not that case": the general path
+        decides."""
         nonce = kit.writer_nonce_hex()
         update = {
             "$set": {
                 "sup": {"s": row.status, "m": row.message_id, "e": row.epoch},
                 "lw": nonce,
+                "f": row.epoch,  # the filter holds f <= row.epoch: the fence raised
             },
-            "$max": {"f": row.epoch},
             "$inc": {"rev": 1},
             "$currentDate": {"hb": True},
         }
@@ -38,17 +43,44 @@ class MongoSupervisionStore(MongoStoreBase, SupervisionStore):
             "redo": None,
             "f": {"$lte": row.epoch},
             "sup.e": expected_epoch,
+            "sup.s": "running",
         }
         try:
             result = await self.ctx.keys.update_one(where, update)
         except Exception as exc:
             if not maybe_sent(exc):
                 raise
-            doc = await self.ctx.keys.find_one({"_id": key.storage_name}, {"lw": 1})
-            if doc is not None and doc.get("lw") == nonce:
-                return True
-            raise LostReply(f"{exc}; the heartbeat's nonce is not in the header") from exc
+            return await self._settle(key, expected_epoch, row, nonce, exc)
         return bool(result.matched_count == 1)
+
+    async def _settle(
+        self,
+        key: ConversationKey,
+        expected_epoch: int,
+        row: SupervisionRow,
+        nonce: str,
+        cause: BaseException,
+    ) -> bool:
+        """Whether an in-place swap whose reply was lost landed. True when the header
+        still carries its nonce. False ("let the general path decide", which re-reads and
+        swaps again through the header CAS) when re-applying it is harmless: a heartbeat
+        of the same epoch writes the same row, and a fence still below ``row.epoch`` shows
+        a takeover did not land (once the general path has swapped or refused, the lost
+        update's filter can never match again). Otherwise raises ``LostReply``."""
+        deadline = time.monotonic() + self.ctx.reconcile_window
+        while True:
+            try:
+                doc = await self.ctx.keys.find_one({"_id": key.storage_name}, {"lw": 1, "f": 1})
+                break
+            except Exception as exc:
+                if not is_connection_error(exc) or time.monotonic() > deadline:
+                    raise LostReply(f"{cause}; reading back failed too: {exc}") from exc
+                await asyncio.sleep(0.1)
+        if doc is not None and doc.get("lw") == nonce:
+            return True
+        if expected_epoch == row.epoch or doc is None or int(doc.get("f") or 0) < row.epoch:
+            return False
+        raise LostReply(f"{cause}; the swap's nonce is not in the header") from cause
 
     @resent
     async def _compare_and_swap(
