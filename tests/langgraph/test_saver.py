@@ -171,41 +171,53 @@ async def test_sync_methods_from_another_thread(lg_servers: Servers) -> None:
 
 
 class Counting:
-    """Counts the conversation store's position reads and the rows appended."""
+    """Counts the conversation store's calls (round trips), position reads and the rows
+    read and appended."""
 
     def __init__(self, stores: Stores) -> None:
+        self.calls = 0
         self.reads = 0
         self.rows_read = 0
         self.appended = 0
         store = stores.conversations
         read, append = store.read_messages, store.append_messages
+        info = store.get_conversation
+
+        async def counting_info(*args: Any, **kwargs: Any) -> Any:
+            self.calls += 1
+            return await info(*args, **kwargs)
 
         async def counting_read(*args: Any, **kwargs: Any) -> Any:
             rows = await read(*args, **kwargs)
+            self.calls += 1
             self.reads += 1
             self.rows_read += len(rows)
             return rows
 
         async def counting_append(key: Any, principal: Any, messages: Any, **kwargs: Any) -> Any:
             stored = await append(key, principal, messages, **kwargs)
+            self.calls += 1
             self.appended += len(stored)
             return stored
 
         store.read_messages = counting_read  # type: ignore[method-assign]
         store.append_messages = counting_append  # type: ignore[method-assign]
+        store.get_conversation = counting_info  # type: ignore[method-assign]
 
     def reset(self) -> None:
-        self.reads = self.rows_read = self.appended = 0
+        self.calls = self.reads = self.rows_read = self.appended = 0
 
 
 @pytest.mark.parametrize("backend", ["memory", "postgres"], indirect=True)
 async def test_costs_do_not_grow_with_the_thread(backend: str, lg_servers: Servers) -> None:
-    """A put appends the checkpoint and its changed channel only; getting the latest and
-    listing with a limit read the same rows at 40 and at 300 checkpoints."""
+    """A put appends the checkpoint and its changed channel only, in one call (the tail
+    it is conditioned on is the one the saver last saw); getting the latest and listing
+    with a limit make the same calls and read the same rows at 40 and at 300
+    checkpoints, the latest in one call."""
     async with lg_servers.open(backend) as stores:
         saver = AgentStoresSaver(stores, tenant=fresh_tenant(), principal="alice")
         counter = Counting(stores)
-        seen: dict[int, tuple[int, int, int, int, int]] = {}
+        seen: dict[int, tuple[int, ...]] = {}
         for n in (40, 300):
             thread = f"t{n}"
             ids = await chain(saver, thread, n)
@@ -216,17 +228,56 @@ async def test_costs_do_not_grow_with_the_thread(backend: str, lg_servers: Serve
                 {},
                 {"a": n + 1},
             )
-            appended = counter.appended
+            put_cost = (counter.calls, counter.appended)
             counter.reset()
             latest = await saver.aget_tuple(config(thread))
             assert latest is not None and latest.checkpoint["channel_values"]["big"] == "x" * 1000
-            get_cost = (counter.reads, counter.rows_read)
+            get_cost = (counter.calls, counter.reads, counter.rows_read)
             counter.reset()
             listed = [t async for t in saver.alist(config(thread), limit=3)]
             assert len(listed) == 3
-            seen[n] = (appended, *get_cost, counter.reads, counter.rows_read)
-        assert seen[40][0] == 2  # the new value of "a" and the checkpoint
+            seen[n] = (*put_cost, *get_cost, counter.calls, counter.rows_read)
+            cold = AgentStoresSaver(stores, tenant=saver.tenant, principal="alice")
+            counter.reset()
+            fresh = await cold.aget_tuple(config(thread))
+            assert fresh is not None and fresh.checkpoint == latest.checkpoint
+            seen[n] += (counter.calls, counter.rows_read)
+        assert seen[40][:3] == (1, 2, 1)  # one append: the new value of "a", the checkpoint
         assert seen[40] == seen[300], seen
+
+
+async def test_two_savers_extend_one_thread_in_turn(backend: str, lg_servers: Servers) -> None:
+    """Two savers (two workers) take turns on one thread, each with its own cached tail:
+    every put lands after the other's, every read sees the other's newest checkpoint
+    with the right values, also when the other wrote more than one read from the cached
+    tail returns; and an erasure by one is seen by the other."""
+    async with lg_servers.open(backend) as stores:
+        tenant = fresh_tenant()
+        one = AgentStoresSaver(stores, tenant=tenant, principal="alice")
+        two = AgentStoresSaver(stores, tenant=tenant, principal="alice")
+        ids = await chain(one, "t", 2)
+        for step, (writer, reader) in enumerate([(two, one), (one, two)] * 2 + [(two, one)]):
+            latest = await writer.aget_tuple(config("t"))
+            assert latest is not None and latest.checkpoint["id"] == ids[-1]
+            version = 10 + step
+            cp = checkpoint({"a": f"s{step}", "big": "x" * 1000}, {"a": version, "big": 1})
+            stored = await writer.aput(config("t", ids[-1]), cp, {"step": step}, {"a": version})
+            ids.append(stored["configurable"]["checkpoint_id"])
+            seen = await reader.aget_tuple(config("t"))
+            assert seen is not None and seen.checkpoint["id"] == ids[-1]
+            assert seen.checkpoint["channel_values"] == {"a": f"s{step}", "big": "x" * 1000}
+        assert await one.aget_tuple(config("t")) is not None  # one's tail is now cached
+        ids = await chain(two, "t", 40)  # 80 rows: more than one read from a cached tail
+        assert (await one.aget_tuple(config("t"))).checkpoint["id"] == ids[-1]  # type: ignore[union-attr]
+        cp = checkpoint({"a": "last", "big": "x" * 1000}, {"a": 99, "big": 1})
+        await one.aput(config("t", ids[-1]), cp, {}, {"a": 99})
+        latest = await two.aget_tuple(config("t"))
+        assert latest is not None and latest.checkpoint["channel_values"]["a"] == "last"
+        assert latest.parent_config["configurable"]["checkpoint_id"] == ids[-1]  # type: ignore[index]
+        await two.adelete_thread("t")
+        assert await one.aget_tuple(config("t")) is None
+        with pytest.raises(ErasedError):
+            await one.aput(config("t", cp["id"]), checkpoint({"a": 1}, {"a": 100}), {}, {"a": 100})
 
 
 async def test_from_url_opens_the_backend_and_sees_the_same_thread(lg_servers: Servers) -> None:

@@ -5,10 +5,18 @@ appended, so a position read below a length seen earlier is stable. Every append
 conditioned on the tail it was computed from (``expected_last_message_id``): of two
 writers that read the same tail, one lands and the other reads again, so ``heads`` and
 the ``seq`` a checkpoint row predicts for its blobs are always right.
+
+A saver keeps each thread's last tail (:class:`TailCache`): rows never change once
+appended and a log only grows at its end or loses a suffix, so if the row at the cached
+tail's position still has the cached id, every row below it is still the one cached.
+A write is then one conditional append on the cached tail (a stale one is refused by
+the store and read again), and a read is one read of the rows from the cached tail on,
+whatever the thread's length.
 """
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
@@ -22,7 +30,7 @@ from agentstores import (
     Stores,
 )
 
-from .rows import Heads, heads_of
+from .rows import Heads, as_checkpoint, heads_of
 
 PAGE = 32
 """Rows one backward read asks for."""
@@ -31,6 +39,15 @@ FIRST = 4
 always among them)."""
 ATTEMPTS = 16
 """Conditional appends that may lose to concurrent writers before one gives up."""
+REFRESH = 64
+"""Rows one read from a cached tail asks for; a thread that grew by more since is read
+afresh (its length first)."""
+KEEP = 32
+"""Newest rows a cached tail keeps (the latest checkpoint and its writes, normally)."""
+KNOWN = 256
+"""Older rows (channel values) a cached tail keeps, by position."""
+THREADS = 1024
+"""Threads whose tails one saver keeps (least recently used dropped first)."""
 
 T = TypeVar("T")
 
@@ -44,6 +61,9 @@ class Tail:
     tail_id: str | None
     heads: Heads
     rows: list[StoredMessage] = field(default_factory=list)
+    known: dict[int, StoredMessage] = field(default_factory=dict)
+    """Older rows (channel values) the newest checkpoints point at, read or written
+    since this log was last read afresh (valid while the tail is)."""
 
     def cached(self, start: int, end: int) -> list[StoredMessage] | None:
         """Rows ``start .. end - 1`` if they were all read with the tail."""
@@ -52,14 +72,80 @@ class Tail:
         first = self.rows[0].seq
         return self.rows[start - first : end - first]
 
+    def extended(self, rows: Sequence[StoredMessage]) -> Tail:
+        """This tail with ``rows`` (the rows right after it) appended."""
+        if not rows:
+            return self
+        heads = self.heads
+        for message in reversed(rows):
+            found = heads_of(message)
+            if found is not None:
+                heads = found
+                break
+        kept = [*self.rows, *rows]
+        window = kept[-KEEP:]
+        # the older values the window's checkpoints point at (an unchanged channel's),
+        # so reading any of them needs no read of older rows
+        needed = {
+            int(loc[1])
+            for checkpoint in filter(None, map(as_checkpoint, window))
+            for loc in checkpoint.locs.values()
+        }
+        known = {seq: m for seq, m in self.known.items() if seq in needed}
+        for message in kept[:-KEEP]:
+            if message.seq in needed and len(known) < KNOWN:
+                known[message.seq] = message
+        return Tail(rows[-1].seq + 1, rows[-1].id, heads, window, known)
+
+    def remember(self, message: StoredMessage) -> None:
+        """Keep ``message`` among the older rows known (the oldest known dropped)."""
+        self.known[message.seq] = message
+        while len(self.known) > KNOWN:
+            del self.known[next(iter(self.known))]
+
+
+class TailCache:
+    """The last tail seen of each (thread, principal), least recently used dropped."""
+
+    def __init__(self, size: int = THREADS) -> None:
+        self.size = size
+        self._tails: OrderedDict[tuple[ConversationKey, str], Tail] = OrderedDict()
+
+    def get(self, key: ConversationKey, principal: str) -> Tail | None:
+        tail = self._tails.get((key, principal))
+        if tail is not None:
+            self._tails.move_to_end((key, principal))
+        return tail
+
+    def set(self, key: ConversationKey, principal: str, tail: Tail | None) -> None:
+        if tail is None or not tail.rows:
+            self._tails.pop((key, principal), None)
+            return
+        self._tails[(key, principal)] = tail
+        self._tails.move_to_end((key, principal))
+        while len(self._tails) > self.size:
+            self._tails.popitem(last=False)
+
+    def forget(self, key: ConversationKey) -> None:
+        """Drop every principal's tail of ``key`` (erased, or written outside the log)."""
+        for cached in [k for k in self._tails if k[0] == key]:
+            del self._tails[cached]
+
 
 class ThreadLog:
     """One thread's log as one principal sees it."""
 
-    def __init__(self, stores: Stores, key: ConversationKey, principal: str) -> None:
+    def __init__(
+        self,
+        stores: Stores,
+        key: ConversationKey,
+        principal: str,
+        cache: TailCache | None = None,
+    ) -> None:
         self.stores = stores
         self.key = key
         self.principal = principal
+        self.cache = cache if cache is not None else TailCache(0)
 
     async def read(self, start: int, limit: int) -> list[StoredMessage]:
         """Rows ``start`` .. ``start + limit - 1`` (fewer at the end)."""
@@ -86,24 +172,77 @@ class ThreadLog:
         async for message in self.backwards(tail.rows[0].seq if tail.rows else tail.count):
             yield message
 
-    async def tail(self) -> Tail | None:
-        """The tail, or None when the thread is absent (or not visible to the principal).
+    async def rows_at(self, tail: Tail, seqs: Sequence[int]) -> dict[int, StoredMessage]:
+        """The rows at ``seqs`` (all below ``tail.count``): from the tail's rows and the
+        older rows it knows, the rest read in contiguous runs (and remembered)."""
+        found = {m.seq: m for m in tail.rows}
+        wanted: list[int] = []
+        for seq in sorted(set(seqs)):
+            known = found.get(seq) or tail.known.get(seq)
+            if known is not None:
+                found[seq] = known
+            else:
+                wanted.append(seq)
+        i = 0
+        while i < len(wanted):
+            j = i
+            while j + 1 < len(wanted) and wanted[j + 1] == wanted[j] + 1:
+                j += 1
+            for message in await self.read(wanted[i], wanted[j] - wanted[i] + 1):
+                found[message.seq] = message
+                tail.remember(message)
+            i = j + 1
+        return found
 
-        ``heads`` comes from the newest checkpointer row: rows published after it (the
-        transcript mirror) are skipped, a bounded walk (one turn's messages)."""
+    def cached_tail(self) -> Tail | None:
+        """The tail this saver last saw (no read): what a write is conditioned on first."""
+        return self.cache.get(self.key, self.principal)
+
+    def landed(self, tail: Tail | None, stored: Sequence[StoredMessage]) -> None:
+        """Record the tail after this saver's append of ``stored`` on ``tail``."""
+        if tail is None and stored and stored[0].seq == 0:
+            tail = Tail(0, None, {})  # this append created the thread
+        if tail is None or not stored or stored[0].seq != tail.count:
+            self.cache.set(self.key, self.principal, None)  # position unknown: read afresh
+            return
+        self.cache.set(self.key, self.principal, tail.extended(stored))
+
+    async def tail(self) -> Tail | None:
+        """The current tail, or None when the thread is absent (or not visible).
+
+        From a cached tail: one read of the rows from it on (see the module docstring);
+        otherwise, or when the log changed under it, the thread's length, then its last
+        rows."""
+        cached = self.cached_tail()
+        if cached is not None:
+            start = cached.count - 1
+            rows = await self.read(start, REFRESH)
+            unchanged = bool(rows) and rows[0].seq == start and rows[0].id == cached.tail_id
+            if unchanged and len(rows) < REFRESH:  # else: grew by too much, or was cut
+                tail = cached.extended(rows[1:])
+                self.cache.set(self.key, self.principal, tail)
+                return tail
+        fresh = await self._fresh_tail()
+        self.cache.set(self.key, self.principal, fresh)
+        return fresh
+
+    async def _fresh_tail(self) -> Tail | None:
         info = await self.stores.conversations.get_conversation(self.key, self.principal)
         if info is None:
             return None
         heads: Heads = {}
         seen: list[StoredMessage] = []
-        async for message in self.backwards(info.message_count, FIRST):
-            seen.append(message)
-            found = heads_of(message)
+        end, size = info.message_count, FIRST
+        while end > 0:
+            start = max(0, end - size)
+            page = await self.read(start, end - start)
+            seen[:0] = page
+            found = next((h for h in map(heads_of, reversed(page)) if h is not None), None)
             if found is not None:
                 heads = found
                 break
-        seen.reverse()
-        if seen and seen[-1].seq != info.message_count - 1:
+            end, size = start, PAGE
+        if seen and (seen[-1].seq != info.message_count - 1 or seen[-1].id != info.tail_message_id):
             seen = []  # the log changed between the two reads: cache nothing
         return Tail(info.message_count, info.tail_message_id, heads, seen)
 

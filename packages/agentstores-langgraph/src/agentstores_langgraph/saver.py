@@ -9,8 +9,10 @@ lands nothing. The epoch is the lease's (the ambient epoch of
 ``agentstores.stores.ambient`` inside a turn) or ``configurable["agentstores_epoch"]``.
 
 Costs: a put appends the new checkpoint and the channel values it changed, nothing
-else; the latest checkpoint is found from the log's tail, and a list with a limit
-walks back only as far as it needs, whatever the thread's length.
+else, in one conditional append on the tail this saver last saw (no read first; a
+stale tail is refused by the store and read again); the latest checkpoint is one read
+of the rows from that tail on, and a list with a limit walks back only as far as it
+needs, whatever the thread's length.
 """
 
 from __future__ import annotations
@@ -46,7 +48,7 @@ from agentstores import (
     open_stores,
 )
 
-from .log import Tail, ThreadLog, retrying
+from .log import Tail, TailCache, ThreadLog, retrying
 from .rows import (
     CheckpointRow,
     WriteRow,
@@ -95,6 +97,7 @@ class AgentStoresSaver(BaseCheckpointSaver[str]):
         self.stores = stores
         self.tenant = tenant
         self.principal = principal
+        self._tails = TailCache()
         try:
             self.loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
         except RuntimeError:
@@ -121,11 +124,12 @@ class AgentStoresSaver(BaseCheckpointSaver[str]):
         principal = configurable.get(PRINCIPAL, self.principal)
         epoch = configurable.get(EPOCH)
         key = ConversationKey(str(tenant), thread_id)
-        log = ThreadLog(self.stores, key, str(principal))
+        log = ThreadLog(self.stores, key, str(principal), self._tails)
         return log, thread_id, str(configurable.get("checkpoint_ns") or ""), epoch
 
     def _thread_log(self, thread_id: str) -> ThreadLog:
-        return ThreadLog(self.stores, ConversationKey(self.tenant, str(thread_id)), self.principal)
+        key = ConversationKey(self.tenant, str(thread_id))
+        return ThreadLog(self.stores, key, self.principal, self._tails)
 
     # --- reads ----------------------------------------------------------------------
 
@@ -147,11 +151,11 @@ class AgentStoresSaver(BaseCheckpointSaver[str]):
             writes = [
                 w for w in map(as_write, rows[1:]) if w is not None and _writes_of(w, ns, found.id)
             ]
-            return await self._tuple(log, thread_id, found, writes, tail.rows)
+            return await self._tuple(log, tail, thread_id, found, writes)
         located = await self._find(log, tail, ns, checkpoint_id)
         if located is None:
             return None
-        return await self._tuple(log, thread_id, *located)
+        return await self._tuple(log, tail, thread_id, *located)
 
     async def alist(
         self,
@@ -202,7 +206,7 @@ class AgentStoresSaver(BaseCheckpointSaver[str]):
             ):
                 break  # every earlier checkpoint is older than the limit-th chosen
         for row, row_writes in chosen[:limit]:
-            yield await self._tuple(log, thread_id, row, row_writes)
+            yield await self._tuple(log, tail, thread_id, row, row_writes)
 
     def _metadata_matches(self, row: CheckpointRow, filter: dict[str, Any] | None) -> bool:
         if not filter:
@@ -234,13 +238,13 @@ class AgentStoresSaver(BaseCheckpointSaver[str]):
     async def _tuple(
         self,
         log: ThreadLog,
+        tail: Tail,
         thread_id: str,
         row: CheckpointRow,
         writes: Sequence[WriteRow],
-        cache: Sequence[StoredMessage] = (),
     ) -> CheckpointTuple:
         checkpoint: Checkpoint = self.serde.loads_typed(unpack(row.checkpoint))
-        checkpoint["channel_values"] = await self._channel_values(log, row, cache)
+        checkpoint["channel_values"] = await self._channel_values(log, tail, row)
         ordered = sorted(writes, key=lambda w: (w.task_path, w.task_id, w.idx))
         return CheckpointTuple(
             config=_config(thread_id, row.ns, row.id),
@@ -253,22 +257,13 @@ class AgentStoresSaver(BaseCheckpointSaver[str]):
         )
 
     async def _channel_values(
-        self, log: ThreadLog, row: CheckpointRow, cache: Sequence[StoredMessage] = ()
+        self, log: ThreadLog, tail: Tail, row: CheckpointRow
     ) -> dict[str, Any]:
-        """The blob rows ``row.locs`` points at: from ``cache`` (rows already read), the
-        rest read in contiguous runs."""
-        by_seq: dict[int, StoredMessage] = {m.seq: m for m in cache}
-        wanted = sorted(
-            {int(loc[1]) for loc in row.locs.values() if int(loc[1]) not in (MISSING, *by_seq)}
+        """The blob rows ``row.locs`` points at: rows the tail already holds or knows,
+        the rest read in contiguous runs."""
+        by_seq = await log.rows_at(
+            tail, [int(loc[1]) for loc in row.locs.values() if int(loc[1]) != MISSING]
         )
-        i = 0
-        while i < len(wanted):
-            j = i
-            while j + 1 < len(wanted) and wanted[j + 1] == wanted[j] + 1:
-                j += 1
-            for message in await log.read(wanted[i], wanted[j] - wanted[i] + 1):
-                by_seq[message.seq] = message
-            i = j + 1
         values: dict[str, Any] = {}
         for channel, (version, seq) in row.locs.items():
             if int(seq) == MISSING:
@@ -328,15 +323,18 @@ class AgentStoresSaver(BaseCheckpointSaver[str]):
             for channel, version in checkpoint["channel_versions"].items()
             if channel not in new_versions
         }
-        kept: dict[str, list[Any]] = {}
-        first = await log.tail()
-        if unchanged and first is not None:
-            kept = await self._locate(log, first, ns, parent_id, unchanged)
-        reads = [first]
+        tries = [0]
 
         async def attempt() -> list[StoredMessage]:
-            # the tail read above serves the first attempt; a retry reads it again
-            tail = reads.pop() if reads else await log.tail()
+            # the first attempt is conditioned on the tail this saver last saw (no read);
+            # a stale one is refused by the store, and every retry reads the tail
+            tail = log.cached_tail() if tries[0] == 0 else None
+            tries[0] += 1
+            if tail is None:
+                tail = await log.tail()
+            kept: dict[str, list[Any]] = {}
+            if unchanged and tail is not None:
+                kept = await self._locate(log, tail, ns, parent_id, unchanged)
             start = 0 if tail is None else tail.count
             heads = {} if tail is None else dict(tail.heads)
             prev_max = max((h[0] for h in heads.values()), default=None)
@@ -361,6 +359,7 @@ class AgentStoresSaver(BaseCheckpointSaver[str]):
                 )
             )
             stored = await log.append(messages, tail, epoch)
+            log.landed(tail, stored)
             if stored and stored[-1].seq != seq:
                 raise ConflictError(
                     f"checkpoint {checkpoint_id!r} landed at an unexpected position"
@@ -423,14 +422,22 @@ class AgentStoresSaver(BaseCheckpointSaver[str]):
         if not items:
             return
 
+        tries = [0]
+
         async def attempt() -> list[StoredMessage]:
-            tail = await log.tail()
+            # as in aput: the cached tail first, a fresh read on every retry
+            tail = log.cached_tail() if tries[0] == 0 else None
+            tries[0] += 1
+            if tail is None:
+                tail = await log.tail()
             heads = {} if tail is None else tail.heads
             messages = [
                 write_message(ns, checkpoint_id, task_id, idx, channel, value, task_path, heads)
                 for idx, channel, value in items
             ]
-            return await log.append(messages, tail, epoch)
+            stored = await log.append(messages, tail, epoch)
+            log.landed(tail, stored)
+            return stored
 
         await retrying(attempt)
 
@@ -438,6 +445,7 @@ class AgentStoresSaver(BaseCheckpointSaver[str]):
         """Erase the thread's conversation (checkpoints, messages, every store's data for
         the key) and leave its tombstone: the thread id refuses writes from then on."""
         log = self._thread_log(thread_id)
+        self._tails.forget(log.key)
         await self.stores.conversations.delete(log.key, log.principal)
 
     async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
@@ -449,6 +457,7 @@ class AgentStoresSaver(BaseCheckpointSaver[str]):
         """
         source = self._thread_log(source_thread_id)
         target = self._thread_log(target_thread_id)
+        self._tails.forget(target.key)
         info = await self.stores.conversations.get_conversation(source.key, source.principal)
         if info is None:
             return
