@@ -13,13 +13,16 @@ rotating), median per operation:
   on threads of 10 and 1,000 checkpoints, for AgentStoresSaver on PostgreSQL and on
   Redis and AsyncPostgresSaver on the same PostgreSQL; next to each server's raw floor
   (one primary-key INSERT / SELECT with asyncpg, one SET / GET with redis-py, payloads of
-  the same size). Ratios are what to read: the machine may be loaded.
+  the same size), and the conversation store's own floor on each (``append_messages`` of
+  two rows of a put's sizes, conditioned on the tail; ``read_messages`` of the last row):
+  a put is one such append, a get_tuple one such read. Ratios are what to read: the
+  machine may be loaded.
 - first user message at 10 and 10,000 messages: ``CheckpointTranscript.get_transcript(
   index=0, speaker="user")`` over AgentStoresSaver and over AsyncPostgresSaver (it walks
   every checkpoint, as symfonic-core does, for the checkpoint-granular timestamps), and
   ``conv.message(0, speaker="user")`` on the conversation the turns were published to.
 
-    python -m tests.bench.langgraph [--rounds 15] [--json]
+    python -m tests.bench.langgraph [--rounds 15] [--json] [--only checkpoints]
 """
 
 from __future__ import annotations
@@ -135,6 +138,31 @@ async def servers() -> AsyncIterator[dict[str, Any]]:
             await redis_stores.purge()  # type: ignore[attr-defined]
 
 
+def store_floor(stores: Any, name: str) -> dict[str, Callable[[], Awaitable[Any]]]:
+    """One conditional append of a put's two rows, and one read of the last row."""
+    from agentstores import Message
+
+    key = ConversationKey(f"floor-{uuid.uuid4().hex[:8]}", "floor")
+    state: dict[str, Any] = {"tail": None, "n": 0}
+
+    async def append() -> None:
+        state["n"] += 1
+        n = state["n"]
+        rows = [
+            Message(f"b{n}", "other", {"value": "m" * (PAYLOAD * 4 // 3)}, {"kind": "blob"}),
+            Message(f"c{n}", "other", {"checkpoint": "c" * 600}, {"kind": "checkpoint"}),
+        ]
+        await stores.conversations.append_messages(
+            key, "", rows, expected_last_message_id=state["tail"]
+        )
+        state["tail"] = f"c{n}"
+
+    async def read() -> None:
+        await stores.conversations.read_messages(key, "", start=2 * state["n"] - 1, limit=64)
+
+    return {f"floor {name} append": append, f"floor {name} read": read}
+
+
 @contextlib.asynccontextmanager
 async def floors(
     admin: str, redis_base: str
@@ -179,6 +207,12 @@ async def checkpoint_costs(env: dict[str, Any], rounds: int) -> dict[str, Any]:
         "langgraph PostgresSaver": env["lg_pg"],
     }
     out: dict[str, Any] = {}
+    stores_floor = {
+        **store_floor(env["pg_stores"], "agentstores[postgres]"),
+        **store_floor(env["redis_stores"], "agentstores[redis]"),
+    }
+    await stores_floor["floor agentstores[postgres] append"]()
+    await stores_floor["floor agentstores[redis] append"]()
     async with floors(env["admin"], env["redis"]) as floor:
         for size in (10, 1000):
             threads = {
@@ -192,6 +226,7 @@ async def checkpoint_costs(env: dict[str, Any], rounds: int) -> dict[str, Any]:
                     **{n: t.put for n, t in threads.items()},
                     "floor pg INSERT": floor["pg_put"],
                     "floor redis SET": floor["redis_put"],
+                    **{n: f for n, f in stores_floor.items() if n.endswith("append")},
                 },
                 rounds,
             )
@@ -200,6 +235,7 @@ async def checkpoint_costs(env: dict[str, Any], rounds: int) -> dict[str, Any]:
                     **{n: t.get for n, t in threads.items()},
                     "floor pg SELECT": floor["pg_get"],
                     "floor redis GET": floor["redis_get"],
+                    **{n: f for n, f in stores_floor.items() if n.endswith("read")},
                 },
                 rounds,
             )
@@ -283,12 +319,16 @@ async def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.bench.langgraph")
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--json", action="store_true")
+    parser.add_argument(
+        "--only", choices=("checkpoints", "first_user_message"), help="measure one part"
+    )
     args = parser.parse_args(argv)
+    report: dict[str, Any] = {"checkpoints": {}, "first_user_message": {}}
     async with servers() as env:
-        report = {
-            "checkpoints": await checkpoint_costs(env, args.rounds),
-            "first_user_message": await first_message_costs(env, args.rounds),
-        }
+        if args.only in (None, "checkpoints"):
+            report["checkpoints"] = await checkpoint_costs(env, args.rounds)
+        if args.only in (None, "first_user_message"):
+            report["first_user_message"] = await first_message_costs(env, args.rounds)
     if args.json:
         print(json.dumps(report, indent=2))
         return 0
@@ -301,7 +341,7 @@ async def main(argv: list[str]) -> int:
             ratio_floor = _ratios(table, base)
             for name, ms in table.items():
                 print(
-                    f"  {name:28s} {ms:9.2f} ms  x{ratio_floor[name]:6.2f} pg floor"
+                    f"  {name:36s} {ms:9.2f} ms  x{ratio_floor[name]:6.2f} pg floor"
                     f"  x{ratio_lg[name]:6.2f} PostgresSaver"
                 )
     for size, table in report["first_user_message"].items():
