@@ -6,7 +6,7 @@ import pytest
 from langchain_core.messages import HumanMessage
 
 from agentstores import ConversationKey, FencedError
-from agentstores_langgraph import AgentStoresSaver, CheckpointTranscript, TurnPublisher
+from agentstores_langgraph import AgentStoresSaver, CheckpointTranscript, ThreadChat, TurnPublisher
 
 from .backends import Servers, fresh_tenant
 from .conversations import script, scripted_graph
@@ -51,3 +51,46 @@ async def test_a_fenced_publication_lands_nothing(backend: str, lg_servers: Serv
             )
         conv = stores.conversation(ConversationKey(tenant, "t"), "alice")
         assert [m.id for m in await conv.messages()] == ["u0"]
+
+
+async def test_a_chat_reads_no_checkpoint_rows(backend: str, lg_servers: Servers) -> None:
+    """The conversation store's every-speaker views hold the checkpoints (they are rows
+    of the log); ThreadChat shows, counts and indexes only the chat's messages, also
+    after pending writes and a copy of the thread."""
+    async with lg_servers.open(backend) as stores:
+        tenant = fresh_tenant()
+        saver = AgentStoresSaver(stores, tenant=tenant, principal="alice")
+        publisher = TurnPublisher(stores, tenant=tenant, principal="alice")
+        graph = scripted_graph(saver)
+        published: list[str] = []
+        for user, reply in script(5, 3):
+            config = {"configurable": {"thread_id": "t", "reply": reply}}
+            result = await graph.ainvoke({"messages": [user]}, config)
+            published += [m.id for m in await publisher.publish("t", result["messages"])]
+        key = ConversationKey(tenant, "t")
+        raw = await stores.conversations.get_transcript(key, "alice")
+        assert len(raw) > len(published)  # the store's own view: checkpoints included
+        for thread in ("t", "copy"):
+            if thread == "copy":
+                await saver.acopy_thread("t", "copy")
+            chat = ThreadChat(stores, ConversationKey(tenant, thread), "alice")
+            rows = await chat.get_transcript()
+            assert [r.id for r in rows] == published
+            assert [r.index for r in rows] == list(range(len(published)))
+            assert await chat.message_count() == len(published)
+            last = await chat.get_transcript(index=-1)
+            assert [r.id for r in last] == published[-1:]
+            assert [r.id for r in await chat.get_transcript(index=len(published))] == []
+            window = (rows[1].created_at, rows[-1].created_at)
+            assert [r.id for r in await chat.get_transcript(time_range=window, limit=2)] == (
+                [r.id for r in rows if window[0] <= r.created_at <= window[1]][:2]
+            )
+            assert [m.id for m in await chat.history()] == published
+            users = await chat.get_transcript(speaker="user")
+            assert [r.id for r in users] == [f"s5-u{t}" for t in range(3)]
+        latest = await saver.aget_tuple({"configurable": {"thread_id": "t"}})
+        assert latest is not None
+        await saver.aput_writes(latest.config, [("messages", "x")], "task")
+        chat = ThreadChat(stores, key, "alice")
+        assert await chat.message_count() == len(published)
+        assert await ThreadChat(stores, key, "mallory").message_count() == 0

@@ -30,7 +30,7 @@ from agentstores import (
     Stores,
 )
 
-from .rows import Heads, as_checkpoint, heads_of
+from .rows import OWN_ROWS, Heads, as_checkpoint, heads_of, own_of
 
 PAGE = 32
 """Rows one backward read asks for."""
@@ -61,6 +61,8 @@ class Tail:
     tail_id: str | None
     heads: Heads
     rows: list[StoredMessage] = field(default_factory=list)
+    own: int = 0
+    """The checkpointer's rows in the log (from its newest row)."""
     known: dict[int, StoredMessage] = field(default_factory=dict)
     """Older rows (channel values) the newest checkpoints point at, read or written
     since this log was last read afresh (valid while the tail is)."""
@@ -76,11 +78,11 @@ class Tail:
         """This tail with ``rows`` (the rows right after it) appended."""
         if not rows:
             return self
-        heads = self.heads
+        heads, own = self.heads, self.own
         for message in reversed(rows):
             found = heads_of(message)
             if found is not None:
-                heads = found
+                heads, own = found, own_of(message) or 0
                 break
         kept = [*self.rows, *rows]
         window = kept[-KEEP:]
@@ -95,7 +97,7 @@ class Tail:
         for message in kept[:-KEEP]:
             if message.seq in needed and len(known) < KNOWN:
                 known[message.seq] = message
-        return Tail(rows[-1].seq + 1, rows[-1].id, heads, window, known)
+        return Tail(rows[-1].seq + 1, rows[-1].id, heads, window, own, known)
 
     def remember(self, message: StoredMessage) -> None:
         """Keep ``message`` among the older rows known (the oldest known dropped)."""
@@ -231,25 +233,27 @@ class ThreadLog:
         if info is None:
             return None
         heads: Heads = {}
+        own = 0
         seen: list[StoredMessage] = []
         end, size = info.message_count, FIRST
         while end > 0:
             start = max(0, end - size)
             page = await self.read(start, end - start)
             seen[:0] = page
-            found = next((h for h in map(heads_of, reversed(page)) if h is not None), None)
-            if found is not None:
-                heads = found
+            newest = next((m for m in reversed(page) if heads_of(m) is not None), None)
+            if newest is not None:
+                heads, own = heads_of(newest) or {}, own_of(newest) or 0
                 break
             end, size = start, PAGE
         if seen and (seen[-1].seq != info.message_count - 1 or seen[-1].id != info.tail_message_id):
             seen = []  # the log changed between the two reads: cache nothing
-        return Tail(info.message_count, info.tail_message_id, heads, seen)
+        return Tail(info.message_count, info.tail_message_id, heads, seen, own)
 
     async def append(
-        self, messages: Sequence[Message], tail: Tail | None, epoch: int | None
+        self, messages: Sequence[Message], tail: Tail | None, epoch: int | None, own: int
     ) -> list[StoredMessage]:
-        """Append ``messages`` iff the log still ends where ``tail`` saw it.
+        """Append ``messages`` iff the log still ends where ``tail`` saw it, and record
+        ``own`` (the checkpointer's rows after it) in the conversation metadata.
 
         Raises:
             StaleWriteError: another writer appended since (read the tail again).
@@ -261,6 +265,7 @@ class ThreadLog:
             list(messages),
             expected_last_message_id=None if tail is None else tail.tail_id,
             epoch=epoch,
+            metadata={OWN_ROWS: own},
         )
 
 

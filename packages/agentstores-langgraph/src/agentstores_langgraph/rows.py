@@ -12,6 +12,10 @@ store kind. Three kinds of row:
   knows when to stop) and ``heads``;
 - ``write``: one pending write of one task, keyed by (checkpoint, task, index).
 
+``own`` (on every checkpoint and write row) counts the checkpointer's rows up to and
+including the row's batch; the conversation metadata :data:`OWN_ROWS` carries the
+latest, merged in the same append.
+
 ``heads`` (on every checkpoint and write row) maps each namespace to the id and ``seq``
 of its newest checkpoint, so the latest checkpoint is found from the tail in a bounded
 number of reads whatever the thread's length. Message ids are digests of what makes a
@@ -31,6 +35,9 @@ from agentstores import Message, StoredMessage
 
 KIND = "langgraph"
 """The metadata key that marks a row as the checkpointer's (its value is the kind)."""
+OWN_ROWS = "langgraph.checkpoint_rows"
+"""The conversation metadata name holding how many of its rows are the checkpointer's
+(so its chat message count is ``message_count`` minus this, with no walk)."""
 
 
 def row_id(*parts: str) -> str:
@@ -92,6 +99,15 @@ def kind_of(message: StoredMessage) -> str | None:
     return kind if isinstance(kind, str) else None
 
 
+def own_of(message: StoredMessage) -> int | None:
+    """The checkpointer's row count a checkpoint or write row carries, else None."""
+    if kind_of(message) in ("checkpoint", "write") and isinstance(message.content, Mapping):
+        own = message.content.get("own")
+        if isinstance(own, int):
+            return own
+    return None
+
+
 def heads_of(message: StoredMessage) -> Heads | None:
     """The ``heads`` a checkpoint or write row carries, else None."""
     if kind_of(message) in ("checkpoint", "write") and isinstance(message.content, Mapping):
@@ -122,6 +138,7 @@ def checkpoint_message(
     locs: Mapping[str, list[Any]],
     prev_max: str | None,
     heads: Heads,
+    own: int,
 ) -> Message:
     """The checkpoint's row (see the module docstring)."""
     return Message(
@@ -136,6 +153,7 @@ def checkpoint_message(
             "locs": dict(locs),
             "prev_max": prev_max,
             "heads": heads,
+            "own": own,
         },
         {KIND: "checkpoint"},
     )
@@ -155,6 +173,7 @@ def write_message(
     value: list[str],
     task_path: str,
     heads: Heads,
+    own: int,
 ) -> Message:
     """One pending write; its id makes (checkpoint, task, index) written at most once."""
     return Message(
@@ -169,6 +188,7 @@ def write_message(
             "value": value,
             "path": task_path,
             "heads": heads,
+            "own": own,
         },
         {KIND: "write"},
     )

@@ -50,6 +50,7 @@ from agentstores import (
 
 from .log import Tail, TailCache, ThreadLog, retrying
 from .rows import (
+    OWN_ROWS,
     CheckpointRow,
     WriteRow,
     as_checkpoint,
@@ -57,6 +58,7 @@ from .rows import (
     blob_message,
     blob_value,
     checkpoint_message,
+    kind_of,
     pack,
     unpack,
     write_message,
@@ -344,6 +346,7 @@ class AgentStoresSaver(BaseCheckpointSaver[str]):
                 messages.append(blob_message(ns, checkpoint_id, channel, version, value))
                 locs[channel] = [version, start + offset]
             seq = start + len(blobs)
+            own = (0 if tail is None else tail.own) + len(blobs) + 1
             if ns not in heads or checkpoint_id > heads[ns][0]:
                 heads[ns] = [checkpoint_id, seq]
             messages.append(
@@ -356,9 +359,10 @@ class AgentStoresSaver(BaseCheckpointSaver[str]):
                     locs,
                     prev_max,
                     heads,
+                    own,
                 )
             )
-            stored = await log.append(messages, tail, epoch)
+            stored = await log.append(messages, tail, epoch, own)
             log.landed(tail, stored)
             if stored and stored[-1].seq != seq:
                 raise ConflictError(
@@ -431,11 +435,14 @@ class AgentStoresSaver(BaseCheckpointSaver[str]):
             if tail is None:
                 tail = await log.tail()
             heads = {} if tail is None else tail.heads
+            own = (0 if tail is None else tail.own) + len(items)
             messages = [
-                write_message(ns, checkpoint_id, task_id, idx, channel, value, task_path, heads)
+                write_message(
+                    ns, checkpoint_id, task_id, idx, channel, value, task_path, heads, own
+                )
                 for idx, channel, value in items
             ]
-            stored = await log.append(messages, tail, epoch)
+            stored = await log.append(messages, tail, epoch, own)
             log.landed(tail, stored)
             return stored
 
@@ -462,12 +469,18 @@ class AgentStoresSaver(BaseCheckpointSaver[str]):
         if info is None:
             return
         tail_id: str | None = None
+        own = 0
         for start in range(0, info.message_count, COPY_BATCH):
             rows = await source.read(start, min(COPY_BATCH, info.message_count - start))
             batch = [Message(m.id, m.role, m.content, m.metadata, m.compaction) for m in rows]
+            own += sum(kind_of(m) is not None for m in rows)
             try:
                 await self.stores.conversations.append_messages(
-                    target.key, target.principal, batch, expected_last_message_id=tail_id
+                    target.key,
+                    target.principal,
+                    batch,
+                    expected_last_message_id=tail_id,
+                    metadata={OWN_ROWS: own},
                 )
             except StaleWriteError as exc:
                 raise ConflictError(
