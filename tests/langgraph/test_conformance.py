@@ -3,7 +3,9 @@
 The suite is a library: each capability gets a fresh saver from the registered factory
 (here: a fresh tenant on the backend, so suites never see each other's threads).
 Base capabilities must all pass; of the extended ones this saver implements
-``copy_thread`` (prune and delete_for_runs would remove rows from an append-only log).
+``copy_thread``; prune and delete_for_runs would remove rows from the middle of an
+append-only log, which no store operation does (the package README says why), so the
+suite reports them as not implemented.
 """
 
 from __future__ import annotations
