@@ -288,3 +288,20 @@ async def test_from_url_opens_the_backend_and_sees_the_same_thread(lg_servers: S
     async with AgentStoresSaver.from_url(url, tenant=tenant, principal="alice") as again:
         latest = await again.aget_tuple(config("t"))
         assert latest is not None and latest.checkpoint["id"] == stored
+
+
+async def test_a_saver_whose_cache_holds_nothing_reads_every_time(lg_servers: Servers) -> None:
+    """Tails bigger than the cache's budget are not kept: every put and read goes to the
+    store (the tail first), with the same results."""
+    from agentstores_langgraph.log import TailCache
+
+    async with lg_servers.open("memory") as stores:
+        saver = AgentStoresSaver(stores, tenant=fresh_tenant(), principal="alice")
+        saver._tails = TailCache(budget=100)
+        ids = await chain(saver, "t", 5)
+        counter = Counting(stores)
+        latest = await saver.aget_tuple(config("t"))
+        assert latest is not None and latest.checkpoint["id"] == ids[-1]
+        assert latest.checkpoint["channel_values"] == {"a": "a4", "big": "x" * 1000}
+        assert counter.calls >= 3  # the length, the tail, the unchanged value
+        assert saver._tails.held == 0

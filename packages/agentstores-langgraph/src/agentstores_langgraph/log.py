@@ -30,7 +30,7 @@ from agentstores import (
     Stores,
 )
 
-from .rows import OWN_ROWS, Heads, as_checkpoint, heads_of, own_of
+from .rows import OWN_ROWS, Heads, approx_size, as_checkpoint, heads_of, own_of
 
 PAGE = 32
 """Rows one backward read asks for."""
@@ -48,6 +48,9 @@ KNOWN = 256
 """Older rows (channel values) a cached tail keeps, by position."""
 THREADS = 1024
 """Threads whose tails one saver keeps (least recently used dropped first)."""
+BUDGET = 64 * 1024 * 1024
+"""Roughly the bytes of rows one saver's cached tails may hold (least recently used
+dropped first; a tail bigger than this is not kept)."""
 
 T = TypeVar("T")
 
@@ -107,31 +110,43 @@ class Tail:
 
 
 class TailCache:
-    """The last tail seen of each (thread, principal), least recently used dropped."""
+    """The last tail seen of each (thread, principal), least recently used dropped, at
+    most ``size`` threads and roughly ``budget`` bytes of rows."""
 
-    def __init__(self, size: int = THREADS) -> None:
+    def __init__(self, size: int = THREADS, budget: int = BUDGET) -> None:
         self.size = size
-        self._tails: OrderedDict[tuple[ConversationKey, str], Tail] = OrderedDict()
+        self.budget = budget
+        self.held = 0
+        self._tails: OrderedDict[tuple[ConversationKey, str], tuple[Tail, int]] = OrderedDict()
 
     def get(self, key: ConversationKey, principal: str) -> Tail | None:
-        tail = self._tails.get((key, principal))
-        if tail is not None:
-            self._tails.move_to_end((key, principal))
-        return tail
+        entry = self._tails.get((key, principal))
+        if entry is None:
+            return None
+        self._tails.move_to_end((key, principal))
+        return entry[0]
 
     def set(self, key: ConversationKey, principal: str, tail: Tail | None) -> None:
-        if tail is None or not tail.rows:
-            self._tails.pop((key, principal), None)
+        self._drop((key, principal))
+        if tail is None or not tail.rows or self.size <= 0:
             return
-        self._tails[(key, principal)] = tail
-        self._tails.move_to_end((key, principal))
-        while len(self._tails) > self.size:
-            self._tails.popitem(last=False)
+        weight = sum(map(approx_size, tail.rows)) + sum(map(approx_size, tail.known.values()))
+        if weight > self.budget:
+            return
+        self._tails[(key, principal)] = (tail, weight)
+        self.held += weight
+        while len(self._tails) > self.size or self.held > self.budget:
+            self._drop(next(iter(self._tails)))
+
+    def _drop(self, cached: tuple[ConversationKey, str]) -> None:
+        entry = self._tails.pop(cached, None)
+        if entry is not None:
+            self.held -= entry[1]
 
     def forget(self, key: ConversationKey) -> None:
         """Drop every principal's tail of ``key`` (erased, or written outside the log)."""
         for cached in [k for k in self._tails if k[0] == key]:
-            del self._tails[cached]
+            self._drop(cached)
 
 
 class ThreadLog:
@@ -194,6 +209,8 @@ class ThreadLog:
                 found[message.seq] = message
                 tail.remember(message)
             i = j + 1
+        if wanted and self.cache.get(self.key, self.principal) is tail:
+            self.cache.set(self.key, self.principal, tail)  # weigh what it now knows
         return found
 
     def cached_tail(self) -> Tail | None:

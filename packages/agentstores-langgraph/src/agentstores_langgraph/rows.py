@@ -99,6 +99,27 @@ def kind_of(message: StoredMessage) -> str | None:
     return kind if isinstance(kind, str) else None
 
 
+def approx_size(message: StoredMessage) -> int:
+    """Roughly the bytes ``message`` holds in memory: its strings (a checkpointer row's
+    packed values are strings), plus a fixed overhead."""
+    content = message.content
+    if isinstance(content, str):
+        return 256 + len(content)
+    if isinstance(content, Mapping):
+        total = 256
+        for value in content.values():
+            if isinstance(value, str):
+                total += len(value)
+            elif isinstance(value, list) and len(value) == 2 and isinstance(value[1], str):
+                total += len(value[1])  # a packed value: [type, base64]
+            elif isinstance(value, (dict, list)):
+                total += 64 * len(value)
+        return total
+    if isinstance(content, list):
+        return 256 + sum(len(v) if isinstance(v, str) else 1024 for v in content)
+    return 256
+
+
 def own_of(message: StoredMessage) -> int | None:
     """The checkpointer's row count a checkpoint or write row carries, else None."""
     if kind_of(message) in ("checkpoint", "write") and isinstance(message.content, Mapping):
