@@ -69,6 +69,13 @@ class Tail:
     known: dict[int, StoredMessage] = field(default_factory=dict)
     """Older rows (channel values) the newest checkpoints point at, read or written
     since this log was last read afresh (valid while the tail is)."""
+    rows_size: int = -1
+    """:func:`approx_size` summed over ``rows`` (-1: not yet weighed)."""
+
+    def size(self) -> int:
+        """Roughly the bytes this tail holds (its rows and the older rows it knows)."""
+        rows = self.rows_size if self.rows_size >= 0 else sum(map(approx_size, self.rows))
+        return rows + sum(map(approx_size, self.known.values()))
 
     def cached(self, start: int, end: int) -> list[StoredMessage] | None:
         """Rows ``start .. end - 1`` if they were all read with the tail."""
@@ -89,6 +96,9 @@ class Tail:
                 break
         kept = [*self.rows, *rows]
         window = kept[-KEEP:]
+        dropped = kept[:-KEEP]
+        before = self.rows_size if self.rows_size >= 0 else sum(map(approx_size, self.rows))
+        rows_size = before + sum(map(approx_size, rows)) - sum(map(approx_size, dropped))
         # the older values the window's checkpoints point at (an unchanged channel's),
         # so reading any of them needs no read of older rows
         needed = {
@@ -97,10 +107,10 @@ class Tail:
             for loc in checkpoint.locs.values()
         }
         known = {seq: m for seq, m in self.known.items() if seq in needed}
-        for message in kept[:-KEEP]:
+        for message in dropped:
             if message.seq in needed and len(known) < KNOWN:
                 known[message.seq] = message
-        return Tail(rows[-1].seq + 1, rows[-1].id, heads, window, own, known)
+        return Tail(rows[-1].seq + 1, rows[-1].id, heads, window, own, known, rows_size)
 
     def remember(self, message: StoredMessage) -> None:
         """Keep ``message`` among the older rows known (the oldest known dropped)."""
@@ -130,7 +140,7 @@ class TailCache:
         self._drop((key, principal))
         if tail is None or not tail.rows or self.size <= 0:
             return
-        weight = sum(map(approx_size, tail.rows)) + sum(map(approx_size, tail.known.values()))
+        weight = tail.size()
         if weight > self.budget:
             return
         self._tails[(key, principal)] = (tail, weight)
