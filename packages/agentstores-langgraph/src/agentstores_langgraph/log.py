@@ -71,6 +71,8 @@ class Tail:
     since this log was last read afresh (valid while the tail is)."""
     rows_size: int = -1
     """:func:`approx_size` summed over ``rows`` (-1: not yet weighed)."""
+    needed: dict[str, frozenset[int]] = field(default_factory=dict)
+    """Per namespace, the positions of the values its newest checkpoint seen points at."""
 
     def size(self) -> int:
         """Roughly the bytes this tail holds (its rows and the older rows it knows)."""
@@ -99,24 +101,33 @@ class Tail:
         dropped = kept[:-KEEP]
         before = self.rows_size if self.rows_size >= 0 else sum(map(approx_size, self.rows))
         rows_size = before + sum(map(approx_size, rows)) - sum(map(approx_size, dropped))
-        # the older values the window's checkpoints point at (an unchanged channel's),
-        # so reading any of them needs no read of older rows
-        needed = {
-            int(loc[1])
-            for checkpoint in filter(None, map(as_checkpoint, window))
-            for loc in checkpoint.locs.values()
-        }
-        known = {seq: m for seq, m in self.known.items() if seq in needed}
+        # the older values the newest checkpoints point at (an unchanged channel's), so
+        # reading the latest, or locating a put's parent, needs no read of older rows
+        needed = with_needed(self.needed, rows)
+        wanted = frozenset().union(*needed.values())
+        known = {seq: m for seq, m in self.known.items() if seq in wanted}
         for message in dropped:
-            if message.seq in needed and len(known) < KNOWN:
+            if message.seq in wanted and len(known) < KNOWN:
                 known[message.seq] = message
-        return Tail(rows[-1].seq + 1, rows[-1].id, heads, window, own, known, rows_size)
+        return Tail(rows[-1].seq + 1, rows[-1].id, heads, window, own, known, rows_size, needed)
 
     def remember(self, message: StoredMessage) -> None:
         """Keep ``message`` among the older rows known (the oldest known dropped)."""
         self.known[message.seq] = message
         while len(self.known) > KNOWN:
             del self.known[next(iter(self.known))]
+
+
+def with_needed(
+    needed: dict[str, frozenset[int]], rows: Sequence[StoredMessage]
+) -> dict[str, frozenset[int]]:
+    """``needed`` updated by the checkpoint rows among ``rows`` (oldest first)."""
+    updated = dict(needed)
+    for message in rows:
+        checkpoint = as_checkpoint(message)
+        if checkpoint is not None:
+            updated[checkpoint.ns] = frozenset(int(loc[1]) for loc in checkpoint.locs.values())
+    return updated
 
 
 class TailCache:
@@ -274,7 +285,8 @@ class ThreadLog:
             end, size = start, PAGE
         if seen and (seen[-1].seq != info.message_count - 1 or seen[-1].id != info.tail_message_id):
             seen = []  # the log changed between the two reads: cache nothing
-        return Tail(info.message_count, info.tail_message_id, heads, seen, own)
+        needed = with_needed({}, seen)
+        return Tail(info.message_count, info.tail_message_id, heads, seen, own, needed=needed)
 
     async def append(
         self, messages: Sequence[Message], tail: Tail | None, epoch: int | None, own: int
