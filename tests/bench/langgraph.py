@@ -13,7 +13,8 @@ rotating), median per operation:
   on threads of 10 and 1,000 checkpoints, for AgentStoresSaver on PostgreSQL and on
   Redis and AsyncPostgresSaver on the same PostgreSQL; next to each server's raw floor
   (one primary-key INSERT / SELECT with asyncpg, one SET / GET with redis-py, payloads of
-  the same size), and the conversation store's own floor on each (``append_messages`` of
+  the same size), ``get_tuple`` also by a saver that never saw the thread (``cold``: a
+  worker's first read of it), and the conversation store's own floor on each (``append_messages`` of
   two rows of a put's sizes, conditioned on the tail; ``read_messages`` of the last row):
   a put is one such append, a get_tuple one such read. Ratios are what to read: the
   machine may be loaded.
@@ -88,6 +89,18 @@ class Thread:
     async def get(self) -> None:
         found = await self.saver.aget_tuple({"configurable": {"thread_id": self.thread_id}})
         assert found is not None and found.checkpoint["id"] == self.parent
+
+    def cold_get(self) -> Callable[[], Awaitable[None]]:
+        """``get`` by a saver that has never seen the thread (another worker's first read)."""
+        saver = self.saver
+        assert isinstance(saver, AgentStoresSaver)
+
+        async def get() -> None:
+            fresh = AgentStoresSaver(saver.stores, tenant=saver.tenant, principal=saver.principal)
+            found = await fresh.aget_tuple({"configurable": {"thread_id": self.thread_id}})
+            assert found is not None and found.checkpoint["id"] == self.parent
+
+        return get
 
 
 async def timed(call: Callable[[], Awaitable[Any]]) -> float:
@@ -233,6 +246,11 @@ async def checkpoint_costs(env: dict[str, Any], rounds: int) -> dict[str, Any]:
             gets = await alternate(
                 {
                     **{n: t.get for n, t in threads.items()},
+                    **{
+                        f"{n} cold": t.cold_get()
+                        for n, t in threads.items()
+                        if isinstance(t.saver, AgentStoresSaver)
+                    },
                     "floor pg SELECT": floor["pg_get"],
                     "floor redis GET": floor["redis_get"],
                     **{n: f for n, f in stores_floor.items() if n.endswith("read")},
