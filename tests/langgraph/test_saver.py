@@ -63,11 +63,17 @@ async def chain(saver: AgentStoresSaver, thread: str, n: int, **extra: Any) -> l
 
 
 async def test_concurrent_puts_on_one_thread_all_land(backend: str, lg_servers: Servers) -> None:
+    """Eight puts at once from two savers (two workers, each with its own cached tail)."""
     async with lg_servers.open(backend) as stores:
-        saver = AgentStoresSaver(stores, tenant=fresh_tenant(), principal="alice")
+        tenant = fresh_tenant()
+        saver = AgentStoresSaver(stores, tenant=tenant, principal="alice")
+        other = AgentStoresSaver(stores, tenant=tenant, principal="alice")
         cps = [checkpoint({"a": i}, {"a": i + 1}) for i in range(8)]
         await asyncio.gather(
-            *(saver.aput(config("t"), cp, {"step": i}, {"a": i + 1}) for i, cp in enumerate(cps))
+            *(
+                (saver if i % 2 else other).aput(config("t"), cp, {"step": i}, {"a": i + 1})
+                for i, cp in enumerate(cps)
+            )
         )
         listed = [t async for t in saver.alist(config("t"))]
         assert sorted(t.checkpoint["id"] for t in listed) == sorted(cp["id"] for cp in cps)
