@@ -21,16 +21,16 @@ WORDS = 80
 """Words in the test agent's answer, one every 0.1 s: an 8 s turn, so the SDK's 5 s
 checkpoint lands before the producer is killed."""
 
-BACKENDS = ["file", "postgres", "redis", "s3"]
-"""Every backend the project has; MongoDB joins with one entry once its server helper
-(``tests/servers/mongo.py``) is on this branch."""
+BACKENDS = ["file", "postgres", "redis", "mongo", "s3"]
+"""Every backend the project has."""
 
 
 @contextlib.contextmanager
 def store_url(backend: str, tmp: Path) -> Iterator[str]:
     """A fresh store on ``backend``: on the servers the environment names
-    (``AGENTSTORES_TEST_POSTGRES_URL``, ``AGENTSTORES_TEST_REDIS_URL``), else on ones
-    started here (embedded PostgreSQL, Valkey, moto); a server that cannot start fails."""
+    (``AGENTSTORES_TEST_POSTGRES_URL``, ``AGENTSTORES_TEST_REDIS_URL``,
+    ``MONGODB_URI``), else on ones started here (embedded PostgreSQL, Valkey, nx-27017,
+    moto); a server that cannot start fails."""
     if backend == "file":
         yield f"file://{tmp / 'stores'}"
     elif backend == "postgres":
@@ -55,6 +55,11 @@ def store_url(backend: str, tmp: Path) -> Iterator[str]:
 
             purge(url)
             stack.close()
+    elif backend == "mongo":
+        from tests.servers.mongo import Installation, mongo_base_url
+
+        with mongo_base_url() as base, Installation(base) as installation:
+            yield installation.url
     elif backend == "s3":
         use_test_credentials()
         from tests.s3.conftest import make_bucket
