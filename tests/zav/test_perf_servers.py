@@ -199,6 +199,7 @@ async def test_sigstop_then_kill(backend: tuple[str, str, list[PerfServer]]) -> 
             body=turn_body(sid),
         )
         assert intruder.status == 403, (intruder.status, intruder.body)
+        assert USER not in str(intruder.body), "the 403 named an owner the intruder cannot see"
 
         times = {
             "backend": name,

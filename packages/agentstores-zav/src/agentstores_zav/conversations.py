@@ -66,7 +66,7 @@ class AgentStoresConversationStore(ChatConversationStore):
             user_tenants=user_tenants,
             user_agent_id=user_agent_id,
         )
-        with sdk_errors(key, principal):
+        async with sdk_errors(stores, key, principal):
             try:
                 await append_with_fields(
                     stores.conversations,
@@ -91,7 +91,7 @@ class AgentStoresConversationStore(ChatConversationStore):
     ) -> None:
         stores = await self._bundle.stores()
         key, principal = key_of(tenant, requester_uuid, session_id)
-        with sdk_errors(key, principal):
+        async with sdk_errors(stores, key, principal):
             await stores.conversations.set_last_turn_status(key, principal, last_turn_status)
 
     async def get_transcript(
