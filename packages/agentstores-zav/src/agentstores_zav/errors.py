@@ -7,8 +7,7 @@ from collections.abc import AsyncIterator
 
 from zav.agents_sdk.domain.chat_conversation_store import ConversationNotOwnedError
 
-from agentstores import AgentStoresError, ConversationKey, NotOwnedError
-from agentstores import Stores
+from agentstores import AgentStoresError, ConversationKey, NotOwnedError, Stores
 
 ANOTHER_USER = "another user"
 """The owner's name in a refusal to a requester who may not see who owns the conversation."""
