@@ -133,10 +133,13 @@ class PerfServer:
         self.port = free_port()
         self.log = log_dir / f"{label}.log"
         env = {
+            **os.environ,  # as it is now (the S3 test credentials are set late)
             "AGENTSTORES_URL": url,
             "ZAV_PROJECT_DIR": str(PROJECT),
             "ZAV_PERF_LABEL": label,
             "ZAV_TEST_WORDS": str(WORDS),
+            "JSON_LOGGING": "0",
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
         }
         self.pid = zygote.spawn(env, self.log, self.port)
 
