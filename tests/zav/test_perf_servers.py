@@ -26,19 +26,26 @@ import pytest
 from agentstores import ConversationKey, open_stores
 from tests.zav.perf_client import TENANT, Recovery, Stream, consume, recover, turn_body
 from tests.zav.perf_project.counting_agent import answer
-from tests.zav.servers import BACKENDS, WORDS, PerfServer, store_url
+from tests.zav.servers import BACKENDS, WORDS, PerfServer, Zygote, store_url
 from tests.zav.timings import KILL_ROUND_TIMES
 
 USER = "perf-user"
 
 
+@pytest.fixture(scope="module")
+def zygote() -> Iterator[Zygote]:
+    made = Zygote()
+    yield made
+    made.close()
+
+
 @pytest.fixture(scope="module", params=BACKENDS)
 def backend(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, zygote: Zygote
 ) -> Iterator[tuple[str, str, list[PerfServer]]]:
     tmp = tmp_path_factory.mktemp(request.param)
     with store_url(request.param, tmp) as url:
-        servers = [PerfServer(label, url, tmp) for label in ("server-a", "server-b")]
+        servers = [PerfServer(label, url, tmp, zygote) for label in ("server-a", "server-b")]
         try:
             for server in servers:
                 server.wait_ready()
@@ -199,6 +206,7 @@ async def test_sigstop_then_kill(backend: tuple[str, str, list[PerfServer]]) -> 
             body=turn_body(sid),
         )
         assert intruder.status == 403, (intruder.status, intruder.body)
+        assert USER not in str(intruder.body), "the 403 named an owner the intruder cannot see"
 
         times = {
             "backend": name,

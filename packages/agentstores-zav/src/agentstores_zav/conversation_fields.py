@@ -13,7 +13,7 @@ from typing import Any
 
 from zav.agents_sdk.domain.chat_message import ConversationContext
 
-from agentstores import ConversationKey, Message
+from agentstores import ConversationKey, Message, StoredMessage
 from agentstores.models import LastTurnStatus
 from agentstores.stores import ConversationStore
 
@@ -56,9 +56,10 @@ async def append_with_fields(
     *,
     create_if_absent: bool,
     last_turn_status: LastTurnStatus | None,
-) -> None:
-    """Append ``rows`` and merge ``fields`` into the conversation's metadata, atomically."""
-    await store.append_messages(
+) -> list[StoredMessage]:
+    """Append ``rows`` and merge ``fields`` into the conversation's metadata, atomically;
+    the rows this call stored (those whose id was not there yet)."""
+    return await store.append_messages(
         key,
         principal,
         list(rows),

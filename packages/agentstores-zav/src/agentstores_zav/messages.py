@@ -58,20 +58,35 @@ def from_stored(stored: StoredMessage) -> ChatMessage:
 
 
 def stable_id(message: ChatMessage, anchor: str, position: int) -> str:
-    """The row id of ``message``: the same publication always gets the same id.
+    """The row id of a message without a ``message_id`` of its own (a user message
+    the client did not name).
 
     It hashes ``anchor`` (the producing turn's message id; outside a turn, the
-    transcript's tail), the message's position in its batch and the whole message, so a
-    retried send of one turn is a no-op while the same words in a later turn, or twice
-    in one batch, are new messages.
+    transcript's tail), the message's position in its batch and the whole message, so
+    publishing one turn's batch again inside that turn is a no-op while the same words
+    in a later turn, or twice in one batch, are new messages.
     """
     body = json.dumps(message_to_json(message), sort_keys=True, separators=(",", ":"))
     digest = hashlib.sha256(f"{anchor}\x00{position}\x00{body}".encode()).hexdigest()
     return f"{role_of(message)}-{digest[:32]}"
 
 
+def own_id(role: str, message_id: str, occurrence: int = 0) -> str:
+    """The row id of a ``role`` message that carries its own ``message_id``.
+
+    The SDK stamps every bot message with its turn's id, so a turn's answer has one row
+    however often the turn is driven; a client that names its user messages makes a
+    resent request's user turn a no-op. ``occurrence`` tells apart messages of one batch
+    that carry the same id. The id is hashed (with the role) so any string the SDK
+    accepts is a valid row id.
+    """
+    seed = f"{role}\x00{message_id}\x00{occurrence}"
+    return f"{role}-{hashlib.sha256(seed.encode()).hexdigest()[:32]}"
+
+
 __all__ = [
     "FIELDS",
+    "own_id",
     "from_stored",
     "message_from_json",
     "message_to_json",

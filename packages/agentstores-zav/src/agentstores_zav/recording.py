@@ -52,7 +52,7 @@ class AgentStoresRecordingStore(ChatStreamRecordingStore):
         stores = await self._bundle.stores()
         key, principal = key_of(tenant, requester_uuid, session_id)
         epoch = event.epoch + offset_of(key)
-        with sdk_errors(key, principal):
+        async with sdk_errors(stores, key, principal):
             base = await self._index_base(stores, key, principal, event, epoch)
             if base is None:
                 return  # behind the predecessor's snapshot: held back
@@ -111,7 +111,7 @@ class AgentStoresRecordingStore(ChatStreamRecordingStore):
     ) -> None:
         stores = await self._bundle.stores()
         key, principal = key_of(tenant, requester_uuid, session_id)
-        with sdk_errors(key, principal):
+        async with sdk_errors(stores, key, principal):
             try:
                 await stores.recording.delete(key, principal, message_id)
             except FencedError as exc:

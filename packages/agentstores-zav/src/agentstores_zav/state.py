@@ -38,13 +38,13 @@ class AgentStoresStateStore(ChatAgentStateStore):
     ) -> None:
         stores = await self._bundle.stores()
         key, principal = key_of(tenant, user_uuid, session_id)
-        with sdk_errors(key, principal):
+        async with sdk_errors(stores, key, principal):
             await stores.state.save(key, principal, state)
 
     async def delete(self, tenant: str, user_uuid: str | None, session_id: str) -> None:
         stores = await self._bundle.stores()
         key, principal = key_of(tenant, user_uuid, session_id)
-        with sdk_errors(key, principal):
+        async with sdk_errors(stores, key, principal):
             await stores.state.delete(key, principal)
 
 

@@ -43,7 +43,7 @@ class AgentStoresSupervisionStore(ChatStreamSupervisionStore):
         stores = await self._bundle.stores()
         key, principal = key_of(tenant, requester_uuid, session_id)
         status = ChatStreamStatus(supervision.status).value
-        with sdk_errors(key, principal):
+        async with sdk_errors(stores, key, principal):
             if expected_epoch is None:
                 # A claim of a free slot: above everything the key has seen, whatever
                 # epoch the SDK asks for (it always asks for 0).
@@ -96,7 +96,7 @@ class AgentStoresSupervisionStore(ChatStreamSupervisionStore):
     ) -> None:
         stores = await self._bundle.stores()
         key, principal = key_of(tenant, requester_uuid, session_id)
-        with sdk_errors(key, principal):
+        async with sdk_errors(stores, key, principal):
             await stores.supervision.delete(key, principal, message_id, epoch + offset_of(key))
 
 
