@@ -6,7 +6,7 @@ alternating rounds against one single-threaded moto server::
 
 How the long transcripts are built: through HTTP, one message costs about three requests
 (its id checked, then copied out to its message object and its id object once it leaves
-the header's window), so 100,000 messages are ~300,000 requests, 20 minutes and more at
+the header's window), so 100,000 messages are ~300,000 requests, 18 minutes at best at
 the ~280 requests/s moto serves. So the server process seeds itself before it serves:
 the adapter's own ``append_messages`` (batches of 1,000 real messages) runs inside the
 moto process on :class:`BackendClient`, which hands each request to moto's S3 backend
