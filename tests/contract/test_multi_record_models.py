@@ -9,6 +9,7 @@ from agentstores_contract.multi_record import (
     ERASURE_START,
     SEED,
     erasure_step,
+    idle_sweep_step,
     sweep_step,
     transcript_step,
 )
@@ -93,3 +94,41 @@ def test_a_touched_conversation_is_not_erased_after_the_touch() -> None:
         (1, ("erase_if",), True, 1, 3),
     )
     assert check(racing, (False, True, 1), sweep_step)
+
+
+def timed(*ops: tuple[int, Any, Any, float, float]) -> list[Operation]:
+    """A history as ``Recorder(timed=True)`` records it (times in ns)."""
+    return [Operation(c, (*call, a, b, res), res, a, b) for c, call, res, a, b in ops]
+
+
+MS = 1_000_000
+IDLE_START = (False, True, 1, None)
+
+
+def test_an_idle_touch_lapses_only_after_the_idle_threshold() -> None:
+    """IdleFor: an erasure ending soon after a touch began must not erase; one ending an
+    idle threshold later may (the conversation is idle again) or may not."""
+    soon = timed(
+        (0, ("touch", "append"), "ok", 0, 10 * MS),
+        (1, ("erase_if",), True, 50 * MS, 100 * MS),
+        (2, ("info",), None, 600 * MS, 610 * MS),
+    )
+    assert not check(soon, IDLE_START, idle_sweep_step)
+    late = timed(
+        (0, ("touch", "append"), "ok", 0, 10 * MS),
+        (1, ("erase_if",), True, 500 * MS, 520 * MS),
+        (2, ("info",), None, 600 * MS, 610 * MS),
+    )
+    assert check(late, IDLE_START, idle_sweep_step)
+    kept = timed(
+        (0, ("touch", "append"), "ok", 0, 10 * MS),
+        (1, ("erase_if",), False, 500 * MS, 520 * MS),
+        (2, ("info",), 2, 600 * MS, 610 * MS),
+    )
+    assert check(kept, IDLE_START, idle_sweep_step)
+    lost_touch = timed(
+        (0, ("touch", "append"), "ok", 0, 10 * MS),
+        (1, ("erase_if",), False, 500 * MS, 520 * MS),
+        (2, ("info",), 1, 600 * MS, 610 * MS),
+    )
+    assert not check(lost_touch, IDLE_START, idle_sweep_step)

@@ -1,6 +1,7 @@
 """Faults between the adapter and S3, injected under the adapter: a reply lost after the
 write landed (with and without the resend that then comes back 412), storms of
-``409 ConditionalRequestConflict``, and throttling that never ends."""
+``409 ConditionalRequestConflict``, throttling that never ends, and replies cut in
+their body."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from botocore.exceptions import ClientError, ConnectionClosedError
+from botocore.exceptions import ClientError, ConnectionClosedError, ResponseStreamingError
 
 from agentstores.errors import BackendUnavailableError
 from agentstores.keys import ConversationKey
@@ -139,3 +140,54 @@ def test_an_endless_fault_ends_in_a_clear_error(
         assert (await stores.supervision.read(KEY, "p")).row is None
 
     _run(url, endless, body)
+
+
+class CutBodies:
+    """A boto3 client whose first ``cuts`` replies to header GETs break off after the
+    headers (as when the server dies while sending): reading the body raises what
+    botocore raises then."""
+
+    def __init__(self, real: Any, cuts: int) -> None:
+        self.real, self.cuts = real, cuts
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.real, name)
+
+    def get_object(self, **kwargs: Any) -> Any:
+        response = self.real.get_object(**kwargs)
+        if self.cuts > 0 and kwargs["Key"].endswith("/h"):
+            self.cuts -= 1
+            response["Body"].close()
+            response["Body"] = _Broken()
+        return response
+
+
+class _Broken:
+    def read(self, amt: int | None = None) -> bytes:
+        raise ResponseStreamingError(error="Connection broken: IncompleteRead(0 bytes read)")
+
+
+@pytest.mark.parametrize("window", [15.0, 0.0])
+def test_a_reply_cut_in_its_body_is_read_again(url: str, window: float) -> None:
+    """A read whose reply broke off mid-body is sent again (within ``reconnect_window``;
+    with 0 the call fails at once, typed), never taken for an absent or empty object."""
+    real = client_for(url)
+    client = CutBodies(real, 0)
+    row = SupervisionRow("running", "m", 1)
+
+    async def main() -> None:
+        async with S3Stores(url, client=client, reconnect_window=window) as stores:
+            assert await stores.supervision.compare_and_swap(KEY, "p", None, row)
+            client.cuts = 2
+            if window:
+                view = await stores.supervision.read(KEY, "p")
+                assert view.row is not None and view.row.epoch == 1
+                assert client.cuts == 0
+            else:
+                with pytest.raises(BackendUnavailableError):
+                    await stores.supervision.read(KEY, "p")
+
+    try:
+        asyncio.run(main())
+    finally:
+        real.close()

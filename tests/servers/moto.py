@@ -10,7 +10,8 @@ that shows the contract suite catches it.
 moto keeps its objects in memory only. ``journal=PATH`` (single-threaded only) makes the
 server durable across a crash: every write request that succeeded (``PUT``, ``POST``,
 ``DELETE`` answered 2xx) is appended to ``PATH`` *before* its reply is sent, and a server
-started on an existing journal replays it through moto, in order, before it serves. So
+started on an existing journal replays it through moto, in order, before it serves (each
+object's last plain write only: :meth:`Journal.replay`). So
 an acknowledged write survives a SIGKILL; a write cut before its reply either landed (it
 was journaled) or did not, as on any durable store; a refused one (412) changes nothing
 either way. (The journal is flushed to the OS, not fsynced: it survives the process
@@ -206,28 +207,48 @@ class Journal:
         self.file: io.TextIOWrapper | None = None
 
     def replay(self) -> int:
-        """Apply the journal's writes through moto, in order; how many were applied."""
+        """Apply the journal's writes through moto, in order; how many were applied.
+
+        A plain ``PUT`` or ``DELETE`` of one object is replayed only if no later one
+        names the same object (the later one decides what the object holds), so a
+        restart costs one request per object written, not one per write ever made: a
+        header rewritten by every heartbeat is replayed once, as a durable store
+        recovers its current data, not its history. Every other write (the bucket's
+        creation, a multi-object delete) is replayed as it came, and a journal holding a
+        copy is replayed whole (a copy reads its source as it was then). Preconditions
+        are dropped: each was met when the write was acknowledged, and the version it
+        named may be one of the writes skipped."""
         from werkzeug.test import create_environ, run_wsgi_app
 
         if not os.path.exists(self.path):
             return 0
-        count = 0
+        entries: list[dict[str, Any]] = []
         with open(self.path, encoding="utf-8") as lines:
             for line in lines:
                 if not line.endswith("\n"):
                     break  # the process died while writing this line: never acknowledged
-                entry = json.loads(line)
-                body = base64.b64decode(entry["body"])
-                environ = create_environ()
-                environ.update(entry["environ"])
-                environ["wsgi.input"] = io.BytesIO(body)
-                environ["CONTENT_LENGTH"] = str(len(body))
-                environ.pop("HTTP_TRANSFER_ENCODING", None)
-                app_iter, status, _ = run_wsgi_app(self.app, environ)
-                b"".join(app_iter)
-                if not status.startswith("2"):
-                    raise RuntimeError(f"journal replay: {entry['environ']['PATH_INFO']} {status}")
-                count += 1
+                entries.append(json.loads(line))
+        last = {_object_of(e["environ"]): n for n, e in enumerate(entries)}
+        last.pop(None, None)
+        if any(_copies(e["environ"]) for e in entries):
+            last = {}  # a copy reads an object's version at its time: replay everything
+        count = 0
+        for n, entry in enumerate(entries):
+            target = _object_of(entry["environ"])
+            if target is not None and last.get(target, n) != n:
+                continue
+            body = base64.b64decode(entry["body"])
+            environ = create_environ()
+            environ.update(entry["environ"])
+            environ["wsgi.input"] = io.BytesIO(body)
+            environ["CONTENT_LENGTH"] = str(len(body))
+            for condition in ("HTTP_TRANSFER_ENCODING", "HTTP_IF_MATCH", "HTTP_IF_NONE_MATCH"):
+                environ.pop(condition, None)
+            app_iter, status, _ = run_wsgi_app(self.app, environ)
+            b"".join(app_iter)
+            if not status.startswith("2"):
+                raise RuntimeError(f"journal replay: {entry['environ']['PATH_INFO']} {status}")
+            count += 1
         return count
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
@@ -263,6 +284,23 @@ class Journal:
             self.file.flush()
         start_response(status, headers, exc_info)
         return [chunks]
+
+
+def _copies(environ: dict[str, Any]) -> bool:
+    return any(name.startswith("HTTP_X_AMZ_COPY_SOURCE") for name in environ)
+
+
+def _object_of(environ: dict[str, Any]) -> str | None:
+    """The object a journaled write replaces or removes whole (a plain ``PUT`` or
+    ``DELETE`` of one key, path-style), or None for any other write."""
+    if environ.get("REQUEST_METHOD") not in ("PUT", "DELETE") or environ.get("QUERY_STRING"):
+        return None
+    if _copies(environ):
+        return None
+    path = environ.get("PATH_INFO", "")
+    if path.strip("/").count("/") < 1:
+        return None  # the bucket itself
+    return f"{environ.get('HTTP_HOST', '')}{path}"
 
 
 def _await_port(port: int) -> None:

@@ -24,7 +24,15 @@ from datetime import datetime
 from email.utils import parsedate_to_datetime
 from typing import Any
 
-from botocore.exceptions import ClientError, ConnectTimeoutError, EndpointConnectionError
+from botocore.exceptions import (
+    ClientError,
+    ConnectionClosedError,
+    ConnectTimeoutError,
+    EndpointConnectionError,
+    IncompleteReadError,
+    ReadTimeoutError,
+    ResponseStreamingError,
+)
 
 from agentstores.errors import BackendUnavailableError
 
@@ -39,6 +47,8 @@ CLOCK_REFRESH = 30.0
 _PRECONDITION = {"PreconditionFailed", "412"}
 _MISSING = {"NoSuchKey", "404", "NotFound"}
 _CONFLICT = {"ConditionalRequestConflict", "409", "OperationAborted"}
+_CUT_BODY = (ResponseStreamingError, IncompleteReadError, ReadTimeoutError, ConnectionClosedError)
+"""What reading a reply's body raises when the connection ends before the body does."""
 
 
 @dataclass
@@ -222,14 +232,28 @@ class S3IO:
     # --- objects -------------------------------------------------------------------
 
     def get(self, name: str) -> tuple[bytes, str] | None:
-        """``(body, etag)`` of the object ``prefix + name``, or None when absent."""
-        try:
-            response = self._call("gets", "get_object", Bucket=self.bucket, Key=self.prefix + name)
-        except ClientError as exc:
-            if error_code(exc) in _MISSING or _status(exc) == 404:
-                return None
-            raise
-        return response["Body"].read(), str(response["ETag"])
+        """``(body, etag)`` of the object ``prefix + name``, or None when absent.
+
+        A reply cut in its body (the server died or the connection broke after the
+        headers) is asked for again, for up to ``reconnect_window`` seconds: a read
+        changes nothing, and botocore does not retry a body it has handed over."""
+        cut_since: float | None = None
+        while True:
+            try:
+                response = self._call(
+                    "gets", "get_object", Bucket=self.bucket, Key=self.prefix + name
+                )
+            except ClientError as exc:
+                if error_code(exc) in _MISSING or _status(exc) == 404:
+                    return None
+                raise
+            try:
+                return response["Body"].read(), str(response["ETag"])
+            except _CUT_BODY:
+                now = time.monotonic()
+                cut_since = now if cut_since is None else cut_since
+                if now - cut_since >= self.reconnect_window:
+                    raise
 
     def put(
         self,
