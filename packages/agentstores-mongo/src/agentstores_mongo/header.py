@@ -19,6 +19,10 @@ Collection ``<prefix>keys``, ``_id`` = the key's storage name. Fields::
     rc      recording metadata {m, e, i}; rb  its body (read only by recording reads)
     ea, et  erased at ($currentDate) and the tombstone's lifetime in microseconds
     redo    what the last commit left to finish (idempotent; the next writer finishes it)
+    sw      the swap token ``"<sup.e>:<o>"`` while a supervision CAS may change the row in
+            place (live, not erased, nothing left to finish, the row ``running`` and the
+            fence at its epoch), else None: every commit recomputes it, so the common CAS
+            filters on ``{_id, sw}`` alone (see :func:`swap_token`)
 
 Readers trust only what a header covers: messages with ``s < c.n`` of generation ``g``,
 the state version ``st``, tokens marked ``ok`` or named by ``redo``. A document another
@@ -186,6 +190,24 @@ class Header:
         }, gen
 
 
+def swap_token(epoch: int, owner: str) -> str:
+    """The ``sw`` value of a header whose running row has ``epoch``, owned by ``owner``
+    (the epoch first: an integer never holds the colon, so any owner reads back whole)."""
+    return f"{epoch}:{owner}"
+
+
+def swappable(doc: dict[str, Any]) -> str | None:
+    """The ``sw`` a header document ``doc`` carries: the swap token when the in-place
+    CAS's conditions all hold (owned, not erased, nothing left to finish, a ``running``
+    row, the fence at the row's epoch), else None."""
+    owner, sup = doc.get("o"), doc.get("sup")
+    if owner is None or sup is None or doc.get("ea") is not None or doc.get("redo"):
+        return None
+    if sup.get("s") != "running" or int(doc.get("f") or 0) != sup["e"]:
+        return None
+    return swap_token(sup["e"], owner)
+
+
 # --- reading ---------------------------------------------------------------------------
 
 
@@ -305,7 +327,12 @@ async def commit(
     if h.redo:
         await finish(ctx, h.redo)
     nonce = nonce or kit.writer_nonce_hex()
-    update: dict[str, Any] = {"$set": {**fields, "rev": h.rev + 1, "lw": nonce, "redo": redo}}
+    after = {**h.doc, **fields, "redo": redo}
+    if "ea" in stamps:
+        after["ea"] = True
+    update: dict[str, Any] = {
+        "$set": {**fields, "rev": h.rev + 1, "lw": nonce, "redo": redo, "sw": swappable(after)}
+    }
     if stamps:
         update["$currentDate"] = {name: True for name in stamps}
     try:
@@ -413,6 +440,8 @@ __all__ = [
     "read_with_clock",
     "reconcile",
     "retire",
+    "swap_token",
+    "swappable",
     "touched",
     "write",
 ]

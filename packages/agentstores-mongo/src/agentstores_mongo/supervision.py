@@ -13,7 +13,16 @@ from agentstores.stores import SupervisionStore, kit
 
 from ._base import MongoStoreBase, aware, resent
 from .errors import LostReply, is_connection_error, maybe_sent
-from .header import RETRY, Header, Retry, commit, ensure_header, read_with_clock, write
+from .header import (
+    RETRY,
+    Header,
+    Retry,
+    commit,
+    ensure_header,
+    read_with_clock,
+    swap_token,
+    write,
+)
 
 
 class MongoSupervisionStore(MongoStoreBase, SupervisionStore):
@@ -21,30 +30,26 @@ class MongoSupervisionStore(MongoStoreBase, SupervisionStore):
         self, key: ConversationKey, principal: str, expected_epoch: int, row: SupervisionRow
     ) -> bool:
         """The common CAS (a heartbeat or takeover on a live key of ``principal``'s) in one
-        round trip: the key-header rule's passing case is the filter (not erased, owned by
-        ``principal``, ``row.epoch`` not below the fence, nothing left to finish) and the
-        expectation too, on a row still ``running`` (so a heartbeat whose reply was lost
-        can never land after the seal). False means "not that case": the general path
-        decides."""
+        round trip, filtered on the header's swap token alone: ``sw`` names the row's
+        epoch and owner only while the key-header rule's passing case holds (not erased,
+        nothing left to finish, the row ``running``, the fence at its epoch), and
+        ``row.epoch`` not below ``expected_epoch`` keeps it at or above the fence. A
+        heartbeat whose reply was lost can never land after the seal (a sealed row has no
+        token). False means "not that case": the general path decides."""
+        if row.epoch < expected_epoch:
+            return False
         nonce = kit.writer_nonce_hex()
         update = {
             "$set": {
                 "sup": {"s": row.status, "m": row.message_id, "e": row.epoch},
                 "lw": nonce,
-                "f": row.epoch,  # the filter holds f <= row.epoch: the fence raised
+                "f": row.epoch,
+                "sw": swap_token(row.epoch, principal) if row.status == "running" else None,
             },
             "$inc": {"rev": 1},
             "$currentDate": {"hb": True},
         }
-        where = {
-            "_id": key.storage_name,
-            "o": principal,
-            "ea": None,
-            "redo": None,
-            "f": {"$lte": row.epoch},
-            "sup.e": expected_epoch,
-            "sup.s": "running",
-        }
+        where = {"_id": key.storage_name, "sw": swap_token(expected_epoch, principal)}
         try:
             result = await self.ctx.keys.update_one(where, update)
         except Exception as exc:
