@@ -33,7 +33,8 @@ writer wrote at the header's current ``rev`` is in flight; one written at an old
 from __future__ import annotations
 
 import asyncio
-import random
+import contextlib
+import contextvars
 import time
 from collections.abc import Awaitable, Callable
 from datetime import datetime
@@ -329,6 +330,9 @@ async def commit(
     if h.redo:
         await finish(ctx, h.redo)
     nonce = nonce or kit.writer_nonce_hex()
+    turn = TURN.get()
+    if turn is not None and h.doc.get("pw") == turn:
+        fields = {**fields, "pw": None}
     after = {**h.doc, **fields, "redo": redo}
     if "ea" in stamps:
         after["ea"] = True
@@ -395,6 +399,88 @@ async def retire(ctx: Context, h: Header) -> None:
     await ctx.keys.update_one({"_id": h.id, "rev": h.rev}, {"$inc": {"rev": 1}})
 
 
+TURN: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "agentstores_mongo_turn", default=None
+)
+"""The turn id of the write running in this task, while it holds the key's turn (its
+commit clears the turn in the same update)."""
+
+
+class Turn:
+    """One write's place among the writers contending for a key, so that none starves.
+
+    Without it the writer that just won a race starts its next write at once while the
+    losers are still noticing they lost, and a loser can lose every round for as long as
+    the others keep writing. A writer that loses records itself in the header as the
+    turn holder (``pw``; ``pa`` the server time it first lost, ``pt`` when it last
+    claimed) unless an older loser holds it; every other writer that reads a fresh turn
+    of someone else's waits for the header to move (a commit, or the turn cleared) before
+    its next attempt, so the oldest loser contends only with writes already in flight.
+    The turn is not a commit (``rev`` stays): a turn older than ``ctx.stall_after`` (its
+    holder gone) is ignored and taken over."""
+
+    __slots__ = ("ctx", "first_us", "held", "id", "key")
+
+    def __init__(self, ctx: Context, key: ConversationKey) -> None:
+        self.ctx = ctx
+        self.key = key
+        self.id = kit.writer_nonce_hex()
+        self.first_us: int | None = None
+        """The server time of this write's first lost race (its age in the queue)."""
+        self.held = False
+
+    def _fresh(self, doc: dict[str, Any], now_us: int) -> bool:
+        return now_us - int(doc.get("pt") or 0) < self.ctx.stall_after * 1_000_000
+
+    async def _now_us(self, h: Header) -> int:
+        return h.now_us if h.now_us is not None else kit.to_micros(await self.ctx.now())
+
+    async def lost(self, h: Header) -> None:
+        """After a lost race on ``h``: claim the turn unless an older loser holds it."""
+        now_us = await self._now_us(h)
+        if self.first_us is None:
+            self.first_us = now_us
+        doc = h.doc or {}
+        holder = doc.get("pw")
+        older = holder not in (None, self.id) and int(doc.get("pa") or 0) <= self.first_us
+        if older and self._fresh(doc, now_us):
+            return
+        claimed = await self.ctx.keys.update_one(
+            {"_id": h.id, "pw": holder},
+            {"$set": {"pw": self.id, "pa": self.first_us, "pt": now_us}},
+        )
+        self.held = self.held or claimed.matched_count == 1
+
+    async def wait_for_older(self, h: Header) -> bool:
+        """True (after waiting for the header to move) when another writer holds a fresh
+        turn on ``h`` and this write is not older: read the header again."""
+        doc = h.doc or {}
+        holder = doc.get("pw")
+        if holder in (None, self.id):
+            return False
+        if self.first_us is not None and self.first_us < int(doc.get("pa") or 0):
+            return False
+        if not self._fresh(doc, await self._now_us(h)):
+            return False
+        deadline = time.monotonic() + self.ctx.stall_after
+        pause = 0.001
+        while time.monotonic() < deadline:
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, 0.01)
+            now = await self.ctx.keys.find_one({"_id": h.id}, {"rev": 1, "pw": 1})
+            if now is None or now["rev"] != h.rev or now.get("pw") != holder:
+                break
+        return True
+
+    async def release(self) -> None:
+        """Give the turn back when this write ended without a commit that cleared it."""
+        if self.held:
+            self.held = False
+            await self.ctx.keys.update_one(
+                {"_id": self.key.storage_name, "pw": self.id}, {"$set": {"pw": None}}
+            )
+
+
 async def write(
     ctx: Context,
     key: ConversationKey,
@@ -404,18 +490,27 @@ async def write(
     clock: bool = False,
 ) -> T:
     """Run ``attempt`` on fresh reads of the header (with the server clock when
-    ``clock`` is set) until it does not lose a race."""
+    ``clock`` is set) until it does not lose a race, taking turns with the other writers
+    of the key (:class:`Turn`)."""
     deadline = time.monotonic() + ctx.conflict_deadline
-    pause = 0.0005
-    while True:
-        h = await read_header(ctx, key, body=body, clock=clock)
-        outcome = await attempt(h)
-        if not isinstance(outcome, Retry):
-            return outcome
-        if time.monotonic() > deadline:
-            raise ConflictError("the key kept changing under this write; retry", key=key)
-        await asyncio.sleep(random.uniform(0, pause))
-        pause = min(pause * 2, 0.02)
+    turn = Turn(ctx, key)
+    token = TURN.set(turn.id)
+    try:
+        while True:
+            h = await read_header(ctx, key, body=body, clock=clock)
+            if await turn.wait_for_older(h):
+                continue
+            outcome = await attempt(h)
+            if not isinstance(outcome, Retry):
+                return outcome
+            if time.monotonic() > deadline:
+                raise ConflictError("the key kept changing under this write; retry", key=key)
+            await turn.lost(h)
+    finally:
+        TURN.reset(token)
+        if turn.held:
+            with contextlib.suppress(Exception):
+                await turn.release()
 
 
 def not_found(key: ConversationKey, message: str = "") -> Exception:
@@ -432,6 +527,8 @@ __all__ = [
     "RETRY",
     "Header",
     "Retry",
+    "TURN",
+    "Turn",
     "commit",
     "cut",
     "ensure_header",
