@@ -505,7 +505,8 @@ async def write(
                 return outcome
             if time.monotonic() > deadline:
                 raise ConflictError("the key kept changing under this write; retry", key=key)
-            await turn.lost(h)
+            if h.doc is not None:  # a race lost on the header (not its creation)
+                await turn.lost(h)
     finally:
         TURN.reset(token)
         if turn.held:
