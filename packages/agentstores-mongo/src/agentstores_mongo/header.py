@@ -23,6 +23,9 @@ Collection ``<prefix>keys``, ``_id`` = the key's storage name. Fields::
             place (live, not erased, nothing left to finish, the row ``running`` and the
             fence at its epoch), else None: every commit recomputes it, so the common CAS
             filters on ``{_id, sw}`` alone (see :func:`swap_token`)
+    pw, pa, pt  the turn among contending writers: its holder, when it first lost a
+            race and when it last claimed the turn (server microseconds); not part of
+            any commit (see :class:`Turn`)
 
 Readers trust only what a header covers: messages with ``s < c.n`` of generation ``g``,
 the state version ``st``, tokens marked ``ok`` or named by ``redo``. A document another
