@@ -16,7 +16,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from pymongo import AsyncMongoClient, IndexModel, WriteConcern
+from pymongo import AsyncMongoClient, IndexModel, UpdateOne, WriteConcern
 from pymongo.errors import BulkWriteError, DuplicateKeyError, WriteError
 
 from tests.servers.mongo import NxServer
@@ -100,6 +100,19 @@ class TestRelied:
         assert doc["rev"] == 1 and doc["sup"] == {"s": "running", "e": 1}
         assert isinstance(doc["hb"], datetime)
         assert before - timedelta(seconds=1) <= doc["hb"] <= after + timedelta(seconds=1)
+
+    async def test_unordered_bulk_update_counts_every_match(self, db: Any) -> None:
+        # supervision: a batch of heartbeats is one bulk, all landed iff all matched
+        await db.k.insert_many([{"_id": n, "sw": "1:p", "rev": 0} for n in "abc"])
+        beat = {"$set": {"sw": "1:p"}, "$inc": {"rev": 1}, "$currentDate": {"hb": True}}
+        ops = [UpdateOne({"_id": n, "sw": "1:p"}, beat) for n in "abc"]
+        assert (await db.k.bulk_write(ops, ordered=False)).matched_count == 3
+        await db.k.update_one({"_id": "b"}, {"$set": {"sw": None}})
+        assert (await db.k.bulk_write(ops, ordered=False)).matched_count == 2
+        assert [d["rev"] async for d in db.k.find({}).sort("_id", 1)] == [2, 1, 2]
+        # a missing field matches None, as a field set to None does
+        await db.k.update_one({"_id": "c"}, {"$unset": {"sw": ""}})
+        assert {d["_id"] async for d in db.k.find({"sw": None})} == {"b", "c"}
 
     async def test_hello_and_server_status_give_the_server_clock(self, db: Any) -> None:
         hello = await _clock(db)

@@ -19,6 +19,13 @@ Collection ``<prefix>keys``, ``_id`` = the key's storage name. Fields::
     rc      recording metadata {m, e, i}; rb  its body (read only by recording reads)
     ea, et  erased at ($currentDate) and the tombstone's lifetime in microseconds
     redo    what the last commit left to finish (idempotent; the next writer finishes it)
+    sw      the swap token ``"<sup.e>:<o>"`` while a supervision CAS may change the row in
+            place (live, not erased, nothing left to finish, the row ``running`` and the
+            fence at its epoch), else None: every commit recomputes it, so the common CAS
+            filters on ``{_id, sw}`` alone (see :func:`swap_token`)
+    pw, pa, pt  the turn among contending writers: its holder, when it first lost a
+            race and when it last claimed the turn (server microseconds); not part of
+            any commit (see :class:`Turn`)
 
 Readers trust only what a header covers: messages with ``s < c.n`` of generation ``g``,
 the state version ``st``, tokens marked ``ok`` or named by ``redo``. A document another
@@ -29,7 +36,8 @@ writer wrote at the header's current ``rev`` is in flight; one written at an old
 from __future__ import annotations
 
 import asyncio
-import random
+import contextlib
+import contextvars
 import time
 from collections.abc import Awaitable, Callable
 from datetime import datetime
@@ -161,29 +169,49 @@ class Header:
 
     def claim(self, principal: str) -> tuple[dict[str, Any], str]:
         """The fields a write sets to claim the key (none when it is live already) and the
-        generation the write's documents carry."""
+        generation the write's documents carry.
+
+        Only what a live key needs is written; what an earlier life left (a tombstone, its
+        metadata) is cleared to None, and a field never written stays absent, which every
+        reader and query takes as None: a small header is cheaper to match and rewrite."""
         gen = self.gen
         if gen is not None:
             return {}, gen
         gen = new_generation()
-        return {
+        fields: dict[str, Any] = {
             "t": self.key.tenant,
             "s": self.key.session_id,
             "o": principal,
             "f": 0,
-            "sh": [],
             "g": gen,
-            "sup": None,
-            "c": None,
-            "cx": None,
-            "lo": None,
-            "lv": False,
-            "st": None,
-            "rc": None,
-            "rb": None,
-            "ea": None,
-            "et": None,
-        }, gen
+        }
+        left = self.doc or {}
+        fields.update({name: None for name in LIFE_FIELDS if left.get(name) is not None})
+        if left.get("sh"):
+            fields["sh"] = []
+        return fields, gen
+
+
+LIFE_FIELDS: Final = ("sup", "c", "cx", "lo", "lv", "st", "rc", "rb", "ea", "et")
+"""Header fields of one life of a key that a claim clears when an earlier life left them."""
+
+
+def swap_token(epoch: int, owner: str) -> str:
+    """The ``sw`` value of a header whose running row has ``epoch``, owned by ``owner``
+    (the epoch first: an integer never holds the colon, so any owner reads back whole)."""
+    return f"{epoch}:{owner}"
+
+
+def swappable(doc: dict[str, Any]) -> str | None:
+    """The ``sw`` a header document ``doc`` carries: the swap token when the in-place
+    CAS's conditions all hold (owned, not erased, nothing left to finish, a ``running``
+    row, the fence at the row's epoch), else None."""
+    owner, sup = doc.get("o"), doc.get("sup")
+    if owner is None or sup is None or doc.get("ea") is not None or doc.get("redo"):
+        return None
+    if sup.get("s") != "running" or int(doc.get("f") or 0) != sup["e"]:
+        return None
+    return swap_token(sup["e"], owner)
 
 
 # --- reading ---------------------------------------------------------------------------
@@ -305,7 +333,15 @@ async def commit(
     if h.redo:
         await finish(ctx, h.redo)
     nonce = nonce or kit.writer_nonce_hex()
-    update: dict[str, Any] = {"$set": {**fields, "rev": h.rev + 1, "lw": nonce, "redo": redo}}
+    turn = TURN.get()
+    if turn is not None and h.doc.get("pw") == turn:
+        fields = {**fields, "pw": None}
+    after = {**h.doc, **fields, "redo": redo}
+    if "ea" in stamps:
+        after["ea"] = True
+    update: dict[str, Any] = {
+        "$set": {**fields, "rev": h.rev + 1, "lw": nonce, "redo": redo, "sw": swappable(after)}
+    }
     if stamps:
         update["$currentDate"] = {name: True for name in stamps}
     try:
@@ -366,6 +402,88 @@ async def retire(ctx: Context, h: Header) -> None:
     await ctx.keys.update_one({"_id": h.id, "rev": h.rev}, {"$inc": {"rev": 1}})
 
 
+TURN: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "agentstores_mongo_turn", default=None
+)
+"""The turn id of the write running in this task, while it holds the key's turn (its
+commit clears the turn in the same update)."""
+
+
+class Turn:
+    """One write's place among the writers contending for a key, so that none starves.
+
+    Without it the writer that just won a race starts its next write at once while the
+    losers are still noticing they lost, and a loser can lose every round for as long as
+    the others keep writing. A writer that loses records itself in the header as the
+    turn holder (``pw``; ``pa`` the server time it first lost, ``pt`` when it last
+    claimed) unless an older loser holds it; every other writer that reads a fresh turn
+    of someone else's waits for the header to move (a commit, or the turn cleared) before
+    its next attempt, so the oldest loser contends only with writes already in flight.
+    The turn is not a commit (``rev`` stays): a turn older than ``ctx.stall_after`` (its
+    holder gone) is ignored and taken over."""
+
+    __slots__ = ("ctx", "first_us", "held", "id", "key")
+
+    def __init__(self, ctx: Context, key: ConversationKey) -> None:
+        self.ctx = ctx
+        self.key = key
+        self.id = kit.writer_nonce_hex()
+        self.first_us: int | None = None
+        """The server time of this write's first lost race (its age in the queue)."""
+        self.held = False
+
+    def _fresh(self, doc: dict[str, Any], now_us: int) -> bool:
+        return now_us - int(doc.get("pt") or 0) < self.ctx.stall_after * 1_000_000
+
+    async def _now_us(self, h: Header) -> int:
+        return h.now_us if h.now_us is not None else kit.to_micros(await self.ctx.now())
+
+    async def lost(self, h: Header) -> None:
+        """After a lost race on ``h``: claim the turn unless an older loser holds it."""
+        now_us = await self._now_us(h)
+        if self.first_us is None:
+            self.first_us = now_us
+        doc = h.doc or {}
+        holder = doc.get("pw")
+        older = holder not in (None, self.id) and int(doc.get("pa") or 0) <= self.first_us
+        if older and self._fresh(doc, now_us):
+            return
+        claimed = await self.ctx.keys.update_one(
+            {"_id": h.id, "pw": holder},
+            {"$set": {"pw": self.id, "pa": self.first_us, "pt": now_us}},
+        )
+        self.held = self.held or claimed.matched_count == 1
+
+    async def wait_for_older(self, h: Header) -> bool:
+        """True (after waiting for the header to move) when another writer holds a fresh
+        turn on ``h`` and this write is not older: read the header again."""
+        doc = h.doc or {}
+        holder = doc.get("pw")
+        if holder in (None, self.id):
+            return False
+        if self.first_us is not None and self.first_us < int(doc.get("pa") or 0):
+            return False
+        if not self._fresh(doc, await self._now_us(h)):
+            return False
+        deadline = time.monotonic() + self.ctx.stall_after
+        pause = 0.001
+        while time.monotonic() < deadline:
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, 0.01)
+            now = await self.ctx.keys.find_one({"_id": h.id}, {"rev": 1, "pw": 1})
+            if now is None or now["rev"] != h.rev or now.get("pw") != holder:
+                break
+        return True
+
+    async def release(self) -> None:
+        """Give the turn back when this write ended without a commit that cleared it."""
+        if self.held:
+            self.held = False
+            await self.ctx.keys.update_one(
+                {"_id": self.key.storage_name, "pw": self.id}, {"$set": {"pw": None}}
+            )
+
+
 async def write(
     ctx: Context,
     key: ConversationKey,
@@ -375,18 +493,28 @@ async def write(
     clock: bool = False,
 ) -> T:
     """Run ``attempt`` on fresh reads of the header (with the server clock when
-    ``clock`` is set) until it does not lose a race."""
+    ``clock`` is set) until it does not lose a race, taking turns with the other writers
+    of the key (:class:`Turn`)."""
     deadline = time.monotonic() + ctx.conflict_deadline
-    pause = 0.0005
-    while True:
-        h = await read_header(ctx, key, body=body, clock=clock)
-        outcome = await attempt(h)
-        if not isinstance(outcome, Retry):
-            return outcome
-        if time.monotonic() > deadline:
-            raise ConflictError("the key kept changing under this write; retry", key=key)
-        await asyncio.sleep(random.uniform(0, pause))
-        pause = min(pause * 2, 0.02)
+    turn = Turn(ctx, key)
+    token = TURN.set(turn.id)
+    try:
+        while True:
+            h = await read_header(ctx, key, body=body, clock=clock)
+            if await turn.wait_for_older(h):
+                continue
+            outcome = await attempt(h)
+            if not isinstance(outcome, Retry):
+                return outcome
+            if time.monotonic() > deadline:
+                raise ConflictError("the key kept changing under this write; retry", key=key)
+            if h.doc is not None:  # a race lost on the header (not its creation)
+                await turn.lost(h)
+    finally:
+        TURN.reset(token)
+        if turn.held:
+            with contextlib.suppress(Exception):
+                await turn.release()
 
 
 def not_found(key: ConversationKey, message: str = "") -> Exception:
@@ -397,11 +525,14 @@ __all__ = [
     "ABSENT",
     "ERASED",
     "EXPIRED",
+    "LIFE_FIELDS",
     "LIVE",
     "NO_BODY",
     "RETRY",
     "Header",
     "Retry",
+    "TURN",
+    "Turn",
     "commit",
     "cut",
     "ensure_header",
@@ -413,6 +544,8 @@ __all__ = [
     "read_with_clock",
     "reconcile",
     "retire",
+    "swap_token",
+    "swappable",
     "touched",
     "write",
 ]

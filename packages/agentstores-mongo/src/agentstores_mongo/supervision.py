@@ -4,47 +4,99 @@ the server (``$currentDate``)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
+from typing import Any
 
 from agentstores.errors import Refusal, refusal_error
 from agentstores.keys import ConversationKey
-from agentstores.models import SupervisionRow, SupervisionView
+from agentstores.models import SupervisionRow, SupervisionView, Swap, SwapOutcome
 from agentstores.stores import SupervisionStore, kit
 
 from ._base import MongoStoreBase, aware, resent
 from .errors import LostReply, is_connection_error, maybe_sent
-from .header import RETRY, Header, Retry, commit, ensure_header, read_with_clock, write
+from .header import (
+    RETRY,
+    Header,
+    Retry,
+    commit,
+    ensure_header,
+    read_with_clock,
+    swap_token,
+    write,
+)
+
+
+def in_place(
+    key: ConversationKey, principal: str, expected_epoch: int, row: SupervisionRow, nonce: str
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The filter and update of the in-place CAS (see ``_swap_in_place``)."""
+    update = {
+        "$set": {
+            "sup": {"s": row.status, "m": row.message_id, "e": row.epoch},
+            "lw": nonce,
+            "f": row.epoch,
+            "sw": swap_token(row.epoch, principal) if row.status == "running" else None,
+        },
+        "$inc": {"rev": 1},
+        "$currentDate": {"hb": True},
+    }
+    return {"_id": key.storage_name, "sw": swap_token(expected_epoch, principal)}, update
+
+
+def is_beat(swap: Swap) -> bool:
+    """A heartbeat: the running row written again at its own epoch (writing it twice
+    writes the same row, so a batch whose outcome is unclear can be done again)."""
+    return swap.expected_epoch == swap.row.epoch and swap.row.status == "running"
 
 
 class MongoSupervisionStore(MongoStoreBase, SupervisionStore):
+    async def _compare_and_swap_many(self, swaps: list[Swap]) -> list[SwapOutcome]:
+        """Heartbeats in one round trip: an unordered bulk of in-place CASes. When all
+        matched, every beat landed; otherwise (or on any error) the beats go again one by
+        one through the single path, which is harmless for the ones that did land (a
+        heartbeat writes the same row again). Other swaps take the single path."""
+        beats = [i for i, swap in enumerate(swaps) if is_beat(swap)]
+        if len(beats) < 2:
+            return await super()._compare_and_swap_many(swaps)
+        from pymongo import UpdateOne
+
+        ops = []
+        for i in beats:
+            swap = swaps[i]
+            assert swap.expected_epoch is not None
+            where, update = in_place(
+                swap.key, swap.principal, swap.expected_epoch, swap.row, kit.writer_nonce_hex()
+            )
+            ops.append(UpdateOne(where, update))
+        landed = False
+        with contextlib.suppress(Exception):
+            result = await self.ctx.keys.bulk_write(ops, ordered=False)
+            landed = result.matched_count == len(beats)
+        outcomes: list[SwapOutcome | None] = [None] * len(swaps)
+        if landed:
+            for i in beats:
+                outcomes[i] = SwapOutcome(True)
+        rest = [i for i, outcome in enumerate(outcomes) if outcome is None]
+        singles = await asyncio.gather(*(self._one_swap(swaps[i]) for i in rest))
+        for i, outcome in zip(rest, singles, strict=True):
+            outcomes[i] = outcome
+        return [outcome for outcome in outcomes if outcome is not None]
+
     async def _swap_in_place(
         self, key: ConversationKey, principal: str, expected_epoch: int, row: SupervisionRow
     ) -> bool:
         """The common CAS (a heartbeat or takeover on a live key of ``principal``'s) in one
-        round trip: the key-header rule's passing case is the filter (not erased, owned by
-        ``principal``, ``row.epoch`` not below the fence, nothing left to finish) and the
-        expectation too, on a row still ``running`` (so a heartbeat whose reply was lost
-        can never land after the seal). False means "not that case": the general path
-        decides."""
+        round trip, filtered on the header's swap token alone: ``sw`` names the row's
+        epoch and owner only while the key-header rule's passing case holds (not erased,
+        nothing left to finish, the row ``running``, the fence at its epoch), and
+        ``row.epoch`` not below ``expected_epoch`` keeps it at or above the fence. A
+        heartbeat whose reply was lost can never land after the seal (a sealed row has no
+        token). False means "not that case": the general path decides."""
+        if row.epoch < expected_epoch:
+            return False
         nonce = kit.writer_nonce_hex()
-        update = {
-            "$set": {
-                "sup": {"s": row.status, "m": row.message_id, "e": row.epoch},
-                "lw": nonce,
-                "f": row.epoch,  # the filter holds f <= row.epoch: the fence raised
-            },
-            "$inc": {"rev": 1},
-            "$currentDate": {"hb": True},
-        }
-        where = {
-            "_id": key.storage_name,
-            "o": principal,
-            "ea": None,
-            "redo": None,
-            "f": {"$lte": row.epoch},
-            "sup.e": expected_epoch,
-            "sup.s": "running",
-        }
+        where, update = in_place(key, principal, expected_epoch, row, nonce)
         try:
             result = await self.ctx.keys.update_one(where, update)
         except Exception as exc:

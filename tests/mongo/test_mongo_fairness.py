@@ -1,0 +1,52 @@
+"""Writers racing one key take turns: an unconditional append is never overtaken by
+more than a bounded number of other appends, however long the others keep writing.
+
+Measured in events, not time: a shared counter orders every call's start and finish (one
+event loop, so the order is exact), and a call is overtaken by each call that started
+after it and finished before it. Without turns the writer that just won a race starts
+its next append at once while the losers back off, and a loser can be overtaken by
+nearly every append of the run (up to ``WRITERS * APPENDS - 1``)."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+
+from agentstores.keys import ConversationKey
+from agentstores.models import Message
+from agentstores_mongo.stores import MongoStores
+from tests.servers.mongo import Installation
+
+WRITERS = 6
+APPENDS = 20
+BOUND = 4 * WRITERS
+"""Overtakes a call may see: every older loser ahead of it takes at most two rounds (one
+that it may lose to a write already in flight, one that it holds the turn for), plus the
+round the call first lost and the writes in flight when it took its place."""
+
+
+async def test_no_append_is_overtaken_without_bound(installed: Installation) -> None:
+    bundles = [MongoStores(installed.url) for _ in range(WRITERS)]
+    for stores in bundles:
+        await stores.open()
+    key = ConversationKey("fair", "one-key")
+    events = itertools.count()
+    calls: list[tuple[int, int]] = []
+
+    async def writer(i: int, stores: MongoStores) -> None:
+        for j in range(APPENDS):
+            started = next(events)
+            await stores.conversations.append_messages(key, "p", [Message(f"w{i}-{j}", "user", j)])
+            calls.append((started, next(events)))
+
+    try:
+        await asyncio.gather(*(writer(i, s) for i, s in enumerate(bundles)))
+        stored = await bundles[0].conversations.read_messages(key, "p")
+    finally:
+        for stores in bundles:
+            await stores.close()
+    assert len(stored) == WRITERS * APPENDS == len({m.id for m in stored})
+    overtaken = [
+        sum(1 for s, f in calls if s > started and f < finished) for started, finished in calls
+    ]
+    assert max(overtaken) <= BOUND, f"an append was overtaken {max(overtaken)} times"
