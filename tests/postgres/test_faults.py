@@ -26,7 +26,7 @@ from agentstores.errors import (
     UnknownOutcomeError,
 )
 from agentstores.keys import ConversationKey
-from agentstores.models import Message, SupervisionRow
+from agentstores.models import Message, SupervisionRow, Swap, SwapOutcome
 from agentstores_postgres.stores import PostgresStores
 
 from .conftest import PgServer
@@ -151,6 +151,60 @@ async def test_heartbeat_killed_mid_call_is_unknown_not_guessed(pg: PgServer) ->
         assert await sup.compare_and_swap(key, P, 1, SupervisionRow("running", "a", 1))
 
 
+def _row(epoch: int) -> SupervisionRow:
+    return SupervisionRow("running", "a", epoch)
+
+
+async def _epochs(stores: PostgresStores, keys: list[ConversationKey]) -> list[int]:
+    views = [await stores.supervision.read(k, P) for k in keys]
+    return [v.row.epoch if v.row is not None else -1 for v in views]
+
+
+async def test_takeover_batch_killed_mid_call_is_proven_unlanded_and_resent(
+    pg: PgServer,
+) -> None:
+    """A batch of takeovers whose backend died waiting on a row lock never committed:
+    every row is still at its expected epoch, which proves it, and the batch is sent
+    again, each row then swapping once."""
+    keys = [_key() for _ in range(3)]
+    async with _stores(pg.url) as stores:
+        sup = stores.supervision
+        for k in keys:
+            assert await sup.compare_and_swap(k, P, None, _row(1))
+        batch = [Swap(k, P, 1, _row(2)) for k in keys]
+        out = await _kill_while_waiting(
+            pg, keys[0], sup.compare_and_swap_many(batch), "supervision"
+        )
+        assert out == [SwapOutcome(True)] * 3
+        assert await _epochs(stores, keys) == [2, 2, 2]
+
+
+async def test_batch_with_a_heartbeat_killed_mid_call_is_unknown_not_guessed(
+    pg: PgServer,
+) -> None:
+    """A heartbeat leaves its row at the same epoch whether it landed or not, so a batch
+    holding one cannot be proven unlanded: every row is UnknownOutcomeError, none a
+    guessed success or failure, and nothing changed."""
+    keys = [_key() for _ in range(3)]
+    async with _stores(pg.url) as stores:
+        sup = stores.supervision
+        for k in keys:
+            assert await sup.compare_and_swap(k, P, None, _row(1))
+        before = [(await sup.read(k, P)).row for k in keys]
+        batch = [Swap(keys[0], P, 1, _row(1)), Swap(keys[1], P, 1, _row(2))]
+        batch.append(Swap(keys[2], P, 1, _row(2)))
+        out = await _kill_while_waiting(
+            pg, keys[0], sup.compare_and_swap_many(batch), "supervision"
+        )
+        assert isinstance(out, list) and len(out) == 3
+        for outcome in out:
+            assert not outcome.swapped
+            assert isinstance(outcome.error, UnknownOutcomeError)
+        assert [(await sup.read(k, P)).row for k in keys] == before
+        # The pool recovered: the same batch goes through now.
+        assert await sup.compare_and_swap_many(batch) == [SwapOutcome(True)] * 3
+
+
 async def test_append_killed_mid_call_loses_nothing_and_duplicates_nothing(pg: PgServer) -> None:
     key = _key()
     async with _stores(pg.url) as stores:
@@ -224,6 +278,31 @@ async def test_lost_responses_after_commit_are_reconciled(pg: PgServer) -> None:
         assert proxy.cut.is_set()
         with pytest.raises(AlreadyClaimedError):
             await stores.pause_tokens.claim("t1", key, P)
+
+
+async def test_lost_response_of_a_committed_batch_is_reconciled_per_row(pg: PgServer) -> None:
+    """The batch committed and its response was lost: the rows holding the batch's nonce
+    swapped; the row that lost its compare (a stale expectation) is never reported as a
+    success."""
+    keys = [_key() for _ in range(3)]
+    async with _proxy(pg) as proxy, _stores(_through(pg.url, proxy.port)) as stores:
+        sup = stores.supervision
+        for k in keys:
+            assert await sup.compare_and_swap(k, P, None, _row(1))
+        # warm the statement, so the cut hits its execution and not its prepare
+        assert (
+            await sup.compare_and_swap_many([Swap(k, P, 1, _row(1)) for k in keys])
+            == [SwapOutcome(True)] * 3
+        )
+        batch = [Swap(keys[0], P, 1, _row(1)), Swap(keys[1], P, 1, _row(2))]
+        batch.append(Swap(keys[2], P, 5, _row(6)))
+        proxy.cut_next_response()
+        out = await sup.compare_and_swap_many(batch)
+        assert proxy.cut.is_set()
+        assert out[:2] == [SwapOutcome(True), SwapOutcome(True)]
+        assert not out[2].swapped
+        assert out[2].error is None or isinstance(out[2].error, UnknownOutcomeError)
+        assert await _epochs(stores, keys) == [1, 2, 1]
 
 
 async def test_lost_response_of_an_uncheckable_write_is_unknown(pg: PgServer) -> None:

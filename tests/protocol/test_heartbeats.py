@@ -29,9 +29,12 @@ class CountingStore:
         self.inner = inner
         self.batches: list[int] = []
         self.gate: asyncio.Event | None = None
+        self.entered = asyncio.Event()
+        """Set once a batch has reached the store."""
 
     async def compare_and_swap_many(self, swaps: list[Swap]) -> list[SwapOutcome]:
         self.batches.append(len(swaps))
+        self.entered.set()
         if self.gate is not None:
             await self.gate.wait()
         return await self.inner.compare_and_swap_many(swaps)
@@ -60,6 +63,49 @@ async def test_beats_waiting_while_a_batch_is_in_flight_share_the_next(stores: M
     assert all(o.swapped and o.error is None for o in outcomes)
     assert spy.batches == [1, 39], "beats arriving during a batch must ride one next batch"
     assert co.batches == 2
+
+
+async def test_a_beat_cancelled_after_it_was_sent_waits_for_its_batch(stores: MemoryStores):
+    """Stopping a heartbeat whose beat is in flight returns only once that batch has
+    settled, so a seal written next cannot be overwritten by the late beat."""
+    (key,) = _keys(1, "late")
+    sup = stores.supervision
+    assert await sup.compare_and_swap(key, USER, None, SupervisionRow("running", "m", 1))
+    spy = CountingStore(sup)
+    spy.gate = asyncio.Event()
+    co = HeartbeatCoalescer(spy)  # type: ignore[arg-type]
+    beat = asyncio.create_task(co.beat(Swap(key, USER, 1, SupervisionRow("running", "m", 1))))
+    await spy.entered.wait()  # the batch is on its way to the store
+    beat.cancel()
+    await asyncio.sleep(0)
+    assert not beat.done(), "the cancelled beat must wait for the batch it went out with"
+    spy.gate.set()
+    with pytest.raises(asyncio.CancelledError):
+        await beat
+    assert await sup.compare_and_swap(key, USER, 1, SupervisionRow("done", "m", 1))
+    row = (await sup.read(key, USER)).row
+    assert row is not None and row.status == "done", "a late beat undid the seal"
+
+
+async def test_a_beat_cancelled_before_it_was_sent_is_withdrawn(stores: MemoryStores):
+    key, other = _keys(2, "early")
+    sup = stores.supervision
+    for k in (key, other):
+        assert await sup.compare_and_swap(k, USER, None, SupervisionRow("running", "m", 1))
+    spy = CountingStore(sup)
+    spy.gate = asyncio.Event()
+    co = HeartbeatCoalescer(spy, max_in_flight=1)  # type: ignore[arg-type]
+    row = SupervisionRow("running", "m", 1)
+    first = asyncio.create_task(co.beat(Swap(other, USER, 1, row)))
+    await spy.entered.wait()
+    waiting = asyncio.create_task(co.beat(Swap(key, USER, 1, row)))  # queued behind it
+    await asyncio.sleep(0)
+    waiting.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await waiting
+    spy.gate.set()
+    assert await first == SwapOutcome(True)
+    assert spy.batches == [1], "the withdrawn beat must not be sent"
 
 
 async def test_each_beat_gets_its_own_outcome(stores: MemoryStores):

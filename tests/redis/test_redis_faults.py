@@ -25,6 +25,8 @@ from agentstores import (
     Message,
     RecordedEvent,
     SupervisionRow,
+    Swap,
+    SwapOutcome,
     UnknownOutcomeError,
     UnsupportedError,
 )
@@ -176,6 +178,63 @@ async def test_request_lost_before_the_server_is_unknown(relay: Relay) -> None:
             await s.supervision.compare_and_swap(k, "p", 1, row(2))
         view = await s.supervision.read(k, "p")
         assert view.row is not None and view.row.epoch == 1
+        await s.purge()
+
+
+# --- a batch of swaps (heartbeats) whose pipeline lost its reply or its request -----
+
+
+def _batch(keys: list[ConversationKey]) -> list[Swap]:
+    """A heartbeat, a takeover and a swap on a stale expectation (which must lose)."""
+    return [
+        Swap(keys[0], "p", 1, row(1)),
+        Swap(keys[1], "p", 1, row(2)),
+        Swap(keys[2], "p", 5, row(6)),
+    ]
+
+
+async def _epochs(s: RedisStores, keys: list[ConversationKey]) -> list[int]:
+    views = [await s.supervision.read(k, "p") for k in keys]
+    return [v.row.epoch if v.row is not None else -1 for v in views]
+
+
+async def test_lost_reply_of_a_swap_batch_is_reconciled_per_row(relay: Relay) -> None:
+    """The pipeline ran on the server, its replies never arrived: each row that swapped
+    is proven so by its own nonce; the row that lost has no nonce to show, so it is
+    reported unknown (or lost), never as a success."""
+    keys = [key() for _ in range(3)]
+    async with RedisStores(relay.url(f"astest-{uuid.uuid4().hex[:8]}"), pool_size=4) as s:
+        for k in keys:
+            assert await s.supervision.compare_and_swap(k, "p", None, row(1))
+        before = s.ctx.reconciled
+        relay.lose_next_reply()
+        out = await s.supervision.compare_and_swap_many(_batch(keys))
+        assert relay.cut == 1, "the relay did not cut the connection"
+        assert out[:2] == [SwapOutcome(True), SwapOutcome(True)]
+        assert s.ctx.reconciled == before + 2
+        assert not out[2].swapped
+        assert out[2].error is None or isinstance(out[2].error, UnknownOutcomeError)
+        assert await _epochs(s, keys) == [1, 2, 1]
+        # the batch path still works on the next connection
+        again = await s.supervision.compare_and_swap_many([Swap(keys[1], "p", 2, row(3))])
+        assert again == [SwapOutcome(True)]
+        await s.purge()
+
+
+async def test_lost_request_of_a_swap_batch_is_unknown_per_row(relay: Relay) -> None:
+    """The pipeline never reached the server: no row has evidence, so every row is
+    UnknownOutcomeError (nothing guessed) and nothing changed."""
+    keys = [key() for _ in range(3)]
+    async with RedisStores(relay.url(f"astest-{uuid.uuid4().hex[:8]}"), pool_size=4) as s:
+        for k in keys:
+            assert await s.supervision.compare_and_swap(k, "p", None, row(1))
+        relay.lose_next_request()
+        out = await s.supervision.compare_and_swap_many(_batch(keys))
+        assert relay.cut == 1, "the relay did not cut the connection"
+        for outcome in out:
+            assert not outcome.swapped
+            assert isinstance(outcome.error, UnknownOutcomeError)
+        assert await _epochs(s, keys) == [1, 1, 1]
         await s.purge()
 
 

@@ -4,9 +4,16 @@ against its alternatives, on a private Valkey 9, in alternating rounds.
 - ``adapter``: ``recent(key, principal, 20)`` through the store (the whole call);
 - ``script``: the adapter's ``conv_messages`` script by EVALSHA from bare redis-py (one
   round trip: ownership, visibility and the read in one atomic step);
+- ``script-raw``: that script through the adapter's own client (packing, connection,
+  timeout), the reply left undecoded: ``adapter`` minus this is the decoding into
+  ``StoredMessage``;
 - ``multi+hmget``: the same checks and seq lookups as a MULTI/EXEC of plain reads, then
   the records by HMGET: the records' seqs come from the first reply, so plain reads need
   a second round trip, and the two are no longer one atomic view;
+- ``multi+zrange``: one round trip of plain reads, a MULTI/EXEC of the header fields
+  and ``ZRANGE -20 -1`` of a sorted set holding every user/assistant record by seq (a
+  layout the adapter does not have: it would store each record a second time), the
+  ownership decided client side from the header in the same atomic snapshot;
 - ``lrange``: a bare ``LRANGE -20 -1`` of a list (the OpenAI SDK RedisSession's read,
   no check at all), with each item parsed by ``json.loads`` as that session does.
 """
@@ -64,6 +71,9 @@ async def main() -> None:
             names.compaction_seqs,
         ]
         await raw.rpush("list", *[json.dumps({"role": "user", "content": "x"})] * LENGTH)
+        records = await raw.hgetall(names.messages)
+        dialog = names.messages + ":dialog"  # same hash tag: one slot, as a layout would
+        await raw.zadd(dialog, {record: int(seq) for seq, record in records.items()})
         sha = await raw.script_load(CONV_MESSAGES.source)
 
         async def adapter() -> object:
@@ -82,10 +92,32 @@ async def main() -> None:
             seqs = sorted({int(s) for s in u} | {int(s) for s in a})[-20:]
             return await raw.hmget(names.messages, [str(s) for s in seqs])
 
+        client = stores.conversations.ctx.client  # type: ignore[attr-defined]
+        header_read = ("HMGET", names.header, "owner", "fence", "erased_at", "drop_at")
+        transaction = [
+            (None, [names.header], ("MULTI",)),
+            (None, [names.header], (*header_read, f"shared:{who}")),
+            (None, [names.header], ("ZRANGE", dialog, -20, -1, "WITHSCORES")),
+            (None, [names.header], ("EXEC",)),
+        ]
+
+        async def script_raw() -> object:
+            # the adapter's script through the adapter's client, replies not decoded
+            return await client.read(CONV_MESSAGES, keys, [who, "recent", 20, 0])
+
+        async def multi_zrange() -> object:
+            # through the adapter's own packing and connection path, as it would run
+            *_, (hd, rows) = await client._on_node(None, transaction)
+            if hd[0] != who.encode():
+                return []
+            return rows
+
         async def lrange() -> object:
             return [json.loads(x) for x in await raw.lrange("list", -20, -1)]
 
         cases = {"adapter": adapter, "script": script, "multi+hmget": multi_hmget}
+        cases["script-raw"] = script_raw
+        cases["multi+zrange"] = multi_zrange
         cases["lrange"] = lrange
         medians: dict[str, list[float]] = {name: [] for name in cases}
         for r in range(ROUNDS):
@@ -96,6 +128,7 @@ async def main() -> None:
                 for _ in range(100):
                     await fn()
                 medians[name].append(await _median_ms(fn))
+        await raw.delete(dialog)
         await raw.aclose()
         await stores.close()
     print(f"recent(20) on a {LENGTH:,}-message transcript, p50 ms per round ({ROUNDS} rounds):")

@@ -12,9 +12,10 @@ right after each write here.
 
 from __future__ import annotations
 
+import functools
 import json
 import uuid
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from agentstores.errors import Refusal, UsageError, refusal_error
 from agentstores.keys import ConversationKey
@@ -39,6 +40,7 @@ from agentstores.stores import (
     TranscriptQuery,
 )
 from agentstores.stores.kit import (
+    UNIX_EPOCH,
     decode_cursor,
     encode_cursor,
     from_micros,
@@ -84,25 +86,28 @@ def _split(raw: bytes) -> tuple[int, str, bytes]:
 
 def _stored_many(reply: list[bytes]) -> list[StoredMessage]:
     """The messages of a flat ``{seq, record, ...}`` reply, their bodies parsed by one
-    ``json.loads`` over all of them (a call per message costs more than the parse)."""
+    ``json.loads`` over all of them (a call per message costs more than the parse).
+
+    Every read of messages ends here, once per message: the fields go positionally (in
+    the dataclass's order) and ``compaction`` is the JSON boolean the append wrote."""
     parts = [_split(raw) for raw in reply[1::2]]
     if not parts:
         return []
     bodies = json.loads(b"[" + b",".join(body for _, _, body in parts) + b"]")
+    moment = _moment
     return [
-        StoredMessage(
-            id=mid,
-            role=role,
-            content=content,
-            metadata=metadata,
-            compaction=bool(compaction),
-            seq=int(seq),
-            created_at=from_micros(created),
-        )
+        StoredMessage(mid, role, content, metadata, compaction, int(seq), moment(created))
         for seq, (created, mid, _), (role, content, metadata, compaction) in zip(
             reply[0::2], parts, bodies, strict=True
         )
     ]
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _moment(created_us: int) -> datetime:
+    """A stored ``created_at``: the same few recent messages are read again and again
+    (every turn reloads them), and building the datetime costs more than this lookup."""
+    return UNIX_EPOCH + timedelta(microseconds=created_us)
 
 
 def _md_args(updates: MetadataUpdate) -> list[str | bytes]:
@@ -338,7 +343,7 @@ class RedisConversationStore(RedisStoreBase, ConversationStore):
         for i in range(0, len(reply), 2):
             created, mid, body = _split(reply[i + 1])
             role, content, _metadata, _compaction = json.loads(body)
-            out.append(TranscriptMessage(int(reply[i]), role, content, mid, from_micros(created)))
+            out.append(TranscriptMessage(int(reply[i]), role, content, mid, _moment(created)))
         return out
 
     async def _messages(

@@ -28,6 +28,8 @@ MAX_BATCH = 512
 class _Beat:
     swap: Swap
     done: asyncio.Future[SwapOutcome]
+    sent: asyncio.Task[None] | None = None
+    """The batch this beat went out with, once taken."""
 
 
 class HeartbeatCoalescer:
@@ -54,12 +56,21 @@ class HeartbeatCoalescer:
     async def beat(self, swap: Swap) -> SwapOutcome:
         """Send ``swap`` with the next batch and return its own outcome.
 
-        Cancelling the caller abandons only the wait: a batch already sent still runs.
+        Cancelling the caller before the beat is sent withdraws it. Once sent, the
+        cancelled caller still waits for its batch to settle, then raises: a lease that
+        stopped its heartbeat and then seals the turn must not have a beat of the old row
+        land after the seal (it would put the row back to running).
         """
         done: asyncio.Future[SwapOutcome] = asyncio.get_running_loop().create_future()
-        self._pending.append(_Beat(swap, done))
+        beat = _Beat(swap, done)
+        self._pending.append(beat)
         self._flush()
-        return await done
+        try:
+            return await done
+        except asyncio.CancelledError:
+            if beat.sent is not None:
+                await asyncio.wait([beat.sent])
+            raise
 
     def _flush(self) -> None:
         while self._pending and self._in_flight < self.max_in_flight:
@@ -68,6 +79,8 @@ class HeartbeatCoalescer:
                 return
             self._in_flight += 1
             task = asyncio.get_running_loop().create_task(self._send(batch))
+            for beat in batch:
+                beat.sent = task
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
 
