@@ -11,28 +11,14 @@ from __future__ import annotations
 import asyncio
 import os
 
-from zav.agents_sdk import AgentSetupRetrieverFromFile, setup_app
-from zav.agents_sdk.adapters import AgentDependencyRegistry
-from zav.agents_sdk.adapters.local_agent_registries_factory import LocalAgentRegistriesFactory
 from zav.agents_sdk.cli.load_chat_agent_factory import from_string
-from zav.agents_sdk.domain.chat_agent_registry import ChatAgentClassRegistry
 
-from agentstores_zav import zav_stores
+from tests.zav.sdk_app import bridged_app
 
 project_dir = os.environ["ZAV_PROJECT_DIR"]
 label = os.environ.get("ZAV_PERF_LABEL", "server")
 from_string(project_dir)
-retriever = AgentSetupRetrieverFromFile(file_path=os.path.join(project_dir, "agent_setups.json"))
-
-app = setup_app(
-    agent_registries_factory=LocalAgentRegistriesFactory(
-        agent_setup_retriever=retriever,
-        chat_agent_class_registry=ChatAgentClassRegistry,
-        agent_dependency_registry=AgentDependencyRegistry,
-        llm_configuration_store=retriever.llm_configuration_store,
-    ),
-    **zav_stores(os.environ["AGENTSTORES_URL"]),
-)
+app = bridged_app(os.path.join(project_dir, "agent_setups.json"), os.environ["AGENTSTORES_URL"])
 
 
 @app.get("/perf/info")

@@ -18,14 +18,12 @@ from typing import Any, ClassVar
 
 import httpx
 import pytest
-from zav.agents_sdk import AgentSetupRetrieverFromFile, ChatAgent, ChatMessage, setup_app
-from zav.agents_sdk.adapters import AgentDependencyRegistry
-from zav.agents_sdk.adapters.local_agent_registries_factory import LocalAgentRegistriesFactory
+from zav.agents_sdk import ChatAgent, ChatMessage
 from zav.agents_sdk.domain.chat_agent_registry import ChatAgentClassRegistry
 from zav.agents_sdk.domain.chat_message import ChatMessageSender
 
 from agentstores import ConversationKey, open_stores
-from agentstores_zav import zav_stores
+from tests.zav.sdk_app import bridged_app
 
 TENANT = "retry"
 USER = "retry-user"
@@ -60,17 +58,7 @@ async def client(url: str, tmp_path: Path) -> AsyncIterator[httpx.AsyncClient]:
     setup = {"agent_identifier": "flaky", "agent_name": "flaky_answerer", "agent_configuration": {}}
     setups = tmp_path / "agent_setups.json"
     setups.write_text(json.dumps([setup]))
-    retriever = AgentSetupRetrieverFromFile(file_path=str(setups))
-    stores = zav_stores(url)
-    app = setup_app(
-        agent_registries_factory=LocalAgentRegistriesFactory(
-            agent_setup_retriever=retriever,
-            chat_agent_class_registry=ChatAgentClassRegistry,
-            agent_dependency_registry=AgentDependencyRegistry,
-            llm_configuration_store=retriever.llm_configuration_store,
-        ),
-        **stores,
-    )
+    app = bridged_app(str(setups), url)
     # As uvicorn serves it: the app's lifespan runs around the requests, and its state
     # (the SDK keeps its message bus there) is in every request's scope.
     async with app.router.lifespan_context(app) as state:
