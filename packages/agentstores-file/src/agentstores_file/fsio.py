@@ -288,10 +288,13 @@ class FileIO:
 
         names = list(folders)
         for folder, exc in zip(names, each(commit_folder, names), strict=True):
-            if exc is not None:  # a bug, not an I/O error: every row of it is unknown
-                for i in folders[folder]:
-                    if out[i][1] is None:
-                        out[i] = (True, exc)
+            if exc is None:
+                continue
+            if not isinstance(exc, OSError):  # a bug: raised, as the single path would
+                raise exc
+            for i in folders[folder]:  # closing a temp file failed: not known durable
+                if out[i][1] is None:
+                    out[i] = (out[i][0], exc)
         return out
 
     def write_new(self, path: str, data: bytes | bytearray) -> None:

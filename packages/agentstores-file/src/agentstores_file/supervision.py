@@ -104,6 +104,14 @@ class FileSupervisionStore(FileStoreBase, SupervisionStore):
         err.__cause__ = exc
         return err
 
+    def _unknown(self, exc: Exception, sw: Swap) -> AgentStoresError:
+        """A row whose write may have landed: renamed (or purged) but not known durable."""
+        err = UnknownOutcomeError(f"the write may or may not have taken effect: {exc}")
+        err.context.setdefault("operation", "supervision.compare_and_swap_many")
+        err.context.setdefault("key", sw.key)
+        err.__cause__ = exc
+        return err
+
     def _swap_group(self, swaps: list[Swap]) -> list[SwapOutcome]:
         """Every swap of ``swaps`` as one group commit (blocking).
 
@@ -150,11 +158,7 @@ class FileSupervisionStore(FileStoreBase, SupervisionStore):
                 if exc is None:
                     out[i] = SwapOutcome(True)
                 elif renamed or purged:
-                    unknown = UnknownOutcomeError(
-                        f"the write may or may not have taken effect: {exc}"
-                    )
-                    unknown.__cause__ = exc
-                    out[i] = SwapOutcome(False, self._row_error(unknown, sw))
+                    out[i] = SwapOutcome(False, self._unknown(exc, sw))
                 else:
                     out[i] = SwapOutcome(False, self._row_error(exc, sw))
         finally:
