@@ -52,18 +52,18 @@ def each(fn: Callable[[A], object], args: Sequence[A]) -> list[Exception | None]
             try:
                 fn(arg)
                 errors.append(None)
-            except Exception as exc:
-                errors.append(exc)
+            except Exception as failed:
+                errors.append(failed)
         return errors
     pool = _sync_workers()
     futures = [pool.submit(fn, arg) for arg in args]
     wait(futures)
     out: list[Exception | None] = []
     for future in futures:
-        exc = future.exception()
-        if exc is not None and not isinstance(exc, Exception):
-            raise exc
-        out.append(exc)
+        error = future.exception()
+        if error is not None and not isinstance(error, Exception):
+            raise error
+        out.append(error)
     return out
 
 

@@ -153,14 +153,14 @@ class FileSupervisionStore(FileStoreBase, SupervisionStore):
                 else:
                     writes.append((i, root.head_path(kdir), dumps(new), io.commits != before))
             results = io.replace_many([(path, data) for _, path, data, _ in writes])
-            for (i, _, _, purged), (renamed, exc) in zip(writes, results, strict=True):
+            for (i, _, _, purged), (renamed, failure) in zip(writes, results, strict=True):
                 sw = swaps[i]
-                if exc is None:
+                if failure is None:
                     out[i] = SwapOutcome(True)
                 elif renamed or purged:
-                    out[i] = SwapOutcome(False, self._unknown(exc, sw))
+                    out[i] = SwapOutcome(False, self._unknown(failure, sw))
                 else:
-                    out[i] = SwapOutcome(False, self._row_error(exc, sw))
+                    out[i] = SwapOutcome(False, self._row_error(failure, sw))
         finally:
             for fd in held:
                 os.close(fd)
