@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import shutil
+import threading
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict
 from datetime import timedelta
@@ -24,7 +25,13 @@ import pytest
 
 from agentstores.errors import AgentStoresError
 from agentstores.keys import ConversationKey
-from agentstores.models import Message, PendingAuthorization, RecordedEvent, SupervisionRow
+from agentstores.models import (
+    Message,
+    PendingAuthorization,
+    RecordedEvent,
+    SupervisionRow,
+    Swap,
+)
 from agentstores.models import UserIntegration as Integration
 from agentstores_file.fsio import FileIO
 from agentstores_file.stores import FileStores
@@ -43,14 +50,17 @@ class Crash(BaseException):
 
 
 class CrashIO(FileIO):
-    def __init__(self, at: int) -> None:
-        super().__init__(fsync=False)
+    def __init__(self, at: int, *, fsync: bool = False) -> None:
+        super().__init__(fsync=fsync)
         self.at = at
         self.steps = 0
+        self.counting = threading.Lock()  # a group commit steps on several threads
 
     def step(self, what: str, path: str) -> None:
-        self.steps += 1
-        if self.steps == self.at:
+        with self.counting:
+            self.steps += 1
+            crash = self.steps == self.at
+        if crash:
             raise Crash(f"step {self.at}: {what} {path}")
 
 
@@ -274,3 +284,72 @@ async def test_crash_at_every_step_leaves_old_or_new(name: str, tmp_path: Path) 
             break
         assert at < 200
     assert outcomes == {"old", "new"}, outcomes
+
+
+BATCH_KEYS = [ConversationKey("tenant/1", f"batch{i}") for i in range(4)]
+
+
+@pytest.mark.parametrize("fsync", [False, True])
+async def test_crash_in_a_batch_leaves_each_row_old_or_new(fsync: bool, tmp_path: Path) -> None:
+    """A group commit crashed at any step (its rows' fsyncs, renames and directory syncs
+    run on several threads) leaves every row old or new, each on its own: rows of one
+    batch are not atomic together, but none is ever torn or half-written."""
+    clock = ManualClock()
+    base = str(tmp_path / "base")
+    existing, fresh, loser = BATCH_KEYS[:2], BATCH_KEYS[2], BATCH_KEYS[3]
+
+    def bundle(path: str, io: FileIO | None = None) -> FileStores:
+        return FileStores(f"file://{path}", clock=clock, fsync=fsync, io=io)
+
+    async with bundle(base) as stores:
+        for key in [*existing, loser]:
+            ok = await stores.supervision.compare_and_swap(
+                key, OWNER, None, SupervisionRow("running", "turn", 1)
+            )
+            assert ok
+    clock.advance(0.5)
+    batch = [Swap(k, OWNER, 1, SupervisionRow("running", "t2", 2)) for k in existing]
+    batch.append(Swap(fresh, OWNER, None, SupervisionRow("running", "t1", 1)))
+    batch.append(Swap(loser, OWNER, 7, SupervisionRow("running", "t9", 9)))
+
+    async def rows(path: str) -> dict[str, Any]:
+        async with bundle(path) as stores:
+            return {k.session_id: await stores.supervision.read(k, OWNER) for k in BATCH_KEYS}
+
+    before = await rows(base)
+    done = str(tmp_path / "done")
+    shutil.copytree(base, done)
+    async with bundle(done) as stores:
+        outcomes = await stores.supervision.compare_and_swap_many(batch)
+    assert [o.swapped for o in outcomes] == [True, True, True, False]
+    after = await rows(done)
+
+    at, seen = 0, set()
+    while True:
+        at += 1
+        trial = str(tmp_path / f"trial{at}")
+        shutil.copytree(base, trial)
+        completed = False
+        async with bundle(trial, CrashIO(at, fsync=fsync)) as stores:
+            try:
+                await stores.supervision.compare_and_swap_many(batch)
+                completed = True
+            except Crash:
+                pass
+        state = await rows(trial)
+        for name, row in state.items():
+            assert row in (before[name], after[name]), f"crash at step {at} tore {name}"
+            seen.add((name, "new" if row == after[name] else "old"))
+        verify_store(trial)
+        async with bundle(trial) as stores:  # the next batch works on what the crash left
+            again = await stores.supervision.compare_and_swap_many(
+                [Swap(k, OWNER, None, SupervisionRow("running", "x", 5)) for k in BATCH_KEYS]
+            )
+            assert all(o.error is None for o in again)
+        verify_store(trial)
+        shutil.rmtree(trial)
+        if completed:
+            break
+        assert at < 200
+    for key in [*existing, fresh]:
+        assert {(key.session_id, "old"), (key.session_id, "new")} <= seen
