@@ -11,7 +11,8 @@ Collection ``<prefix>keys``, ``_id`` = the key's storage name. Fields::
     g       generation: a fresh nonce each time the key is claimed; every other document
             of the key (messages, state versions, tokens) carries it, so what an earlier
             life of the key or a failed write left behind never mixes in
-    sup     supervision row {s, m, e}; hb  its heartbeat ($currentDate)
+    sup     supervision row {s, m, e, w}; hb  its heartbeat ($currentDate); w the writer
+            nonce of the in-place swap that wrote it (absent when a commit did)
     c       conversation metadata (None: no conversation) {ti, lts, tl, n, ca, la, nu, na,
             lc}; cx  expires_at; u  updated_at (both microseconds, of the server clock
             for u); lo  listing owner and lv  live flag (only while a conversation exists)

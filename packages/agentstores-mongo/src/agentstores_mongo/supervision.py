@@ -30,18 +30,22 @@ from .header import (
 def in_place(
     key: ConversationKey, principal: str, expected_epoch: int, row: SupervisionRow, nonce: str
 ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The filter and update of the in-place CAS (see ``_swap_in_place``)."""
-    update = {
-        "$set": {
-            "sup": {"s": row.status, "m": row.message_id, "e": row.epoch},
-            "lw": nonce,
-            "f": row.epoch,
-            "sw": swap_token(row.epoch, principal) if row.status == "running" else None,
-        },
-        "$inc": {"rev": 1},
-        "$currentDate": {"hb": True},
+    """The filter and update of the in-place CAS (see ``_swap_in_place``).
+
+    Every path an update sets costs the server a rewrite of it, so only what the swap
+    changes is written: the row with the writer nonce inside it (``sup.w``, one path for
+    both), the heartbeat, and ``sw`` only when the token changes (a takeover or a
+    finished row; a heartbeat leaves it as it is)."""
+    expected = swap_token(expected_epoch, principal)
+    token = swap_token(row.epoch, principal) if row.status == "running" else None
+    changes: dict[str, Any] = {
+        "sup": {"s": row.status, "m": row.message_id, "e": row.epoch, "w": nonce},
+        "f": row.epoch,
     }
-    return {"_id": key.storage_name, "sw": swap_token(expected_epoch, principal)}, update
+    if token != expected:
+        changes["sw"] = token
+    update = {"$set": changes, "$inc": {"rev": 1}, "$currentDate": {"hb": True}}
+    return {"_id": key.storage_name, "sw": expected}, update
 
 
 def is_beat(swap: Swap) -> bool:
@@ -113,22 +117,23 @@ class MongoSupervisionStore(MongoStoreBase, SupervisionStore):
         nonce: str,
         cause: BaseException,
     ) -> bool:
-        """Whether an in-place swap whose reply was lost landed. True when the header
-        still carries its nonce. False ("let the general path decide", which re-reads and
-        swaps again through the header CAS) when re-applying it is harmless: a heartbeat
-        of the same epoch writes the same row, and a fence still below ``row.epoch`` shows
-        a takeover did not land (once the general path has swapped or refused, the lost
-        update's filter can never match again). Otherwise raises ``LostReply``."""
+        """Whether an in-place swap whose reply was lost landed. True when the header's
+        row still carries its nonce (``sup.w``). False ("let the general path decide",
+        which re-reads and swaps again through the header CAS) when re-applying it is
+        harmless: a heartbeat of the same epoch writes the same row, and a fence still
+        below ``row.epoch`` shows a takeover did not land (once the general path has
+        swapped or refused, the lost update's filter can never match again). Otherwise
+        raises ``LostReply``."""
         deadline = time.monotonic() + self.ctx.reconcile_window
         while True:
             try:
-                doc = await self.ctx.keys.find_one({"_id": key.storage_name}, {"lw": 1, "f": 1})
+                doc = await self.ctx.keys.find_one({"_id": key.storage_name}, {"sup": 1, "f": 1})
                 break
             except Exception as exc:
                 if not is_connection_error(exc) or time.monotonic() > deadline:
                     raise LostReply(f"{cause}; reading back failed too: {exc}") from exc
                 await asyncio.sleep(0.1)
-        if doc is not None and doc.get("lw") == nonce:
+        if doc is not None and (doc.get("sup") or {}).get("w") == nonce:
             return True
         if expected_epoch == row.epoch or doc is None or int(doc.get("f") or 0) < row.epoch:
             return False
