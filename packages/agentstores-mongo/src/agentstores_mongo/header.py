@@ -2,12 +2,16 @@
 
 Collection ``<prefix>keys``, ``_id`` = the key's storage name. Fields::
 
-    rev     the CAS version: every commit is ``update_one({_id, rev}, ...)`` judged by
-            ``matched_count`` and increments it (never an upsert)
+    rev     the CAS version: every commit is ``update_one({_id, rev, sw}, ...)`` judged
+            by ``matched_count`` and increments it (never an upsert); the in-place
+            supervision swap leaves it, since ``sw`` in every commit's filter already
+            orders the two (see :func:`commit`)
     lw      the writer nonce of the last commit (a lost reply is settled by reading it)
     t, s    tenant and session id (listing, sweeping)
     o       owner (None: nobody has written; the key is as good as absent)
-    f       fence; sh  principals it is shared with
+    f       the fence as commits set it; the key's fence is the larger of ``f`` and
+            ``sup.e`` (:func:`fence_of`): an in-place takeover raises the row's epoch
+            alone, one update path fewer; sh  principals it is shared with
     g       generation: a fresh nonce each time the key is claimed; every other document
             of the key (messages, state versions, tokens) carries it, so what an earlier
             life of the key or a failed write left behind never mixes in
@@ -120,7 +124,7 @@ class Header:
     @property
     def fence(self) -> int:
         d = self.live
-        return 0 if d is None else int(d.get("f") or 0)
+        return 0 if d is None else fence_of(d)
 
     @property
     def gen(self) -> str | None:
@@ -197,6 +201,14 @@ LIFE_FIELDS: Final = ("sup", "c", "cx", "lo", "lv", "st", "rc", "rb", "ea", "et"
 """Header fields of one life of a key that a claim clears when an earlier life left them."""
 
 
+def fence_of(doc: dict[str, Any]) -> int:
+    """The fence of header document ``doc``: ``f``, or the row's epoch when an in-place
+    takeover raised it past ``f``. A commit that clears the row writes this into ``f``."""
+    fence = int(doc.get("f") or 0)
+    sup = doc.get("sup")
+    return fence if sup is None else max(fence, int(sup["e"]))
+
+
 def swap_token(epoch: int, owner: str) -> str:
     """The ``sw`` value of a header whose running row has ``epoch``, owned by ``owner``
     (the epoch first: an integer never holds the colon, so any owner reads back whole)."""
@@ -210,7 +222,7 @@ def swappable(doc: dict[str, Any]) -> str | None:
     owner, sup = doc.get("o"), doc.get("sup")
     if owner is None or sup is None or doc.get("ea") is not None or doc.get("redo"):
         return None
-    if sup.get("s") != "running" or int(doc.get("f") or 0) != sup["e"]:
+    if sup.get("s") != "running" or fence_of(doc) != sup["e"]:
         return None
     return swap_token(sup["e"], owner)
 
@@ -322,9 +334,17 @@ async def commit(
     stamps: tuple[str, ...] = (),
     redo: list[list[Any]] | None = None,
     nonce: str | None = None,
+    expect: dict[str, Any] | None = None,
 ) -> bool:
     """CAS the header from ``h.rev`` to ``h.rev + 1`` with ``fields`` set and ``stamps``
     set to the server clock; True iff this call's update landed.
+
+    The filter names the swap token ``h`` read as well as its ``rev``: an in-place
+    supervision swap does not bump ``rev`` (one update path fewer on the common CAS),
+    and every swap that changes the fence or leaves the row not running changes ``sw``,
+    so a commit judged on the header before such a swap can never land after it. A
+    heartbeat keeps ``sw`` (same epoch, still running) and may land in between; a
+    commit that judged the row's other fields names them in ``expect``.
 
     What ``h`` left to finish is finished first (this commit replaces it). A reply lost
     after sending is settled by reading the header back (:func:`reconcile`).
@@ -346,7 +366,7 @@ async def commit(
     if stamps:
         update["$currentDate"] = {name: True for name in stamps}
     try:
-        result = await ctx.keys.update_one({"_id": h.id, "rev": h.rev}, update)
+        result = await ctx.keys.update_one(commit_filter(h, expect), update)
     except Exception as exc:
         if not maybe_sent(exc):
             raise
@@ -356,6 +376,19 @@ async def commit(
     if landed:
         await finish_quietly(ctx, redo or [])
     return landed
+
+
+def commit_filter(h: Header, expect: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The filter of a commit on ``h``: its ``rev``, and its swap token while it has one
+    (a header without one cannot be swapped in place until a commit gives it one)."""
+    assert h.doc is not None
+    where: dict[str, Any] = {"_id": h.id, "rev": h.rev}
+    token = h.doc.get("sw")
+    if token is not None:
+        where["sw"] = token
+    if expect:
+        where.update(expect)
+    return where
 
 
 async def reconcile(ctx: Context, h: Header, nonce: str, cause: BaseException) -> bool:
@@ -535,8 +568,10 @@ __all__ = [
     "TURN",
     "Turn",
     "commit",
+    "commit_filter",
     "cut",
     "ensure_header",
+    "fence_of",
     "finish",
     "finish_quietly",
     "new_generation",

@@ -21,6 +21,7 @@ from .header import (
     Retry,
     commit,
     ensure_header,
+    fence_of,
     read_with_clock,
     swap_token,
     write,
@@ -35,16 +36,17 @@ def in_place(
     Every path an update sets costs the server a rewrite of it, so only what the swap
     changes is written: the row with the writer nonce inside it (``sup.w``, one path for
     both), the heartbeat, and ``sw`` only when the token changes (a takeover or a
-    finished row; a heartbeat leaves it as it is)."""
+    finished row; a heartbeat leaves it as it is). The fence follows ``sup.e`` (see
+    ``header.fence_of``), and ``rev`` is left alone: every commit filters on ``sw`` too
+    (see ``header.commit``)."""
     expected = swap_token(expected_epoch, principal)
     token = swap_token(row.epoch, principal) if row.status == "running" else None
     changes: dict[str, Any] = {
         "sup": {"s": row.status, "m": row.message_id, "e": row.epoch, "w": nonce},
-        "f": row.epoch,
     }
     if token != expected:
         changes["sw"] = token
-    update = {"$set": changes, "$inc": {"rev": 1}, "$currentDate": {"hb": True}}
+    update = {"$set": changes, "$currentDate": {"hb": True}}
     return {"_id": key.storage_name, "sw": expected}, update
 
 
@@ -135,7 +137,7 @@ class MongoSupervisionStore(MongoStoreBase, SupervisionStore):
                 await asyncio.sleep(0.1)
         if doc is not None and (doc.get("sup") or {}).get("w") == nonce:
             return True
-        if expected_epoch == row.epoch or doc is None or int(doc.get("f") or 0) < row.epoch:
+        if expected_epoch == row.epoch or doc is None or fence_of(doc) < row.epoch:
             return False
         raise LostReply(f"{cause}; the swap's nonce is not in the header") from cause
 
@@ -201,7 +203,10 @@ class MongoSupervisionStore(MongoStoreBase, SupervisionStore):
             sup = h.get("sup")
             if sup is None or sup["m"] != message_id or sup["e"] != epoch:
                 return False
-            return True if await commit(ctx, h, {"sup": None}) else RETRY
+            # a heartbeat may change the row's message in place between read and commit
+            expect = {"sup.m": message_id}
+            fields = {"sup": None, "f": h.fence}  # the row's epoch stays the fence
+            return True if await commit(ctx, h, fields, expect=expect) else RETRY
 
         return await write(ctx, key, attempt)
 
