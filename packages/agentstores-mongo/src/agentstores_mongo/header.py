@@ -10,13 +10,14 @@ Collection ``<prefix>keys``, ``_id`` = the key's storage name. Fields::
     t, s    tenant and session id (listing, sweeping)
     o       owner (None: nobody has written; the key is as good as absent)
     f       the fence as commits set it; the key's fence is the larger of ``f`` and
-            ``sup.e`` (:func:`fence_of`): an in-place takeover raises the row's epoch
+            the row's epoch (:func:`fence_of`): an in-place takeover raises the row's epoch
             alone, one update path fewer; sh  principals it is shared with
     g       generation: a fresh nonce each time the key is claimed; every other document
             of the key (messages, state versions, tokens) carries it, so what an earlier
             life of the key or a failed write left behind never mixes in
-    sup     supervision row {s, m, e, w}; hb  its heartbeat ($currentDate); w the writer
-            nonce of the in-place swap that wrote it (absent when a commit did)
+    sup     supervision row, one string ``"<s>|<e>|<w>|<m>"`` (:func:`row_value`); w the
+            writer nonce of the in-place swap that wrote it (empty when a commit did);
+            hb  its heartbeat ($currentDate)
     c       conversation metadata (None: no conversation) {ti, lts, tl, n, ca, la, nu, na,
             lc}; cx  expires_at; u  updated_at (both microseconds, of the server clock
             for u); lo  listing owner and lv  live flag (only while a conversation exists)
@@ -24,7 +25,7 @@ Collection ``<prefix>keys``, ``_id`` = the key's storage name. Fields::
     rc      recording metadata {m, e, i}; rb  its body (read only by recording reads)
     ea, et  erased at ($currentDate) and the tombstone's lifetime in microseconds
     redo    what the last commit left to finish (idempotent; the next writer finishes it)
-    sw      the swap token ``"<sup.e>:<o>"`` while a supervision CAS may change the row in
+    sw      the swap token ``"<e>:<o>"`` (the row's epoch and owner) while a supervision CAS may change the row in
             place (live, not erased, nothing left to finish, the row ``running`` and the
             fence at its epoch), else None: every commit recomputes it, so the common CAS
             filters on ``{_id, sw}`` alone (see :func:`swap_token`)
@@ -136,6 +137,12 @@ class Header:
         d = self.live
         return None if d is None else d.get("c")
 
+    @property
+    def row(self) -> dict[str, Any] | None:
+        """The supervision row of a live key, decoded (:func:`row_of`)."""
+        d = self.live
+        return None if d is None else row_of(d)
+
     def get(self, name: str) -> Any:
         d = self.live
         return None if d is None else d.get(name)
@@ -201,12 +208,31 @@ LIFE_FIELDS: Final = ("sup", "c", "cx", "lo", "lv", "st", "rc", "rb", "ea", "et"
 """Header fields of one life of a key that a claim clears when an earlier life left them."""
 
 
+def row_value(status: str, message_id: str, epoch: int, nonce: str = "") -> str:
+    """The stored ``sup``: the row as one string, ``"<s>|<e>|<w>|<m>"``.
+
+    A string because nx-27017 turns a subdocument ``$set`` into JSON encoding and an
+    SQLite ``json()`` call, which cost the common CAS about 15% of the raw floor's time;
+    a string is bound as it is. Statuses and epochs never hold ``|`` and nonces are hex,
+    so the message id, last, reads back whole whatever it holds."""
+    return f"{status}|{epoch}|{nonce}|{message_id}"
+
+
+def row_of(doc: dict[str, Any]) -> dict[str, Any] | None:
+    """The supervision row of header document ``doc`` as ``{s, e, w, m}``, or None."""
+    value = doc.get("sup")
+    if value is None:
+        return None
+    status, epoch, nonce, message_id = value.split("|", 3)
+    return {"s": status, "e": int(epoch), "w": nonce, "m": message_id}
+
+
 def fence_of(doc: dict[str, Any]) -> int:
     """The fence of header document ``doc``: ``f``, or the row's epoch when an in-place
     takeover raised it past ``f``. A commit that clears the row writes this into ``f``."""
     fence = int(doc.get("f") or 0)
-    sup = doc.get("sup")
-    return fence if sup is None else max(fence, int(sup["e"]))
+    row = row_of(doc)
+    return fence if row is None else max(fence, row["e"])
 
 
 def swap_token(epoch: int, owner: str) -> str:
@@ -219,12 +245,12 @@ def swappable(doc: dict[str, Any]) -> str | None:
     """The ``sw`` a header document ``doc`` carries: the swap token when the in-place
     CAS's conditions all hold (owned, not erased, nothing left to finish, a ``running``
     row, the fence at the row's epoch), else None."""
-    owner, sup = doc.get("o"), doc.get("sup")
-    if owner is None or sup is None or doc.get("ea") is not None or doc.get("redo"):
+    owner, row = doc.get("o"), row_of(doc)
+    if owner is None or row is None or doc.get("ea") is not None or doc.get("redo"):
         return None
-    if sup.get("s") != "running" or fence_of(doc) != sup["e"]:
+    if row["s"] != "running" or fence_of(doc) != row["e"]:
         return None
-    return swap_token(sup["e"], owner)
+    return swap_token(row["e"], owner)
 
 
 # --- reading ---------------------------------------------------------------------------
@@ -580,6 +606,8 @@ __all__ = [
     "read_with_clock",
     "reconcile",
     "retire",
+    "row_of",
+    "row_value",
     "swap_token",
     "swappable",
     "touched",

@@ -23,6 +23,8 @@ from .header import (
     ensure_header,
     fence_of,
     read_with_clock,
+    row_of,
+    row_value,
     swap_token,
     write,
 )
@@ -34,15 +36,15 @@ def in_place(
     """The filter and update of the in-place CAS (see ``_swap_in_place``).
 
     Every path an update sets costs the server a rewrite of it, so only what the swap
-    changes is written: the row with the writer nonce inside it (``sup.w``, one path for
-    both), the heartbeat, and ``sw`` only when the token changes (a takeover or a
-    finished row; a heartbeat leaves it as it is). The fence follows ``sup.e`` (see
-    ``header.fence_of``), and ``rev`` is left alone: every commit filters on ``sw`` too
-    (see ``header.commit``)."""
+    changes is written: the row with the writer nonce inside it (one string, one path
+    for both: see ``header.row_value``), the heartbeat, and ``sw`` only when the token
+    changes (a takeover or a finished row; a heartbeat leaves it as it is). The fence
+    follows the row's epoch (see ``header.fence_of``), and ``rev`` is left alone: every
+    commit filters on ``sw`` too (see ``header.commit``)."""
     expected = swap_token(expected_epoch, principal)
     token = swap_token(row.epoch, principal) if row.status == "running" else None
     changes: dict[str, Any] = {
-        "sup": {"s": row.status, "m": row.message_id, "e": row.epoch, "w": nonce},
+        "sup": row_value(row.status, row.message_id, row.epoch, nonce),
     }
     if token != expected:
         changes["sw"] = token
@@ -120,7 +122,7 @@ class MongoSupervisionStore(MongoStoreBase, SupervisionStore):
         cause: BaseException,
     ) -> bool:
         """Whether an in-place swap whose reply was lost landed. True when the header's
-        row still carries its nonce (``sup.w``). False ("let the general path decide",
+        row still carries its nonce (``w``). False ("let the general path decide",
         which re-reads and swaps again through the header CAS) when re-applying it is
         harmless: a heartbeat of the same epoch writes the same row, and a fence still
         below ``row.epoch`` shows a takeover did not land (once the general path has
@@ -135,7 +137,7 @@ class MongoSupervisionStore(MongoStoreBase, SupervisionStore):
                 if not is_connection_error(exc) or time.monotonic() > deadline:
                     raise LostReply(f"{cause}; reading back failed too: {exc}") from exc
                 await asyncio.sleep(0.1)
-        if doc is not None and (doc.get("sup") or {}).get("w") == nonce:
+        if doc is not None and (row_of(doc) or {}).get("w") == nonce:
             return True
         if expected_epoch == row.epoch or doc is None or fence_of(doc) < row.epoch:
             return False
@@ -157,7 +159,7 @@ class MongoSupervisionStore(MongoStoreBase, SupervisionStore):
                 raise refusal_error(refusal, key=key)
             if refusal is not None:  # erased, or fenced: the swap just loses
                 return False
-            current = h.get("sup")
+            current = h.row
             if expected_epoch is None:
                 if current is not None:
                     return False
@@ -168,7 +170,7 @@ class MongoSupervisionStore(MongoStoreBase, SupervisionStore):
                 return RETRY
             fields, _ = h.claim(principal)
             fields["f"] = kit.raised_fence(h.fence, row.epoch)
-            fields["sup"] = {"s": row.status, "m": row.message_id, "e": row.epoch}
+            fields["sup"] = row_value(row.status, row.message_id, row.epoch)
             return True if await commit(ctx, h, fields, stamps=("hb",)) else RETRY
 
         return await write(ctx, key, attempt)
@@ -178,7 +180,7 @@ class MongoSupervisionStore(MongoStoreBase, SupervisionStore):
         h, now = await read_with_clock(self.ctx, key)
         if not h.can_read(principal):
             return SupervisionView(None, now, 0)
-        sup = h.get("sup")
+        sup = h.row
         row = None
         if sup is not None:
             row = SupervisionRow(
@@ -200,11 +202,11 @@ class MongoSupervisionStore(MongoStoreBase, SupervisionStore):
             if h.live is None:
                 return False
             h.check_write(principal, None)
-            sup = h.get("sup")
+            sup = h.row
             if sup is None or sup["m"] != message_id or sup["e"] != epoch:
                 return False
-            # a heartbeat may change the row's message in place between read and commit
-            expect = {"sup.m": message_id}
+            # a heartbeat may rewrite the row in place between read and commit
+            expect = {"sup": h.get("sup")}
             fields = {"sup": None, "f": h.fence}  # the row's epoch stays the fence
             return True if await commit(ctx, h, fields, expect=expect) else RETRY
 
