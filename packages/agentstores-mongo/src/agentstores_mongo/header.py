@@ -25,10 +25,11 @@ Collection ``<prefix>keys``, ``_id`` = the key's storage name. Fields::
     rc      recording metadata {m, e, i}; rb  its body (read only by recording reads)
     ea, et  erased at ($currentDate) and the tombstone's lifetime in microseconds
     redo    what the last commit left to finish (idempotent; the next writer finishes it)
-    sw      the swap token ``"<e>:<o>"`` (the row's epoch and owner) while a supervision CAS may change the row in
-            place (live, not erased, nothing left to finish, the row ``running`` and the
-            fence at its epoch), else None: every commit recomputes it, so the common CAS
-            filters on ``{_id, sw}`` alone (see :func:`swap_token`)
+    sw      the swap token ``"<e>:<o>"`` (the row's epoch, the owner) while a supervision
+            CAS may change the row in place (live, not erased, nothing left to finish,
+            the row ``running`` and the fence at its epoch), else None: every commit
+            recomputes it, so the common CAS filters on ``{_id, sw}`` alone (see
+            :func:`swap_token`)
     pw, pa, pt  the turn among contending writers: its holder, when it first lost a
             race and when it last claimed the turn (server microseconds); not part of
             any commit (see :class:`Turn`)
