@@ -83,6 +83,27 @@ class TestRelied:
 
         assert sum(await asyncio.gather(*(attempt(i) for i in range(64)))) == 1
 
+    async def test_commit_filter_misses_when_the_swap_token_moved_alone(self, db: Any) -> None:
+        # header.commit: an in-place swap changes sw (and the row) but not rev; a commit
+        # judged before it filters on {rev, sw} and must miss
+        row = "running|1||turn|with|bars"
+        await db.k.insert_one({"_id": "a", "rev": 5, "sw": "1:p", "sup": row})
+        swapped = await db.k.update_one(
+            {"_id": "a", "sw": "1:p"},
+            {"$set": {"sup": "running|2|n1|turn", "sw": "2:p"}, "$currentDate": {"hb": True}},
+        )
+        assert swapped.matched_count == 1
+        stale = await db.k.update_one({"_id": "a", "rev": 5, "sw": "1:p"}, {"$set": {"x": 1}})
+        assert stale.matched_count == 0
+        # supervision._delete: the exact row string it judged, '|' and all
+        assert (
+            await db.k.update_one({"_id": "a", "sup": row}, {"$set": {"x": 1}})
+        ).matched_count == 0
+        doc = await db.k.find_one({"_id": "a"})
+        assert doc["rev"] == 5 and "x" not in doc and doc["sup"] == "running|2|n1|turn"
+        fresh = {"_id": "a", "rev": 5, "sw": "2:p", "sup": "running|2|n1|turn"}
+        assert (await db.k.update_one(fresh, {"$set": {"x": 1}})).matched_count == 1
+
     async def test_set_inc_and_current_date_in_one_update(self, db: Any) -> None:
         # supervision: the heartbeat is $currentDate, read back and compared in Python
         await db.k.insert_one({"_id": "a", "rev": 0})

@@ -105,7 +105,32 @@ async def test_lost_replies_after_commit_are_reconciled(
             await stores.pause_tokens.claim("t1", key, P)
 
 
-async def test_a_lost_reply_the_header_moved_past_is_unknown(
+async def test_a_lost_swap_reply_outlives_commits_that_leave_the_row(
+    nx_server: NxServer, nx_installed: Installation
+) -> None:
+    """The swap's nonce rides in the row (``sup.w``): later commits that leave the row
+    alone do not erase the evidence, so the lost reply is settled as landed."""
+    key = _key()
+    async with (
+        _proxied(nx_server, nx_installed) as (proxy, stores),
+        MongoStores(nx_installed.url) as other,
+    ):
+        sup = stores.supervision
+        assert await sup.compare_and_swap(key, P, None, SupervisionRow("running", "a", 1))
+        held = proxy.hold_then_cut_reply_to("update", f"{nx_installed.prefix}keys")
+        call = asyncio.ensure_future(
+            sup.compare_and_swap(key, P, 1, SupervisionRow("running", "b", 2))
+        )
+        await asyncio.wait_for(held.wait(), 30)
+        for index in (1, 2):  # two more commits, neither touching the row
+            assert await other.recording.put(key, P, RecordedEvent(index, {"i": index}, "b", 2))
+        proxy.release.set()
+        assert await call
+        row = (await sup.read(key, P)).row
+        assert row is not None and (row.epoch, row.message_id) == (2, "b")
+
+
+async def test_a_lost_reply_the_row_moved_past_is_unknown(
     nx_server: NxServer, nx_installed: Installation
 ) -> None:
     key = _key()
@@ -120,8 +145,10 @@ async def test_a_lost_reply_the_header_moved_past_is_unknown(
             sup.compare_and_swap(key, P, 1, SupervisionRow("running", "b", 2))
         )
         await asyncio.wait_for(held.wait(), 30)
-        for index in (1, 2):  # two more commits: the nonce is gone from the header
-            assert await other.recording.put(key, P, RecordedEvent(index, {"i": index}, "b", 2))
+        # another writer's heartbeat at the new epoch rewrites the row: the nonce is gone
+        assert await other.supervision.compare_and_swap(
+            key, P, 2, SupervisionRow("running", "c", 2)
+        )
         proxy.release.set()
         with pytest.raises(UnknownOutcomeError):
             await call

@@ -2,16 +2,22 @@
 
 Collection ``<prefix>keys``, ``_id`` = the key's storage name. Fields::
 
-    rev     the CAS version: every commit is ``update_one({_id, rev}, ...)`` judged by
-            ``matched_count`` and increments it (never an upsert)
+    rev     the CAS version: every commit is ``update_one({_id, rev, sw}, ...)`` judged
+            by ``matched_count`` and increments it (never an upsert); the in-place
+            supervision swap leaves it, since ``sw`` in every commit's filter already
+            orders the two (see :func:`commit`)
     lw      the writer nonce of the last commit (a lost reply is settled by reading it)
     t, s    tenant and session id (listing, sweeping)
     o       owner (None: nobody has written; the key is as good as absent)
-    f       fence; sh  principals it is shared with
+    f       the fence as commits set it; the key's fence is the larger of ``f`` and
+            the row's epoch (:func:`fence_of`): an in-place takeover raises the row's epoch
+            alone, one update path fewer; sh  principals it is shared with
     g       generation: a fresh nonce each time the key is claimed; every other document
             of the key (messages, state versions, tokens) carries it, so what an earlier
             life of the key or a failed write left behind never mixes in
-    sup     supervision row {s, m, e}; hb  its heartbeat ($currentDate)
+    sup     supervision row, one string ``"<s>|<e>|<w>|<m>"`` (:func:`row_value`); w the
+            writer nonce of the in-place swap that wrote it (empty when a commit did);
+            hb  its heartbeat ($currentDate)
     c       conversation metadata (None: no conversation) {ti, lts, tl, n, ca, la, nu, na,
             lc}; cx  expires_at; u  updated_at (both microseconds, of the server clock
             for u); lo  listing owner and lv  live flag (only while a conversation exists)
@@ -19,10 +25,11 @@ Collection ``<prefix>keys``, ``_id`` = the key's storage name. Fields::
     rc      recording metadata {m, e, i}; rb  its body (read only by recording reads)
     ea, et  erased at ($currentDate) and the tombstone's lifetime in microseconds
     redo    what the last commit left to finish (idempotent; the next writer finishes it)
-    sw      the swap token ``"<sup.e>:<o>"`` while a supervision CAS may change the row in
-            place (live, not erased, nothing left to finish, the row ``running`` and the
-            fence at its epoch), else None: every commit recomputes it, so the common CAS
-            filters on ``{_id, sw}`` alone (see :func:`swap_token`)
+    sw      the swap token ``"<e>:<o>"`` (the row's epoch, the owner) while a supervision
+            CAS may change the row in place (live, not erased, nothing left to finish,
+            the row ``running`` and the fence at its epoch), else None: every commit
+            recomputes it, so the common CAS filters on ``{_id, sw}`` alone (see
+            :func:`swap_token`)
     pw, pa, pt  the turn among contending writers: its holder, when it first lost a
             race and when it last claimed the turn (server microseconds); not part of
             any commit (see :class:`Turn`)
@@ -119,7 +126,7 @@ class Header:
     @property
     def fence(self) -> int:
         d = self.live
-        return 0 if d is None else int(d.get("f") or 0)
+        return 0 if d is None else fence_of(d)
 
     @property
     def gen(self) -> str | None:
@@ -130,6 +137,12 @@ class Header:
     def conv(self) -> dict[str, Any] | None:
         d = self.live
         return None if d is None else d.get("c")
+
+    @property
+    def row(self) -> dict[str, Any] | None:
+        """The supervision row of a live key, decoded (:func:`row_of`)."""
+        d = self.live
+        return None if d is None else row_of(d)
 
     def get(self, name: str) -> Any:
         d = self.live
@@ -196,6 +209,33 @@ LIFE_FIELDS: Final = ("sup", "c", "cx", "lo", "lv", "st", "rc", "rb", "ea", "et"
 """Header fields of one life of a key that a claim clears when an earlier life left them."""
 
 
+def row_value(status: str, message_id: str, epoch: int, nonce: str = "") -> str:
+    """The stored ``sup``: the row as one string, ``"<s>|<e>|<w>|<m>"``.
+
+    A string because nx-27017 turns a subdocument ``$set`` into JSON encoding and an
+    SQLite ``json()`` call, which cost the common CAS about 15% of the raw floor's time;
+    a string is bound as it is. Statuses and epochs never hold ``|`` and nonces are hex,
+    so the message id, last, reads back whole whatever it holds."""
+    return f"{status}|{epoch}|{nonce}|{message_id}"
+
+
+def row_of(doc: dict[str, Any]) -> dict[str, Any] | None:
+    """The supervision row of header document ``doc`` as ``{s, e, w, m}``, or None."""
+    value = doc.get("sup")
+    if value is None:
+        return None
+    status, epoch, nonce, message_id = value.split("|", 3)
+    return {"s": status, "e": int(epoch), "w": nonce, "m": message_id}
+
+
+def fence_of(doc: dict[str, Any]) -> int:
+    """The fence of header document ``doc``: ``f``, or the row's epoch when an in-place
+    takeover raised it past ``f``. A commit that clears the row writes this into ``f``."""
+    fence = int(doc.get("f") or 0)
+    row = row_of(doc)
+    return fence if row is None else max(fence, row["e"])
+
+
 def swap_token(epoch: int, owner: str) -> str:
     """The ``sw`` value of a header whose running row has ``epoch``, owned by ``owner``
     (the epoch first: an integer never holds the colon, so any owner reads back whole)."""
@@ -206,12 +246,12 @@ def swappable(doc: dict[str, Any]) -> str | None:
     """The ``sw`` a header document ``doc`` carries: the swap token when the in-place
     CAS's conditions all hold (owned, not erased, nothing left to finish, a ``running``
     row, the fence at the row's epoch), else None."""
-    owner, sup = doc.get("o"), doc.get("sup")
-    if owner is None or sup is None or doc.get("ea") is not None or doc.get("redo"):
+    owner, row = doc.get("o"), row_of(doc)
+    if owner is None or row is None or doc.get("ea") is not None or doc.get("redo"):
         return None
-    if sup.get("s") != "running" or int(doc.get("f") or 0) != sup["e"]:
+    if row["s"] != "running" or fence_of(doc) != row["e"]:
         return None
-    return swap_token(sup["e"], owner)
+    return swap_token(row["e"], owner)
 
 
 # --- reading ---------------------------------------------------------------------------
@@ -321,9 +361,17 @@ async def commit(
     stamps: tuple[str, ...] = (),
     redo: list[list[Any]] | None = None,
     nonce: str | None = None,
+    expect: dict[str, Any] | None = None,
 ) -> bool:
     """CAS the header from ``h.rev`` to ``h.rev + 1`` with ``fields`` set and ``stamps``
     set to the server clock; True iff this call's update landed.
+
+    The filter names the swap token ``h`` read as well as its ``rev``: an in-place
+    supervision swap does not bump ``rev`` (one update path fewer on the common CAS),
+    and every swap that changes the fence or leaves the row not running changes ``sw``,
+    so a commit judged on the header before such a swap can never land after it. A
+    heartbeat keeps ``sw`` (same epoch, still running) and may land in between; a
+    commit that judged the row's other fields names them in ``expect``.
 
     What ``h`` left to finish is finished first (this commit replaces it). A reply lost
     after sending is settled by reading the header back (:func:`reconcile`).
@@ -345,7 +393,7 @@ async def commit(
     if stamps:
         update["$currentDate"] = {name: True for name in stamps}
     try:
-        result = await ctx.keys.update_one({"_id": h.id, "rev": h.rev}, update)
+        result = await ctx.keys.update_one(commit_filter(h, expect), update)
     except Exception as exc:
         if not maybe_sent(exc):
             raise
@@ -355,6 +403,19 @@ async def commit(
     if landed:
         await finish_quietly(ctx, redo or [])
     return landed
+
+
+def commit_filter(h: Header, expect: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The filter of a commit on ``h``: its ``rev``, and its swap token while it has one
+    (a header without one cannot be swapped in place until a commit gives it one)."""
+    assert h.doc is not None
+    where: dict[str, Any] = {"_id": h.id, "rev": h.rev}
+    token = h.doc.get("sw")
+    if token is not None:
+        where["sw"] = token
+    if expect:
+        where.update(expect)
+    return where
 
 
 async def reconcile(ctx: Context, h: Header, nonce: str, cause: BaseException) -> bool:
@@ -534,8 +595,10 @@ __all__ = [
     "TURN",
     "Turn",
     "commit",
+    "commit_filter",
     "cut",
     "ensure_header",
+    "fence_of",
     "finish",
     "finish_quietly",
     "new_generation",
@@ -544,6 +607,8 @@ __all__ = [
     "read_with_clock",
     "reconcile",
     "retire",
+    "row_of",
+    "row_value",
     "swap_token",
     "swappable",
     "touched",

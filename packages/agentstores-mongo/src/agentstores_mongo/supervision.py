@@ -21,7 +21,10 @@ from .header import (
     Retry,
     commit,
     ensure_header,
+    fence_of,
     read_with_clock,
+    row_of,
+    row_value,
     swap_token,
     write,
 )
@@ -30,18 +33,23 @@ from .header import (
 def in_place(
     key: ConversationKey, principal: str, expected_epoch: int, row: SupervisionRow, nonce: str
 ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The filter and update of the in-place CAS (see ``_swap_in_place``)."""
-    update = {
-        "$set": {
-            "sup": {"s": row.status, "m": row.message_id, "e": row.epoch},
-            "lw": nonce,
-            "f": row.epoch,
-            "sw": swap_token(row.epoch, principal) if row.status == "running" else None,
-        },
-        "$inc": {"rev": 1},
-        "$currentDate": {"hb": True},
+    """The filter and update of the in-place CAS (see ``_swap_in_place``).
+
+    Every path an update sets costs the server a rewrite of it, so only what the swap
+    changes is written: the row with the writer nonce inside it (one string, one path
+    for both: see ``header.row_value``), the heartbeat, and ``sw`` only when the token
+    changes (a takeover or a finished row; a heartbeat leaves it as it is). The fence
+    follows the row's epoch (see ``header.fence_of``), and ``rev`` is left alone: every
+    commit filters on ``sw`` too (see ``header.commit``)."""
+    expected = swap_token(expected_epoch, principal)
+    token = swap_token(row.epoch, principal) if row.status == "running" else None
+    changes: dict[str, Any] = {
+        "sup": row_value(row.status, row.message_id, row.epoch, nonce),
     }
-    return {"_id": key.storage_name, "sw": swap_token(expected_epoch, principal)}, update
+    if token != expected:
+        changes["sw"] = token
+    update = {"$set": changes, "$currentDate": {"hb": True}}
+    return {"_id": key.storage_name, "sw": expected}, update
 
 
 def is_beat(swap: Swap) -> bool:
@@ -113,24 +121,25 @@ class MongoSupervisionStore(MongoStoreBase, SupervisionStore):
         nonce: str,
         cause: BaseException,
     ) -> bool:
-        """Whether an in-place swap whose reply was lost landed. True when the header
-        still carries its nonce. False ("let the general path decide", which re-reads and
-        swaps again through the header CAS) when re-applying it is harmless: a heartbeat
-        of the same epoch writes the same row, and a fence still below ``row.epoch`` shows
-        a takeover did not land (once the general path has swapped or refused, the lost
-        update's filter can never match again). Otherwise raises ``LostReply``."""
+        """Whether an in-place swap whose reply was lost landed. True when the header's
+        row still carries its nonce (``w``). False ("let the general path decide",
+        which re-reads and swaps again through the header CAS) when re-applying it is
+        harmless: a heartbeat of the same epoch writes the same row, and a fence still
+        below ``row.epoch`` shows a takeover did not land (once the general path has
+        swapped or refused, the lost update's filter can never match again). Otherwise
+        raises ``LostReply``."""
         deadline = time.monotonic() + self.ctx.reconcile_window
         while True:
             try:
-                doc = await self.ctx.keys.find_one({"_id": key.storage_name}, {"lw": 1, "f": 1})
+                doc = await self.ctx.keys.find_one({"_id": key.storage_name}, {"sup": 1, "f": 1})
                 break
             except Exception as exc:
                 if not is_connection_error(exc) or time.monotonic() > deadline:
                     raise LostReply(f"{cause}; reading back failed too: {exc}") from exc
                 await asyncio.sleep(0.1)
-        if doc is not None and doc.get("lw") == nonce:
+        if doc is not None and (row_of(doc) or {}).get("w") == nonce:
             return True
-        if expected_epoch == row.epoch or doc is None or int(doc.get("f") or 0) < row.epoch:
+        if expected_epoch == row.epoch or doc is None or fence_of(doc) < row.epoch:
             return False
         raise LostReply(f"{cause}; the swap's nonce is not in the header") from cause
 
@@ -150,7 +159,7 @@ class MongoSupervisionStore(MongoStoreBase, SupervisionStore):
                 raise refusal_error(refusal, key=key)
             if refusal is not None:  # erased, or fenced: the swap just loses
                 return False
-            current = h.get("sup")
+            current = h.row
             if expected_epoch is None:
                 if current is not None:
                     return False
@@ -161,7 +170,7 @@ class MongoSupervisionStore(MongoStoreBase, SupervisionStore):
                 return RETRY
             fields, _ = h.claim(principal)
             fields["f"] = kit.raised_fence(h.fence, row.epoch)
-            fields["sup"] = {"s": row.status, "m": row.message_id, "e": row.epoch}
+            fields["sup"] = row_value(row.status, row.message_id, row.epoch)
             return True if await commit(ctx, h, fields, stamps=("hb",)) else RETRY
 
         return await write(ctx, key, attempt)
@@ -171,7 +180,7 @@ class MongoSupervisionStore(MongoStoreBase, SupervisionStore):
         h, now = await read_with_clock(self.ctx, key)
         if not h.can_read(principal):
             return SupervisionView(None, now, 0)
-        sup = h.get("sup")
+        sup = h.row
         row = None
         if sup is not None:
             row = SupervisionRow(
@@ -193,10 +202,13 @@ class MongoSupervisionStore(MongoStoreBase, SupervisionStore):
             if h.live is None:
                 return False
             h.check_write(principal, None)
-            sup = h.get("sup")
+            sup = h.row
             if sup is None or sup["m"] != message_id or sup["e"] != epoch:
                 return False
-            return True if await commit(ctx, h, {"sup": None}) else RETRY
+            # a heartbeat may rewrite the row in place between read and commit
+            expect = {"sup": h.get("sup")}
+            fields = {"sup": None, "f": h.fence}  # the row's epoch stays the fence
+            return True if await commit(ctx, h, fields, expect=expect) else RETRY
 
         return await write(ctx, key, attempt)
 
