@@ -208,7 +208,7 @@ def test_bad_names_and_options_are_usage_errors() -> None:
         PostgresStores("mysql://u@h/db")
 
 
-RELEASED_FINGERPRINTS = {1: "2de620ef9c3f24c5", 2: "843b57d6c86d5539"}
+RELEASED_FINGERPRINTS = {1: "2de620ef9c3f24c5", 2: "843b57d6c86d5539", 3: "809da028dc80d851"}
 """What installed schemas record: a released migration file must never change."""
 
 
@@ -216,3 +216,66 @@ def test_released_migrations_are_unchanged() -> None:
     assert [m.version for m in MIGRATIONS] == list(range(1, SCHEMA_VERSION + 1))
     for version, recorded in RELEASED_FINGERPRINTS.items():
         assert fingerprint(version) == recorded, f"migration {version} was edited"
+
+
+async def test_a_conversation_written_at_version_3_goes_on_after_migrating(
+    pg: PgServer, bare: Installation
+) -> None:
+    """Migration 4 replaces conv_append: a transcript written by the old function keeps
+    its positions, counters, tail and metadata, and its ids stay idempotent."""
+    import uuid
+    from datetime import timedelta
+
+    from agentstores.models import Message
+    from agentstores.stores import MAX_CONVERSATION_METADATA_BYTES
+    from agentstores_postgres import conversations as conv_sql
+
+    await install(pg.admin_url, schema=bare.schema, runtime_role=bare.role, target_version=3)
+    conn = await asyncpg.connect(pg.admin_url)
+    try:
+        await conn.fetchrow(
+            conv_sql._APPEND.replace("__S__", f'"{bare.schema}"'),
+            "t",
+            "migrated",
+            "u",
+            ["q1", "a1", "x1"],
+            ["user", "assistant", "tool"],
+            [b'"q"', b'"a"', b'"x"'],
+            [b"{}", b"{}", b"{}"],
+            [False, False, False],
+            True,
+            "complete",
+            True,
+            None,
+            2,
+            "old",
+            None,
+            uuid.uuid4(),
+            timedelta(days=30),
+            '{"kept": "1"}',
+            MAX_CONVERSATION_METADATA_BYTES,
+        )
+    finally:
+        await conn.close()
+    await install(pg.admin_url, schema=bare.schema, runtime_role=bare.role)
+    key = ConversationKey("t", "migrated")
+    async with PostgresStores(bare.url) as stores:
+        conv = stores.conversations
+        assert await conv.append_messages(key, "u", [Message("a1", "assistant", "a")]) == []
+        stored = await conv.append_messages(
+            key,
+            "u",
+            [Message("q2", "user", "q"), Message("a2", "assistant", "a")],
+            expected_last_message_id="x1",
+            epoch=2,
+            metadata={"added": 2},
+        )
+        assert [m.seq for m in stored] == [3, 4]
+        info = await conv.get_conversation(key, "u")
+        assert info is not None
+        assert (info.message_count, info.tail_message_id, info.title) == (5, "a2", "old")
+        assert dict(info.metadata) == {"kept": 1, "added": 2}
+        users = await conv.get_transcript(key, "u", speaker="user")
+        assert [(m.index, m.id) for m in users] == [(0, "q1"), (1, "q2")]
+        turns = await conv.recent(key, "u", 3)
+        assert [m.id for m in turns] == ["a1", "q2", "a2"]

@@ -207,6 +207,18 @@ def _update_json(updates: MetadataUpdate) -> str:
     )
 
 
+_UNCHANGED_BY_JSON = (str, int, bool)
+"""Exact types JSON gives back as they were: a read returns the same value."""
+
+
+def _as_read(value: Any, encoded: bytes) -> Any:
+    """``value`` as a read returns it: itself when JSON cannot change it (a string, an
+    int, a bool, None), else its canonical JSON decoded (a fresh copy, tuples as lists)."""
+    if value is None or type(value) in _UNCHANGED_BY_JSON:
+        return value
+    return json.loads(encoded)
+
+
 def _appended(
     messages: Sequence[EncodedMessage], first_seq: int, stamp: datetime, skip: set[str]
 ) -> list[StoredMessage]:
@@ -215,8 +227,8 @@ def _appended(
         StoredMessage(
             id=m.message.id,
             role=m.message.role,
-            content=json.loads(m.content_json),
-            metadata=json.loads(m.metadata_json),
+            content=_as_read(m.message.content, m.content_json),
+            metadata={} if m.metadata_json == b"{}" else json.loads(m.metadata_json),
             compaction=m.message.compaction,
             seq=first_seq + i,
             created_at=stamp,
