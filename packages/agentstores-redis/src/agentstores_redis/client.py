@@ -41,9 +41,10 @@ from redis.exceptions import (
 from redis.retry import Retry
 
 try:
-    from hiredis import pack_command as _pack_command
+    from hiredis import pack_command as _hiredis_pack
 except ImportError:  # pragma: no cover - without the hiredis extra
-    _pack_command = None
+    _hiredis_pack = None  # type: ignore[assignment]
+_pack_command: Callable[[tuple[Any, ...]], bytes] | None = _hiredis_pack
 
 log = logging.getLogger(__name__)
 

@@ -115,7 +115,7 @@ def _stored_many(reply: list[bytes]) -> list[StoredMessage]:
         return []
     bodies = json.loads(b"[" + b",".join(body for _, _, body in parts) + b"]")
     moment = _moment
-    out = []
+    out: list[StoredMessage] = []
     add = out.append
     for seq, (created, mid, _), (role, content, metadata, compaction) in zip(
         reply[0::2], parts, bodies, strict=True
