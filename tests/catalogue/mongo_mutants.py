@@ -15,7 +15,7 @@ from agentstores.errors import Refusal, refusal_error
 from agentstores.keys import ConversationKey
 from agentstores.models import SupervisionRow
 from agentstores.stores import kit
-from agentstores_mongo.header import read_header
+from agentstores_mongo.header import read_header, row_value
 from agentstores_mongo.stores import MongoStores
 from agentstores_mongo.supervision import MongoSupervisionStore
 
@@ -33,7 +33,7 @@ class UpsertingSupervisionStore(MongoSupervisionStore):
             raise refusal_error(refusal, key=key)
         if refusal is not None:
             return False
-        current = h.get("sup")
+        current = h.row
         if expected_epoch is None:
             if current is not None:
                 return False
@@ -41,7 +41,7 @@ class UpsertingSupervisionStore(MongoSupervisionStore):
             return False
         fields, _ = h.claim(principal)
         fields["f"] = kit.raised_fence(h.fence, row.epoch)
-        fields["sup"] = {"s": row.status, "m": row.message_id, "e": row.epoch}
+        fields["sup"] = row_value(row.status, row.message_id, row.epoch)
         fields["rev"] = h.rev + 1
         fields.setdefault("t", key.tenant)
         fields.setdefault("s", key.session_id)
