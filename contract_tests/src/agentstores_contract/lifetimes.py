@@ -36,8 +36,10 @@ TICK = timedelta(microseconds=1)
 """The finest step of a store clock: the boundary tests step across expiry by one."""
 EXACT_LIFETIME = timedelta(hours=2)
 """Every lifetime on a settable clock (a tombstone TTL far from the 30-day default)."""
-REAL_LIFETIME = timedelta(seconds=1.5)
-"""Every lifetime on a real clock: the one wait of the real-time checks."""
+REAL_LIFETIMES = (timedelta(seconds=1.5), timedelta(seconds=4), timedelta(seconds=10))
+"""Every lifetime on a real clock, per attempt: the one wait of the real-time checks. An
+attempt whose checks ran past a lifetime (a loaded machine) judges nothing, so the next
+attempt runs every check again with a longer lifetime; the last attempt's verdict stands."""
 MARGIN = timedelta(milliseconds=50)
 """Waited past the latest deadline: store clocks round expiry to the millisecond."""
 EPOCH = datetime(2001, 2, 3, 4, 5, 6, 789012, tzinfo=UTC)
@@ -464,9 +466,22 @@ async def _wait_for(stores: Stores, moment: datetime) -> None:
     raise AssertionError(f"the store clock did not reach {moment.isoformat()}")
 
 
-async def _check_in_real_time(backend: BackendUnderTest) -> dict[str, list[str]]:
-    """Every lifetime started at once and checked around one shared wait."""
-    lifetimes = [kind(REAL_LIFETIME) for kind in LIFETIMES]
+async def _judged(check: Any) -> list[str]:
+    """The problems a check returns, or the exception it raised as one."""
+    try:
+        found: list[str] = await check
+    except Exception as exc:
+        return [f"the check raised {type(exc).__name__}: {exc}"]
+    return found
+
+
+async def _check_in_real_time(
+    backend: BackendUnderTest, lifetime: timedelta
+) -> dict[str, list[str]]:
+    """Every lifetime started at once and checked around one shared wait. A lifetime
+    whose ``before`` checks ran past ``alive_until`` reports ``SLOW`` and is not judged
+    after (its late writes may have landed after the lifetime, by design of the wait)."""
+    lifetimes = [kind(lifetime) for kind in LIFETIMES]
     problems: dict[str, list[str]] = {lt.promise: [] for lt in lifetimes}
     if backend.open_with is None:
         problems[Tombstone.promise].append(
@@ -476,20 +491,30 @@ async def _check_in_real_time(backend: BackendUnderTest) -> dict[str, list[str]]
         lifetimes = [lt for lt in lifetimes if not isinstance(lt, Tombstone)]
         bundle = backend.open()
     else:
-        bundle = backend.open_with(tombstone_ttl=REAL_LIFETIME)
+        bundle = backend.open_with(tombstone_ttl=lifetime)
     async with bundle as stores:
         for lt in lifetimes:
             await lt.start(stores)
         for lt in lifetimes:
-            problems[lt.promise] += await lt.before(stores)
+            problems[lt.promise] += await _judged(lt.before(stores))
             if await stores.now() >= lt.alive_until:
                 problems[lt.promise].append(SLOW)
-        await _wait_for(stores, max(lt.dead_from for lt in lifetimes) - REAL_LIFETIME / 2)
+        await _wait_for(stores, max(lt.dead_from for lt in lifetimes) - lifetime / 2)
         for lt in lifetimes:
             await lt.midway(stores)
         await _wait_for(stores, max(lt.dead_from for lt in lifetimes) + MARGIN)
         for lt in lifetimes:
-            problems[lt.promise] += await lt.after(stores)
+            if SLOW not in problems[lt.promise]:
+                problems[lt.promise] += await _judged(lt.after(stores))
+    return problems
+
+
+async def _real_time_verdicts(backend: BackendUnderTest) -> dict[str, list[str]]:
+    """The real-time checks, run again with a longer lifetime while any was too slow."""
+    for lifetime in REAL_LIFETIMES:
+        problems = await _check_in_real_time(backend, lifetime)
+        if not any(SLOW in found for found in problems.values()):
+            break
     return problems
 
 
@@ -500,7 +525,7 @@ class LifetimeContract(ContractBase):
         """The real-time checks, run once for every lifetime (None on a settable clock)."""
         if exact(backend):
             return None
-        return asyncio.run(_check_in_real_time(backend))
+        return asyncio.run(_real_time_verdicts(backend))
 
     def check(
         self,
