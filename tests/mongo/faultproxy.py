@@ -10,8 +10,10 @@ is affected. Everything else, the driver's monitoring included, passes untouched
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from dataclasses import dataclass, field
+from typing import Any
+
+from tests.servers.relay import Relay
 
 
 @dataclass
@@ -22,21 +24,13 @@ class _Trap:
     fired: asyncio.Event = field(default_factory=asyncio.Event)
 
 
-class FaultProxy:
+class FaultProxy(Relay):
     """Forward 127.0.0.1:<port> to ``(host, port)``."""
 
     def __init__(self, host: str, port: int) -> None:
-        self.target = (host, port)
-        self.server: asyncio.Server | None = None
-        self.port = 0
+        super().__init__(host, port)
         self._trap: _Trap | None = None
         self.release = asyncio.Event()
-        self._writers: set[asyncio.StreamWriter] = set()
-
-    async def start(self) -> FaultProxy:
-        self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
-        self.port = self.server.sockets[0].getsockname()[1]
-        return self
 
     def url(self) -> str:
         return f"mongodb://127.0.0.1:{self.port}/?directConnection=true"
@@ -60,64 +54,28 @@ class FaultProxy:
         self._trap = _Trap(_marker(command), _coll(collection), "hold_then_cut")
         return self._trap.fired
 
-    def _matches(self, data: bytes) -> _Trap | None:
+    def request(self, data: bytes, marks: list[Any]) -> bool:
         trap = self._trap
         if trap is None or trap.marker not in data:
-            return None
+            return True
         if trap.collection is not None and trap.collection not in data:
-            return None
+            return True
         self._trap = None
-        return trap
+        marks.append(trap)
+        return True
 
-    async def _serve(self, client_r: asyncio.StreamReader, client_w: asyncio.StreamWriter) -> None:
-        try:
-            server_r, server_w = await asyncio.open_connection(*self.target)
-        except OSError:
-            client_w.close()
-            return
-        self._writers.update({client_w, server_w})
-        pending: list[_Trap] = []
-
-        async def upstream() -> None:
-            while data := await client_r.read(1 << 20):
-                trap = self._matches(data)
-                if trap is not None:
-                    pending.append(trap)
-                server_w.write(data)
-                await server_w.drain()
-
-        async def downstream() -> None:
-            while data := await server_r.read(1 << 20):
-                if pending:
-                    trap = pending.pop(0)
-                    trap.fired.set()
-                    if trap.mode == "cut":
-                        return
-                    await self.release.wait()
-                    if trap.mode == "hold_then_cut":
-                        return
-                client_w.write(data)
-                await client_w.drain()
-
-        tasks = [asyncio.create_task(upstream()), asyncio.create_task(downstream())]
-        with contextlib.suppress(Exception):
-            await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
-        for task in tasks:
-            task.cancel()
-        for writer in (client_w, server_w):
-            self._writers.discard(writer)
-            with contextlib.suppress(Exception):
-                writer.close()
+    async def reply(self, data: bytes, mark: Any | None) -> bool:
+        if not isinstance(mark, _Trap):
+            return True
+        mark.fired.set()
+        if mark.mode == "cut":
+            return False
+        await self.release.wait()
+        return mark.mode != "hold_then_cut"
 
     async def close(self) -> None:
         self.release.set()
-        if self.server is not None:
-            self.server.close()
-            for writer in list(self._writers):
-                with contextlib.suppress(Exception):
-                    writer.close()
-            with contextlib.suppress(Exception):
-                await self.server.wait_closed()
+        await super().close()
 
 
 def _marker(command: str) -> bytes:

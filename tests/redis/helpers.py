@@ -3,11 +3,12 @@ server's writes, and a TCP relay that can lose a reply after the server sent it.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 from typing import Any
 
 import redis.asyncio as aioredis
+
+from tests.servers.relay import Relay as BaseRelay
 
 
 def host_port(url: str) -> tuple[str, int]:
@@ -56,7 +57,7 @@ class Admin:
         return result
 
 
-class Relay:
+class Relay(BaseRelay):
     """A loopback TCP relay in front of one server.
 
     ``lose_next_reply()``: the next bytes the server sends (on any connection) are
@@ -66,19 +67,11 @@ class Relay:
     """
 
     def __init__(self, target_port: int) -> None:
-        self.target_port = target_port
-        self.port = 0
-        self._server: asyncio.Server | None = None
+        super().__init__("127.0.0.1", target_port)
         self._lose_reply = False
         self._skip_replies = 0
         self._lose_request = False
         self.cut = 0
-        self._tasks: set[asyncio.Task[None]] = set()
-
-    async def start(self) -> Relay:
-        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
-        self.port = self._server.sockets[0].getsockname()[1]
-        return self
 
     def url(self, prefix: str) -> str:
         return f"redis://127.0.0.1:{self.port}/0?key_prefix={prefix}"
@@ -91,50 +84,19 @@ class Relay:
     def lose_next_request(self) -> None:
         self._lose_request = True
 
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.target_port)
-        except OSError:
-            writer.close()
-            return
+    def request(self, data: bytes, marks: list[Any]) -> bool:
+        if not self._lose_request:
+            return True
+        self._lose_request = False
+        self.cut += 1
+        return False
 
-        def close_both() -> None:
-            writer.close()
-            up_writer.close()
-
-        async def pump(src: asyncio.StreamReader, dst: asyncio.StreamWriter, up: bool) -> None:
-            try:
-                while data := await src.read(65536):
-                    if up and self._lose_request:
-                        self._lose_request = False
-                        self.cut += 1
-                        close_both()
-                        return
-                    if not up and self._lose_reply and self._skip_replies:
-                        self._skip_replies -= 1
-                    elif not up and self._lose_reply:
-                        self._lose_reply = False
-                        self.cut += 1
-                        close_both()
-                        return
-                    dst.write(data)
-                    await dst.drain()
-            except (ConnectionError, OSError):
-                pass
-            finally:
-                close_both()
-
-        for task in (
-            asyncio.create_task(pump(reader, up_writer, True)),
-            asyncio.create_task(pump(up_reader, writer, False)),
-        ):
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
-
-    async def close(self) -> None:
-        if self._server is not None:
-            self._server.close()
-            await self._server.wait_closed()
-        for task in list(self._tasks):
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+    async def reply(self, data: bytes, mark: Any | None) -> bool:
+        if not self._lose_reply:
+            return True
+        if self._skip_replies:
+            self._skip_replies -= 1
+            return True
+        self._lose_reply = False
+        self.cut += 1
+        return False

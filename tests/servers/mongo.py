@@ -19,32 +19,26 @@ import asyncio
 import contextlib
 import os
 import shutil
-import signal
-import socket
-import subprocess
 import sys
-import tempfile
 import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from types import TracebackType
 
+from .process import LoopbackServer, free_port
+
+__all__ = [
+    "MONGODB_URI_ENV",
+    "Installation",
+    "NxServer",
+    "free_port",
+    "mongo_base_url",
+    "nx_executable",
+    "with_option",
+]
+
 MONGODB_URI_ENV = "MONGODB_URI"
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _listening(port: int) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-            return True
-    except OSError:
-        return False
 
 
 def nx_executable() -> str:
@@ -58,15 +52,14 @@ def nx_executable() -> str:
     return found
 
 
-class NxServer:
+class NxServer(LoopbackServer):
     """One ``nx-27017`` process on a free loopback port, its SQLite file in a private
     directory. ``restart()`` keeps the port and the file."""
 
+    name = "nx-27017"
+
     def __init__(self, *, port: int | None = None, directory: str | None = None) -> None:
-        self.port = port or 0
-        self._own_dir = directory is None
-        self.directory = Path(directory or tempfile.mkdtemp(prefix="nx27017-"))
-        self.process: subprocess.Popen[bytes] | None = None
+        super().__init__(port=port, directory=directory, prefix="nx27017-")
 
     @property
     def url(self) -> str:
@@ -90,80 +83,6 @@ class NxServer:
             "--pid-file",
             str(self.directory / "nx.pid"),
         ]
-
-    def start(self, timeout: float = 30.0) -> NxServer:
-        if self.process is not None and self.process.poll() is None:
-            return self
-        fixed = self.port != 0
-        for _attempt in range(5):
-            if not fixed:
-                self.port = free_port()
-            self.process = subprocess.Popen(
-                self.args(),
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-                start_new_session=True,
-            )
-            deadline = time.monotonic() + timeout
-            while time.monotonic() < deadline:
-                if self.process.poll() is not None:
-                    break
-                if _listening(self.port):
-                    return self
-                time.sleep(0.05)
-            self._reap()
-            if fixed:
-                break
-        raise RuntimeError(f"nx-27017 did not start on port {self.port}: {self.log_tail()}")
-
-    def log_tail(self, lines: int = 20) -> str:
-        try:
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return "(no log)"
-
-    def _reap(self, sig: int = signal.SIGKILL) -> None:
-        proc, self.process = self.process, None
-        if proc is None:
-            return
-        if proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                proc.send_signal(sig)
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=10)
-
-    def stop(self) -> None:
-        self._reap(signal.SIGTERM)
-
-    def kill(self) -> None:
-        """Crash: SIGKILL."""
-        self._reap(signal.SIGKILL)
-
-    def restart(self, *, crash: bool = False) -> None:
-        if crash:
-            self.kill()
-        else:
-            self.stop()
-        self.start()
-
-    def close(self) -> None:
-        self.stop()
-        if self._own_dir:
-            shutil.rmtree(self.directory, ignore_errors=True)
-
-    def __enter__(self) -> NxServer:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
 
 @contextlib.contextmanager

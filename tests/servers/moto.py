@@ -45,6 +45,8 @@ from collections.abc import Callable, Iterable
 from types import TracebackType
 from typing import Any
 
+from .process import free_port as free_port
+
 CREDENTIALS = {
     "AWS_ACCESS_KEY_ID": "testing",
     "AWS_SECRET_ACCESS_KEY": "testing",
@@ -52,12 +54,6 @@ CREDENTIALS = {
 }
 """moto accepts any credentials; the tests put these in the environment (the standard
 boto3 chain), so child processes opening the same URL find them too."""
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def use_test_credentials() -> None:

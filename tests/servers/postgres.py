@@ -29,7 +29,6 @@ import contextlib
 import importlib.util
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -40,16 +39,10 @@ from pathlib import Path
 from types import TracebackType
 from urllib.parse import quote, urlsplit, urlunsplit
 
+from .process import free_port as free_port
+
 ENV_URL = "AGENTSTORES_TEST_POSTGRES_URL"
 SYSTEM_USER = "embedded_postgres"
-
-
-def free_port() -> int:
-    """A loopback TCP port nobody listens on right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def _binaries() -> Path:

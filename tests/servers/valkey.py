@@ -13,20 +13,16 @@ on exit. pytest fixtures wrap them in ``tests/redis/conftest.py``.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
-import signal
 import socket
-import subprocess
 import tempfile
 import time
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-MAX_PORT = 55535
-"""Ports stay below 55536 so that port + 10000 (the default cluster bus port) is valid."""
+from .process import MAX_PORT, LoopbackServer, free_port
 
 
 def valkey_binary() -> Path:
@@ -37,17 +33,6 @@ def valkey_binary() -> Path:
     if not os.access(path, os.X_OK):
         path.chmod(path.stat().st_mode | 0o111)
     return path
-
-
-def free_port(exclude: set[int] | None = None) -> int:
-    """A loopback port nobody listens on now (the OS picks; retried until below MAX_PORT)."""
-    for _ in range(200):
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-            sock.bind(("127.0.0.1", 0))
-            port = int(sock.getsockname()[1])
-        if port <= MAX_PORT and (exclude is None or port not in exclude):
-            return port
-    raise RuntimeError("no free loopback port below 55536")
 
 
 def _ping(port: int, timeout: float = 0.5) -> bool:
@@ -67,13 +52,18 @@ def _command(port: int, *args: str, timeout: float = 5.0) -> Any:
         return client.execute_command(*args)
 
 
-class ValkeyServer:
+class ValkeyServer(LoopbackServer):
     """One ``valkey-server`` process on a free loopback port.
 
     ``appendonly`` turns the AOF on (``appendfsync`` says how often it is fsynced);
     RDB snapshots are off. ``restart()`` keeps the port and the data directory, so a
     restart with the AOF on replays every acknowledged write (up to the fsync policy).
+    Stopping is a graceful SIGTERM: the server flushes its AOF and exits.
     """
+
+    name = "valkey-server"
+    start_timeout = 15.0
+    poll_interval = 0.02
 
     def __init__(
         self,
@@ -84,13 +74,10 @@ class ValkeyServer:
         directory: str | os.PathLike[str] | None = None,
         extra_args: tuple[str, ...] = (),
     ) -> None:
+        super().__init__(port=port, directory=directory, prefix="valkey-")
         self.appendonly = appendonly
         self.appendfsync = appendfsync
-        self.port = port or 0
-        self._own_dir = directory is None
-        self.directory = Path(directory) if directory else Path(tempfile.mkdtemp(prefix="valkey-"))
         self.extra_args = extra_args
-        self.process: subprocess.Popen[bytes] | None = None
 
     @property
     def url(self) -> str:
@@ -124,86 +111,12 @@ class ValkeyServer:
             *self.extra_args,
         ]
 
-    def start(self, timeout: float = 15.0) -> ValkeyServer:
-        """Start the server (on a fresh free port unless one is set) and wait for PONG."""
-        if self.process is not None and self.process.poll() is None:
-            return self
-        fixed = self.port != 0
-        for _attempt in range(5):
-            if not fixed:
-                self.port = free_port()
-            self.process = subprocess.Popen(
-                self.args(),
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-                start_new_session=True,
-            )
-            deadline = time.monotonic() + timeout
-            while time.monotonic() < deadline:
-                if self.process.poll() is not None:
-                    break
-                if _ping(self.port):
-                    return self
-                time.sleep(0.02)
-            self._reap()
-            if fixed:
-                break
-        raise RuntimeError(f"valkey-server did not start on port {self.port}: {self.log_tail()}")
-
-    def log_tail(self, lines: int = 20) -> str:
-        try:
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return "(no log)"
-
-    def _reap(self, sig: int = signal.SIGKILL) -> None:
-        proc = self.process
-        self.process = None
-        if proc is None:
-            return
-        if proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                proc.send_signal(sig)
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=10)
-
-    def stop(self) -> None:
-        """Graceful shutdown (SIGTERM: the server flushes its AOF and exits)."""
-        self._reap(signal.SIGTERM)
-
-    def kill(self) -> None:
-        """Crash: SIGKILL, no chance to flush anything."""
-        self._reap(signal.SIGKILL)
-
-    def restart(self, *, crash: bool = False) -> None:
-        """Stop (or crash) and start again on the same port and data directory."""
-        if crash:
-            self.kill()
-        else:
-            self.stop()
-        self.start()
+    def ready(self) -> bool:
+        """Whether the server answers PING."""
+        return _ping(self.port)
 
     def command(self, *args: str) -> Any:
         return _command(self.port, *args)
-
-    def close(self) -> None:
-        self.stop()
-        if self._own_dir:
-            shutil.rmtree(self.directory, ignore_errors=True)
-
-    def __enter__(self) -> ValkeyServer:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
 
 class ValkeyCluster:
