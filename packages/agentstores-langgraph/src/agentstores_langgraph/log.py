@@ -71,18 +71,22 @@ class Tail:
     since this log was last read afresh (valid while the tail is)."""
     needed: dict[str, frozenset[int]] = field(default_factory=dict)
     """Per namespace, the positions of the values its newest checkpoint seen points at."""
-    weights: dict[int, int] = field(default_factory=dict)
+    weights: dict[int, int] | None = None
     """:func:`approx_size` of every row held (``rows`` and ``known``), by position: a row
-    is weighed once, when it joins the tail, not on every put."""
+    is weighed once, when it joins the tail, not on every put (None: not yet weighed)."""
 
-    def __post_init__(self) -> None:
-        for message in self.rows:
-            if message.seq not in self.weights:
-                self.weights[message.seq] = approx_size(message)
+    def held(self) -> dict[int, int]:
+        """:attr:`weights`, weighing the rows the first time."""
+        if self.weights is None:
+            weights = {m.seq: approx_size(m) for m in self.rows}
+            weights.update((seq, approx_size(m)) for seq, m in self.known.items())
+            object.__setattr__(self, "weights", weights)
+            return weights
+        return self.weights
 
     def size(self) -> int:
         """Roughly the bytes this tail holds (its rows and the older rows it knows)."""
-        return sum(self.weights.values())
+        return sum(self.held().values())
 
     def row(self, seq: int) -> StoredMessage | None:
         """The row at ``seq`` if the tail holds it (among its rows or the older known)."""
@@ -118,22 +122,29 @@ class Tail:
         for message in dropped:
             if message.seq in wanted and len(known) < KNOWN:
                 known[message.seq] = message
-        weights = {m.seq: self.weights.get(m.seq) or approx_size(m) for m in window}
-        for seq, message in known.items():
-            weights[seq] = self.weights.get(seq) or approx_size(message)
+        weights = dict(self.held())
+        for message in dropped:
+            if message.seq not in known:
+                weights.pop(message.seq, None)
+        for seq in self.known:
+            if seq not in known:
+                weights.pop(seq, None)  # an older value no checkpoint seen points at now
+        for message in rows:
+            weights[message.seq] = approx_size(message)
         return Tail(
             rows[-1].seq + 1, rows[-1].id, heads, window, own, known, needed, weights
         )
 
     def remember(self, message: StoredMessage) -> None:
         """Keep ``message`` among the older rows known (the oldest known dropped)."""
+        weights = self.held()
         self.known[message.seq] = message
-        self.weights[message.seq] = approx_size(message)
+        weights[message.seq] = approx_size(message)
         while len(self.known) > KNOWN:
             oldest = next(iter(self.known))
             del self.known[oldest]
             if self.row(oldest) is None:  # not also among the newest rows
-                self.weights.pop(oldest, None)
+                weights.pop(oldest, None)
 
 
 def with_needed(
