@@ -131,9 +131,7 @@ class Tail:
                 weights.pop(seq, None)  # an older value no checkpoint seen points at now
         for message in rows:
             weights[message.seq] = approx_size(message)
-        return Tail(
-            rows[-1].seq + 1, rows[-1].id, heads, window, own, known, needed, weights
-        )
+        return Tail(rows[-1].seq + 1, rows[-1].id, heads, window, own, known, needed, weights)
 
     def remember(self, message: StoredMessage) -> None:
         """Keep ``message`` among the older rows known (the oldest known dropped)."""
