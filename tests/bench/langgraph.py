@@ -23,7 +23,13 @@ rotating), median per operation:
   every checkpoint, as symfonic-core does, for the checkpoint-granular timestamps), and
   ``conv.message(0, speaker="user")`` on the conversation the turns were published to.
 
-    python -m tests.bench.langgraph [--rounds 15] [--json] [--only checkpoints]
+- with ``--cpu`` (servers on this machine): the CPU time of a put, this process's and
+  the PostgreSQL server processes' serving it (``/proc/PID/schedstat``), for
+  AgentStoresSaver on PostgreSQL and AsyncPostgresSaver, in alternating blocks with
+  ``synchronous_commit`` on. Wall times on a shared machine move with its load and the
+  disk's flushes; CPU time per call is what the work costs.
+
+    python -m tests.bench.langgraph [--rounds 15] [--json] [--only checkpoints] [--cpu]
 """
 
 from __future__ import annotations
@@ -122,6 +128,59 @@ async def alternate(
     return {n: statistics.median(s) for n, s in samples.items()}
 
 
+def _on_cpu(pids: list[int]) -> float:
+    """Seconds the processes ``pids`` have run on a CPU."""
+    total = 0
+    for pid in pids:
+        with open(f"/proc/{pid}/schedstat") as f:
+            total += int(f.read().split()[0])
+    return total / 1e9
+
+
+async def cpu_costs(env: dict[str, Any], size: int, blocks: int, per_block: int = 25) -> Any:
+    """Client and server CPU per put at ``size`` checkpoints, PostgreSQL savers only."""
+    import asyncpg
+
+    tenant = f"bench-{uuid.uuid4().hex[:8]}"
+    ours = AgentStoresSaver(env["pg_stores"], tenant=tenant)
+    lg = env["lg_pg"]
+    threads = {
+        "agentstores[postgres]": Thread(ours, f"cpu-{uuid.uuid4().hex[:6]}"),
+        "langgraph PostgresSaver": Thread(lg, f"cpu-{uuid.uuid4().hex[:6]}"),
+    }
+    for thread in threads.values():
+        for _ in range(size):
+            await thread.put()
+    admin = await asyncpg.connect(env["admin"])
+    try:
+        role = env["pg_role"]
+        ours_pids = [
+            r["pid"]
+            for r in await admin.fetch("SELECT pid FROM pg_stat_activity WHERE usename = $1", role)
+        ]
+    finally:
+        await admin.close()
+    pids = {
+        "agentstores[postgres]": ours_pids,
+        "langgraph PostgresSaver": [lg.conn.info.backend_pid],
+    }
+    spent = {name: [0.0, 0.0, 0] for name in threads}
+    names = list(threads)
+    for b in range(blocks):
+        for name in names[b % 2 :] + names[: b % 2]:
+            server = _on_cpu(pids[name])
+            client = time.process_time()
+            for _ in range(per_block):
+                await threads[name].put()
+            spent[name][0] += time.process_time() - client
+            spent[name][1] += _on_cpu(pids[name]) - server
+            spent[name][2] += per_block
+    return {
+        name: {"client_us": c / n * 1e6, "server_us": sv / n * 1e6, "total_us": (c + sv) / n * 1e6}
+        for name, (c, sv, n) in spent.items()
+    }
+
+
 @contextlib.asynccontextmanager
 async def servers() -> AsyncIterator[dict[str, Any]]:
     from tests.langgraph.pgsaver import postgres_saver
@@ -146,6 +205,7 @@ async def servers() -> AsyncIterator[dict[str, Any]]:
                 "pg_stores": pg_stores,
                 "redis_stores": redis_stores,
                 "lg_pg": lg_pg,
+                "pg_role": inst.role,
             }
         finally:
             await redis_stores.purge()  # type: ignore[attr-defined]
@@ -340,11 +400,19 @@ async def main(argv: list[str]) -> int:
     parser.add_argument(
         "--only", choices=("checkpoints", "first_user_message"), help="measure one part"
     )
+    parser.add_argument(
+        "--cpu", action="store_true", help="also CPU per put (PostgreSQL on this machine)"
+    )
     args = parser.parse_args(argv)
-    report: dict[str, Any] = {"checkpoints": {}, "first_user_message": {}}
+    report: dict[str, Any] = {"checkpoints": {}, "first_user_message": {}, "cpu_per_put": {}}
     async with servers() as env:
         if args.only in (None, "checkpoints"):
             report["checkpoints"] = await checkpoint_costs(env, args.rounds)
+        if args.cpu:
+            for size in (10, 1000):
+                report["cpu_per_put"][f"{size} checkpoints"] = await cpu_costs(
+                    env, size, blocks=2 * args.rounds
+                )
         if args.only in (None, "first_user_message"):
             report["first_user_message"] = await first_message_costs(env, args.rounds)
     if args.json:
@@ -362,6 +430,15 @@ async def main(argv: list[str]) -> int:
                     f"  {name:36s} {ms:9.2f} ms  x{ratio_floor[name]:6.2f} pg floor"
                     f"  x{ratio_lg[name]:6.2f} PostgresSaver"
                 )
+    for size, table in report["cpu_per_put"].items():
+        print(f"\nCPU per put at {size} (client + PostgreSQL server processes)")
+        base = table["langgraph PostgresSaver"]["total_us"]
+        for name, cost in table.items():
+            print(
+                f"  {name:36s} client {cost['client_us']:6.0f} us  server "
+                f"{cost['server_us']:6.0f} us  total {cost['total_us']:6.0f} us"
+                f"  x{cost['total_us'] / base:5.2f} PostgresSaver"
+            )
     for size, table in report["first_user_message"].items():
         print(f"\nfirst user message at {size}")
         ratio = _ratios(table, "conversation store, postgres")

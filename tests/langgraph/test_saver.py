@@ -216,9 +216,9 @@ class Counting:
 
 @pytest.mark.parametrize("backend", ["memory", "postgres"], indirect=True)
 async def test_costs_do_not_grow_with_the_thread(backend: str, lg_servers: Servers) -> None:
-    """A put appends the checkpoint and its changed channel only, in one call (the tail
-    it is conditioned on is the one the saver last saw); getting the latest and listing
-    with a limit make the same calls and read the same rows at 40 and at 300
+    """A put appends one row, the checkpoint with its changed channel only, in one call
+    (the tail it is conditioned on is the one the saver last saw); getting the latest and
+    listing with a limit make the same calls and read the same rows at 40 and at 300
     checkpoints, the latest in one call."""
     async with lg_servers.open(backend) as stores:
         saver = AgentStoresSaver(stores, tenant=fresh_tenant(), principal="alice")
@@ -248,7 +248,7 @@ async def test_costs_do_not_grow_with_the_thread(backend: str, lg_servers: Serve
             fresh = await cold.aget_tuple(config(thread))
             assert fresh is not None and fresh.checkpoint == latest.checkpoint
             seen[n] += (counter.calls, counter.rows_read)
-        assert seen[40][:3] == (1, 2, 1)  # one append: the new value of "a", the checkpoint
+        assert seen[40][:3] == (1, 1, 1)  # one append of one row: the checkpoint, with "a"
         assert seen[40] == seen[300], seen
 
 
@@ -311,3 +311,68 @@ async def test_a_saver_whose_cache_holds_nothing_reads_every_time(lg_servers: Se
         assert latest.checkpoint["channel_values"] == {"a": "a4", "big": "x" * 1000}
         assert counter.calls >= 3  # the length, the tail, the unchanged value
         assert saver._tails.held == 0
+
+
+async def test_a_thread_written_with_blob_rows_is_read_and_extended(lg_servers: Servers) -> None:
+    """Threads written before a checkpoint row held its own values have a blob row per
+    changed channel, which ``locs`` point at: they are read, listed and extended as
+    before, and a new checkpoint finds an unchanged value in a blob row."""
+    from agentstores import Message
+    from agentstores_langgraph.rows import OWN_ROWS, blob_message, checkpoint_message, pack
+
+    async with lg_servers.open("memory") as stores:
+        saver = AgentStoresSaver(stores, tenant=fresh_tenant(), principal="alice")
+        key = ConversationKey(saver.tenant, "old")
+        tail: str | None = None
+        parent: str | None = None
+        locs: dict[str, list[Any]] = {}
+        heads: dict[str, list[Any]] = {}
+        old_ids: list[str] = []
+        for i in range(3):  # the older layout, row by row: blobs, then the checkpoint
+            cp = checkpoint({}, {"a": i + 1, "big": 1})
+            del cp["channel_values"]
+            values = {"a": f"a{i}", **({"big": "x" * 1000} if i == 0 else {})}
+            start = await count(stores, key)
+            rows: list[Message] = []
+            for offset, (channel, value) in enumerate(values.items()):
+                version = str(cp["channel_versions"][channel])
+                packed = pack(saver.serde.dumps_typed(value))
+                rows.append(blob_message("", cp["id"], channel, version, packed))
+                locs[channel] = [version, start + offset]
+            seq = start + len(rows)
+            prev_max = max((h[0] for h in heads.values()), default=None)
+            heads = {"": [cp["id"], seq]}
+            row = checkpoint_message(
+                "",
+                cp["id"],
+                parent,
+                pack(saver.serde.dumps_typed(cp)),
+                pack(saver.serde.dumps_typed({"step": i})),
+                locs,
+                prev_max,
+                heads,
+                seq + 1,
+                {},
+            )
+            content = {k: v for k, v in row.content.items() if k != "values"}
+            rows.append(Message(row.id, row.role, content, row.metadata))
+            await stores.conversations.append_messages(
+                key, "alice", rows, expected_last_message_id=tail, metadata={OWN_ROWS: seq + 1}
+            )
+            tail, parent = row.id, cp["id"]
+            old_ids.append(cp["id"])
+        latest = await saver.aget_tuple(config("old"))
+        assert latest is not None and latest.checkpoint["id"] == old_ids[-1]
+        assert latest.checkpoint["channel_values"] == {"a": "a2", "big": "x" * 1000}
+        listed = [t.checkpoint["id"] async for t in saver.alist(config("old"))]
+        assert listed == old_ids[::-1]
+        first = await saver.aget_tuple(config("old", old_ids[0]))
+        assert first is not None and first.checkpoint["channel_values"]["a"] == "a0"
+        new = checkpoint({"a": "a3", "big": "x" * 1000}, {"a": 4, "big": 1})
+        await saver.aput(config("old", parent), new, {"step": 3}, {"a": 4})
+        for fresh in (saver, AgentStoresSaver(stores, tenant=saver.tenant, principal="alice")):
+            latest = await fresh.aget_tuple(config("old"))
+            assert latest is not None and latest.checkpoint["id"] == new["id"]
+            assert latest.checkpoint["channel_values"] == {"a": "a3", "big": "x" * 1000}
+            assert latest.parent_config is not None
+            assert latest.parent_config["configurable"]["checkpoint_id"] == old_ids[-1]

@@ -208,7 +208,12 @@ def test_bad_names_and_options_are_usage_errors() -> None:
         PostgresStores("mysql://u@h/db")
 
 
-RELEASED_FINGERPRINTS = {1: "2de620ef9c3f24c5", 2: "843b57d6c86d5539", 3: "809da028dc80d851"}
+RELEASED_FINGERPRINTS = {
+    1: "2de620ef9c3f24c5",
+    2: "843b57d6c86d5539",
+    3: "809da028dc80d851",
+    4: "a0e2ad1c1968a33a",
+}
 """What installed schemas record: a released migration file must never change."""
 
 
@@ -218,11 +223,12 @@ def test_released_migrations_are_unchanged() -> None:
         assert fingerprint(version) == recorded, f"migration {version} was edited"
 
 
-async def test_a_conversation_written_at_version_3_goes_on_after_migrating(
-    pg: PgServer, bare: Installation
+@pytest.mark.parametrize("written_at", [3, 4])
+async def test_a_conversation_written_by_an_older_conv_append_goes_on_after_migrating(
+    pg: PgServer, bare: Installation, written_at: int
 ) -> None:
-    """Migration 4 replaces conv_append: a transcript written by the old function keeps
-    its positions, counters, tail and metadata, and its ids stay idempotent."""
+    """Migrations 4 and 5 replace conv_append: a transcript written by an older function
+    keeps its positions, counters, tail and metadata, and its ids stay idempotent."""
     import uuid
     from datetime import timedelta
 
@@ -230,7 +236,9 @@ async def test_a_conversation_written_at_version_3_goes_on_after_migrating(
     from agentstores.stores import MAX_CONVERSATION_METADATA_BYTES
     from agentstores_postgres import conversations as conv_sql
 
-    await install(pg.admin_url, schema=bare.schema, runtime_role=bare.role, target_version=3)
+    await install(
+        pg.admin_url, schema=bare.schema, runtime_role=bare.role, target_version=written_at
+    )
     conn = await asyncpg.connect(pg.admin_url)
     try:
         await conn.fetchrow(

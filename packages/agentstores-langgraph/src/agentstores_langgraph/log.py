@@ -4,7 +4,7 @@ Every read is by position (``read_messages(start, limit)``); rows never change o
 appended, so a position read below a length seen earlier is stable. Every append is
 conditioned on the tail it was computed from (``expected_last_message_id``): of two
 writers that read the same tail, one lands and the other reads again, so ``heads`` and
-the ``seq`` a checkpoint row predicts for its blobs are always right.
+the ``seq`` a checkpoint row predicts for itself are always right.
 
 A saver keeps each thread's last tail (:class:`TailCache`): rows never change once
 appended and a log only grows at its end or loses a suffix, so if the row at the cached
@@ -69,15 +69,30 @@ class Tail:
     known: dict[int, StoredMessage] = field(default_factory=dict)
     """Older rows (channel values) the newest checkpoints point at, read or written
     since this log was last read afresh (valid while the tail is)."""
-    rows_size: int = -1
-    """:func:`approx_size` summed over ``rows`` (-1: not yet weighed)."""
     needed: dict[str, frozenset[int]] = field(default_factory=dict)
     """Per namespace, the positions of the values its newest checkpoint seen points at."""
+    weights: dict[int, int] | None = None
+    """:func:`approx_size` of every row held (``rows`` and ``known``), by position: a row
+    is weighed once, when it joins the tail, not on every put (None: not yet weighed)."""
+
+    def held(self) -> dict[int, int]:
+        """:attr:`weights`, weighing the rows the first time."""
+        if self.weights is None:
+            weights = {m.seq: approx_size(m) for m in self.rows}
+            weights.update((seq, approx_size(m)) for seq, m in self.known.items())
+            object.__setattr__(self, "weights", weights)
+            return weights
+        return self.weights
 
     def size(self) -> int:
         """Roughly the bytes this tail holds (its rows and the older rows it knows)."""
-        rows = self.rows_size if self.rows_size >= 0 else sum(map(approx_size, self.rows))
-        return rows + sum(map(approx_size, self.known.values()))
+        return sum(self.held().values())
+
+    def row(self, seq: int) -> StoredMessage | None:
+        """The row at ``seq`` if the tail holds it (among its rows or the older known)."""
+        if self.rows and self.rows[0].seq <= seq <= self.rows[-1].seq:
+            return self.rows[seq - self.rows[0].seq]
+        return self.known.get(seq)
 
     def cached(self, start: int, end: int) -> list[StoredMessage] | None:
         """Rows ``start .. end - 1`` if they were all read with the tail."""
@@ -99,8 +114,6 @@ class Tail:
         kept = [*self.rows, *rows]
         window = kept[-KEEP:]
         dropped = kept[:-KEEP]
-        before = self.rows_size if self.rows_size >= 0 else sum(map(approx_size, self.rows))
-        rows_size = before + sum(map(approx_size, rows)) - sum(map(approx_size, dropped))
         # the older values the newest checkpoints point at (an unchanged channel's), so
         # reading the latest, or locating a put's parent, needs no read of older rows
         needed = with_needed(self.needed, rows)
@@ -109,13 +122,27 @@ class Tail:
         for message in dropped:
             if message.seq in wanted and len(known) < KNOWN:
                 known[message.seq] = message
-        return Tail(rows[-1].seq + 1, rows[-1].id, heads, window, own, known, rows_size, needed)
+        weights = dict(self.held())
+        for message in dropped:
+            if message.seq not in known:
+                weights.pop(message.seq, None)
+        for seq in self.known:
+            if seq not in known:
+                weights.pop(seq, None)  # an older value no checkpoint seen points at now
+        for message in rows:
+            weights[message.seq] = approx_size(message)
+        return Tail(rows[-1].seq + 1, rows[-1].id, heads, window, own, known, needed, weights)
 
     def remember(self, message: StoredMessage) -> None:
         """Keep ``message`` among the older rows known (the oldest known dropped)."""
+        weights = self.held()
         self.known[message.seq] = message
+        weights[message.seq] = approx_size(message)
         while len(self.known) > KNOWN:
-            del self.known[next(iter(self.known))]
+            oldest = next(iter(self.known))
+            del self.known[oldest]
+            if self.row(oldest) is None:  # not also among the newest rows
+                weights.pop(oldest, None)
 
 
 def with_needed(

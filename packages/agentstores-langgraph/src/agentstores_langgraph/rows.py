@@ -3,14 +3,18 @@
 A thread's checkpoints are rows of the thread's own conversation (role ``other``,
 ``metadata["langgraph"]`` naming the kind), so everything the conversation promises -
 owner-only writes, sharing, fencing, erasure with a tombstone - covers them with no new
-store kind. Three kinds of row:
+store kind. Two kinds of row are written:
 
-- ``blob``: one channel value written by one checkpoint (only the channels it changed);
 - ``checkpoint``: the checkpoint without its channel values, its metadata and parent,
-  ``locs`` (for every channel: the version and the ``seq`` of the blob row holding it),
-  ``prev_max`` (the largest checkpoint id of any earlier row, so a newest-first scan
-  knows when to stop) and ``heads``;
+  ``values`` (the values of the channels it changed, each with its version: a put is
+  one row), ``locs`` (for every channel: the version and the ``seq`` of the row holding
+  its value, this row's own for a changed channel), ``prev_max`` (the largest
+  checkpoint id of any earlier row, so a newest-first scan knows when to stop) and
+  ``heads``;
 - ``write``: one pending write of one task, keyed by (checkpoint, task, index).
+
+Threads written before checkpoints held their values also have ``blob`` rows (one
+channel value written by one checkpoint), which ``locs`` point at; they are still read.
 
 ``own`` (on every checkpoint and write row) counts the checkpointer's rows up to and
 including the row's batch; the conversation metadata :data:`OWN_ROWS` carries the
@@ -74,6 +78,8 @@ class CheckpointRow:
     locs: dict[str, list[Any]]
     prev_max: str | None
     heads: Heads
+    values: dict[str, list[Any]]
+    """channel -> [version, packed value], for the channels this checkpoint changed."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,13 +111,15 @@ def approx_size(message: StoredMessage) -> int:
     content = message.content
     if isinstance(content, str):
         return 256 + len(content)
-    if isinstance(content, Mapping):
+    if type(content) is dict or isinstance(content, Mapping):
         total = 256
-        for value in content.values():
+        for name, value in content.items():
             if isinstance(value, str):
                 total += len(value)
             elif isinstance(value, list) and len(value) == 2 and isinstance(value[1], str):
                 total += len(value[1])  # a packed value: [type, base64]
+            elif name == "values" and isinstance(value, dict):
+                total += sum(_packed_size(v) for v in value.values())  # [version, packed]
             elif isinstance(value, (dict, list)):
                 total += 64 * len(value)
         return total
@@ -120,9 +128,22 @@ def approx_size(message: StoredMessage) -> int:
     return 256
 
 
+def _packed_size(entry: Any) -> int:
+    """Roughly the bytes of a ``[version, [type, base64]]`` entry of ``values``."""
+    if isinstance(entry, list) and len(entry) == 2 and isinstance(entry[1], list):
+        packed = entry[1]
+        if len(packed) == 2 and isinstance(packed[1], str):
+            return 64 + len(packed[1])
+    return 64
+
+
+def _is_mapping(value: Any) -> bool:
+    return type(value) is dict or isinstance(value, Mapping)  # a plain dict: no ABC check
+
+
 def own_of(message: StoredMessage) -> int | None:
     """The checkpointer's row count a checkpoint or write row carries, else None."""
-    if kind_of(message) in ("checkpoint", "write") and isinstance(message.content, Mapping):
+    if kind_of(message) in ("checkpoint", "write") and _is_mapping(message.content):
         own = message.content.get("own")
         if isinstance(own, int):
             return own
@@ -131,7 +152,7 @@ def own_of(message: StoredMessage) -> int | None:
 
 def heads_of(message: StoredMessage) -> Heads | None:
     """The ``heads`` a checkpoint or write row carries, else None."""
-    if kind_of(message) in ("checkpoint", "write") and isinstance(message.content, Mapping):
+    if kind_of(message) in ("checkpoint", "write") and _is_mapping(message.content):
         heads = message.content.get("heads")
         if isinstance(heads, dict):
             return heads
@@ -160,6 +181,7 @@ def checkpoint_message(
     prev_max: str | None,
     heads: Heads,
     own: int,
+    values: Mapping[str, list[Any]],
 ) -> Message:
     """The checkpoint's row (see the module docstring)."""
     return Message(
@@ -175,6 +197,7 @@ def checkpoint_message(
             "prev_max": prev_max,
             "heads": heads,
             "own": own,
+            "values": dict(values),
         },
         {KIND: "checkpoint"},
     )
@@ -230,6 +253,7 @@ def as_checkpoint(message: StoredMessage) -> CheckpointRow | None:
         locs=c["locs"],
         prev_max=c["prev_max"],
         heads=c["heads"],
+        values=c.get("values") or {},
     )
 
 
@@ -256,3 +280,15 @@ def blob_value(message: StoredMessage) -> tuple[str, str, str, list[str]] | None
         return None
     c = message.content
     return c["ns"], c["ch"], c["v"], c["value"]
+
+
+def values_in(message: StoredMessage) -> tuple[str, dict[str, list[Any]]] | None:
+    """``(ns, {channel: [version, packed value]})``: the channel values a checkpoint
+    row or (in older threads) a blob row holds, else None."""
+    kind = kind_of(message)
+    c = message.content
+    if kind == "checkpoint":
+        return c["ns"], c.get("values") or {}
+    if kind == "blob":
+        return c["ns"], {c["ch"]: [c["v"], c["value"]]}
+    return None

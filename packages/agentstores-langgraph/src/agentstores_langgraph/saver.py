@@ -55,12 +55,11 @@ from .rows import (
     WriteRow,
     as_checkpoint,
     as_write,
-    blob_message,
-    blob_value,
     checkpoint_message,
     kind_of,
     pack,
     unpack,
+    values_in,
     write_message,
 )
 
@@ -261,23 +260,29 @@ class AgentStoresSaver(BaseCheckpointSaver[str]):
     async def _channel_values(
         self, log: ThreadLog, tail: Tail, row: CheckpointRow
     ) -> dict[str, Any]:
-        """The blob rows ``row.locs`` points at: rows the tail already holds or knows,
-        the rest read in contiguous runs."""
+        """The values ``row.locs`` points at: the row's own, then those of the rows the
+        tail already holds or knows, the rest read in contiguous runs."""
         by_seq = await log.rows_at(
-            tail, [int(loc[1]) for loc in row.locs.values() if int(loc[1]) != MISSING]
+            tail,
+            [int(loc[1]) for loc in row.locs.values() if int(loc[1]) not in (MISSING, row.seq)],
         )
         values: dict[str, Any] = {}
         for channel, (version, seq) in row.locs.items():
-            if int(seq) == MISSING:
+            seq = int(seq)
+            if seq == MISSING:
                 continue  # no value was ever written at this version (as InMemorySaver)
-            stored = by_seq.get(int(seq))
-            blob = blob_value(stored) if stored is not None else None
-            if blob is None or blob[1] != channel or blob[2] != version:
+            if seq == row.seq:
+                held: tuple[str, dict[str, list[Any]]] | None = (row.ns, row.values)
+            else:
+                stored = by_seq.get(seq)
+                held = values_in(stored) if stored is not None else None
+            entry = None if held is None else held[1].get(channel)
+            if entry is None or entry[0] != version:
                 raise ConflictError(
                     f"checkpoint {row.id!r}: the value of channel {channel!r} is missing; "
                     "the thread's log was altered outside this saver"
                 )
-            typed = unpack(blob[3])
+            typed = unpack(entry[1])
             if typed[0] != "empty":
                 values[channel] = self.serde.loads_typed(typed)
         return values
@@ -291,7 +296,8 @@ class AgentStoresSaver(BaseCheckpointSaver[str]):
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
-        """Append the checkpoint and the values of ``new_versions``' channels, fenced.
+        """Append the checkpoint with the values of ``new_versions``' channels (one
+        row), fenced.
 
         Raises:
             FencedError: the epoch is below the conversation's fence (nothing lands).
@@ -303,7 +309,7 @@ class AgentStoresSaver(BaseCheckpointSaver[str]):
         body: dict[str, Any] = dict(checkpoint)
         values: dict[str, Any] = body.pop("channel_values", None) or {}
         checkpoint_id = str(checkpoint["id"])
-        blobs = [
+        changed = [
             (
                 channel,
                 str(version),
@@ -337,32 +343,28 @@ class AgentStoresSaver(BaseCheckpointSaver[str]):
             kept: dict[str, list[Any]] = {}
             if unchanged and tail is not None:
                 kept = await self._locate(log, tail, ns, parent_id, unchanged)
-            start = 0 if tail is None else tail.count
+            seq = 0 if tail is None else tail.count
             heads = {} if tail is None else dict(tail.heads)
             prev_max = max((h[0] for h in heads.values()), default=None)
             locs = dict(kept)
-            messages: list[Message] = []
-            for offset, (channel, version, value) in enumerate(blobs):
-                messages.append(blob_message(ns, checkpoint_id, channel, version, value))
-                locs[channel] = [version, start + offset]
-            seq = start + len(blobs)
-            own = (0 if tail is None else tail.own) + len(blobs) + 1
+            for channel, version, _ in changed:
+                locs[channel] = [version, seq]
+            own = (0 if tail is None else tail.own) + 1
             if ns not in heads or checkpoint_id > heads[ns][0]:
                 heads[ns] = [checkpoint_id, seq]
-            messages.append(
-                checkpoint_message(
-                    ns,
-                    checkpoint_id,
-                    parent_id,
-                    packed_checkpoint,
-                    packed_metadata,
-                    locs,
-                    prev_max,
-                    heads,
-                    own,
-                )
+            message = checkpoint_message(
+                ns,
+                checkpoint_id,
+                parent_id,
+                packed_checkpoint,
+                packed_metadata,
+                locs,
+                prev_max,
+                heads,
+                own,
+                {channel: [version, value] for channel, version, value in changed},
             )
-            stored = await log.append(messages, tail, epoch, own)
+            stored = await log.append([message], tail, epoch, own)
             log.landed(tail, stored)
             if stored and stored[-1].seq != seq:
                 raise ConflictError(
@@ -382,26 +384,32 @@ class AgentStoresSaver(BaseCheckpointSaver[str]):
         unchanged: dict[str, str],
     ) -> dict[str, list[Any]]:
         """Where the unchanged channels' values live: the parent's ``locs`` (one lookup,
-        normally the head), else the newest blob row of that channel and version (a
-        walk back, needed only when the parent never held that version), else
-        :data:`MISSING`."""
+        normally the head), else the newest row holding that channel's value at that
+        version (a walk back, needed only when the parent never held that version),
+        else :data:`MISSING`."""
         kept: dict[str, list[Any]] = {}
         if parent_id is not None:
-            parent = await self._find(log, tail, ns, parent_id)
+            parent = _head_row(tail, ns, parent_id)
+            if parent is None:
+                found = await self._find(log, tail, ns, parent_id)
+                parent = None if found is None else found[0]
             if parent is not None:
                 for channel, version in unchanged.items():
-                    loc = parent[0].locs.get(channel)
+                    loc = parent.locs.get(channel)
                     if loc is not None and loc[0] == version:
                         kept[channel] = list(loc)
         missing = {c: v for c, v in unchanged.items() if c not in kept}
         if missing:
             async for message in log.newest_first(tail):
-                blob = blob_value(message)
-                if blob is not None and blob[0] == ns and missing.get(blob[1]) == blob[2]:
-                    kept[blob[1]] = [blob[2], message.seq]
-                    del missing[blob[1]]
-                    if not missing:
-                        break
+                held = values_in(message)
+                if held is None or held[0] != ns:
+                    continue
+                for channel, (version, _) in held[1].items():
+                    if missing.get(channel) == version:
+                        kept[channel] = [version, message.seq]
+                        del missing[channel]
+                if not missing:
+                    break
         for channel, version in missing.items():
             kept[channel] = [version, MISSING]  # recorded, so descendants never search again
         return kept
@@ -560,6 +568,17 @@ class AgentStoresSaver(BaseCheckpointSaver[str]):
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         """Sync :meth:`acopy_thread`."""
         self._sync(self.acopy_thread(source_thread_id, target_thread_id))
+
+
+def _head_row(tail: Tail, ns: str, checkpoint_id: str) -> CheckpointRow | None:
+    """Checkpoint ``checkpoint_id`` if it is ``ns``'s newest and the tail holds its row
+    (a put's parent, normally): no walk back."""
+    head = tail.heads.get(ns)
+    if head is None or head[0] != checkpoint_id:
+        return None
+    message = tail.row(int(head[1]))
+    row = None if message is None else as_checkpoint(message)
+    return row if row is not None and row.ns == ns and row.id == checkpoint_id else None
 
 
 def _writes_of(write: WriteRow | None, ns: str, checkpoint_id: str) -> bool:
