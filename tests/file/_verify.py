@@ -1,7 +1,7 @@
 """Structural check of a whole file store: what must hold after any crash.
 
 Reads every key directory under its shared lock and checks that the header parses, that
-the heartbeat file (if any) has its size and a valid slot, that
+the heartbeat file (if any) has its size, that
 every committed message record parses and agrees with its index entry (id hash,
 contiguous offsets, monotonic ``created_at``, role ranks), that the per-speaker
 indexes list exactly the messages of that speaker, that the id table finds every
@@ -46,8 +46,8 @@ def verify_store(root: str) -> dict[str, dict[str, Any]]:
                 info["fence"] = head["fence"]
                 info["sup"] = current_row(files, kdir, head)
                 beats = files.io.read_file(os.path.join(kdir, beat.NAME))
-                if beats is not None:  # whole size; a torn write spoils at most one slot
-                    assert any(beat.slots(beats, kdir)), f"{key}: no valid heartbeat slot"
+                if beats is not None:  # whole size (a claim's blank file has no valid slot)
+                    beat.slots(beats, kdir)
                 for name in ("state", "recording"):
                     blob = files.read_side(kdir, head, name)
                     if blob is not None:

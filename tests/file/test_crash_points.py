@@ -13,6 +13,7 @@ the next write works.
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 import threading
 from collections.abc import Awaitable, Callable
@@ -147,6 +148,13 @@ async def _erase_leftovers(stores: FileStores, clock: ManualClock) -> None:
     clock.advance(1)
 
 
+async def _base_without_beat_file(stores: FileStores, clock: ManualClock) -> None:
+    """K's row claimed with no heartbeat file (as format 1 left it, or a claim cut
+    before the file): its first heartbeat creates the file."""
+    await _base(stores, clock)
+    os.unlink(os.path.join(stores.root.key_dir(K), "beat"))
+
+
 async def _base_beaten(stores: FileStores, clock: ManualClock) -> None:
     """K with a heartbeat file whose both slots hold beats."""
     await _base(stores, clock)
@@ -196,8 +204,12 @@ SCENARIOS: dict[str, tuple[Callable[[FileStores, ManualClock], Awaitable[Any]], 
         _base,
         lambda s: s.supervision.compare_and_swap(K, OWNER, 1, SupervisionRow("running", "t2", 2)),
     ),
+    "claim_creates_blank_beat_file": (
+        lambda s, c: None,
+        lambda s: s.supervision.compare_and_swap(K, OWNER, None, SupervisionRow("running", "t", 1)),
+    ),
     "heartbeat_creates_file": (
-        _base,
+        _base_without_beat_file,
         lambda s: s.supervision.compare_and_swap(K, OWNER, 1, SupervisionRow("done", "t1", 1)),
     ),
     "heartbeat_in_place": (
@@ -335,6 +347,7 @@ async def test_crash_in_a_batch_leaves_each_row_old_or_new(fsync: bool, tmp_path
         for n in range(2):
             row = SupervisionRow("running", f"beat{n}", 1)
             assert await stores.supervision.compare_and_swap(in_place, OWNER, 1, row)
+        os.unlink(os.path.join(stores.root.key_dir(first_beat), "beat"))
     clock.advance(0.5)
     batch = [Swap(k, OWNER, 1, SupervisionRow("running", "t2", 2)) for k in existing]
     batch.append(Swap(fresh, OWNER, None, SupervisionRow("running", "t1", 1)))

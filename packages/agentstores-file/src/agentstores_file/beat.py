@@ -6,11 +6,14 @@ fsync, rename, directory fsync): it overwrites one of two fixed slots of the key
 ``beat`` file and fdatasyncs it, one data write and one flush on a file whose blocks are
 already allocated.
 
-The header's row stays the base. Every write that changes the row's epoch (a claim, a
-takeover) or removes it goes through the header by rename, as before, and gives the row
-a fresh random generation ``g``. A slot names the generation it was written for and
-counts only while the header's row has that ``g``: a slot left from an earlier
-generation, or from before an erasure, is never read again.
+A claim creates the file blank (no slot written) alongside the header, so a row's
+heartbeats go in place from the first; a row without the file (claimed by format 1)
+gets it whole, by rename, on its first heartbeat. The header's row stays the base:
+every write that changes the row's epoch (a claim, a takeover) or removes it goes
+through the header by rename, as before, and gives the row a fresh random generation
+``g``. A slot names the generation it was written for and counts only while the
+header's row has that ``g``: a slot left from an earlier generation, or from before an
+erasure, is never read again.
 
 Slot layout (512 bytes, little-endian, slot ``i`` at offset ``512 * i``): magic
 ``ASB1``, CRC-32 of the other 504 bytes, sequence number (u64), generation (u64),
@@ -39,6 +42,8 @@ SIZE = 2 * SLOT
 MAGIC = b"ASB1"
 
 _FIXED = struct.Struct("<QQqHH")  # seq, gen, heartbeat micros, status len, message id len
+_SEQ = struct.Struct("<Q")
+_CRC = struct.Struct("<I")
 _BODY = 8  # magic and CRC
 _ROOM = SLOT - _BODY - _FIXED.size
 _PAD = bytes(SLOT)
@@ -62,16 +67,24 @@ def encode(seq: int, gen: int, hb: int, status: str, message_id: str) -> bytes:
     s, m = status.encode(), message_id.encode()
     rest = _FIXED.pack(seq, gen, hb, len(s), len(m)) + s + m
     rest += _PAD[: SLOT - _BODY - len(rest)]
-    return MAGIC + struct.pack("<I", zlib.crc32(rest)) + rest
+    return MAGIC + _CRC.pack(zlib.crc32(rest)) + rest
 
 
-def _slot(raw: bytes, index: int) -> Slot | None:
-    """Slot ``index`` of ``raw`` if whole (magic and CRC hold), else None."""
+def _whole(raw: bytes, index: int) -> bytes | None:
+    """The checked part of slot ``index`` of ``raw`` if whole (magic and CRC hold)."""
     at = index * SLOT
     if raw[at : at + 4] != MAGIC:
         return None
     rest = raw[at + _BODY : at + SLOT]
-    if struct.unpack_from("<I", raw, at + 4)[0] != zlib.crc32(rest):
+    if _CRC.unpack_from(raw, at + 4)[0] != zlib.crc32(rest):
+        return None
+    return rest
+
+
+def _slot(raw: bytes, index: int) -> Slot | None:
+    """Slot ``index`` of ``raw`` if whole, else None."""
+    rest = _whole(raw, index)
+    if rest is None:
         return None
     seq, gen, hb, ns, nm = _FIXED.unpack_from(rest)
     text = rest[_FIXED.size : _FIXED.size + ns + nm]
@@ -96,12 +109,22 @@ def newest(raw: bytes, gen: int, what: str) -> Slot | None:
 
 def next_write(raw: bytes, what: str) -> tuple[int, int]:
     """``(offset, seq)`` of the next write: the slot not holding the newest valid one,
-    with a sequence number above both."""
-    a, b = slots(raw, what)
-    top = max((s for s in (a, b) if s is not None), key=lambda s: s.seq, default=None)
-    if top is None:
+    with a sequence number above both (only sequence numbers are decoded: this is on
+    every heartbeat)."""
+    if len(raw) != SIZE:
+        raise corrupt(f"{what} is {len(raw)} bytes, not {SIZE}")
+    seqs = []
+    for index in (0, 1):
+        rest = _whole(raw, index)
+        seqs.append(-1 if rest is None else _SEQ.unpack_from(rest)[0])
+    top = 0 if seqs[0] >= seqs[1] else 1
+    if seqs[top] < 0:
         return 0, 1
-    return (1 - top.index) * SLOT, top.seq + 1
+    return (1 - top) * SLOT, seqs[top] + 1
+
+
+BLANK = bytes(SIZE)
+"""A heartbeat file with no slot written (what a claim creates)."""
 
 
 def first_file(slot: bytes) -> bytes:
@@ -109,4 +132,15 @@ def first_file(slot: bytes) -> bytes:
     return slot + _PAD
 
 
-__all__ = ["NAME", "SIZE", "SLOT", "Slot", "encode", "first_file", "newest", "next_write", "slots"]
+__all__ = [
+    "BLANK",
+    "NAME",
+    "SIZE",
+    "SLOT",
+    "Slot",
+    "encode",
+    "first_file",
+    "newest",
+    "next_write",
+    "slots",
+]

@@ -109,10 +109,15 @@ class FileSupervisionStore(FileStoreBase, SupervisionStore):
             self._parsed(root.io.read_file(root.head_path(kdir)), kdir, key), now
         )
 
-    def _put_head(self, kdir: str, h: Head) -> None:
-        """Replace the key's header with ``h`` (which is then never changed) and keep it."""
+    def _put_head(self, kdir: str, h: Head, blank_beat: bool) -> None:
+        """Replace the key's header with ``h`` (which is then never changed) and keep it;
+        with ``blank_beat``, create a heartbeat file with no slot written first (one
+        directory sync for both; a crash between leaves a blank file, read as none)."""
         raw = dumps(h)
-        self.root.io.replace_file(self.root.head_path(kdir), raw)
+        io = self.root.io
+        if blank_beat:
+            io.replace_file(beat_path(kdir), beat.BLANK, sync_dir=False)
+        io.replace_file(self.root.head_path(kdir), raw)
         self._keep(kdir, raw, h)
 
     def _decide(
@@ -122,10 +127,11 @@ class FileSupervisionStore(FileStoreBase, SupervisionStore):
         principal: str,
         expected_epoch: int | None,
         row: SupervisionRow,
-    ) -> Head | Beat | None:
-        """What one compare-and-swap writes: a new header, a heartbeat slot, or None when
-        it loses (the caller holds the key's exclusive lock; nothing is written here but
-        an expired key's purge).
+    ) -> tuple[Head, bool] | Beat | None:
+        """What one compare-and-swap writes: a heartbeat slot; a new header, and whether a
+        blank heartbeat file goes with it (a claim of a key that has none, so that its
+        heartbeats go in place from the first); or None when it loses (the caller holds
+        the key's exclusive lock; nothing is written here but an expired key's purge).
 
         A swap that keeps the epoch of a live row it owns changes neither the owner nor
         the fence, so it is a heartbeat, written in place when the row has a generation
@@ -163,7 +169,7 @@ class FileSupervisionStore(FileStoreBase, SupervisionStore):
             "hb": now,
             "g": secrets.randbits(63),
         }
-        return new
+        return new, current is None and not os.path.exists(beat_path(kdir))
 
     def _put_beat(self, kdir: str, b: Beat) -> int | None:
         """Overwrite the older slot of the key's heartbeat file with ``b``, not synced:
@@ -198,7 +204,7 @@ class FileSupervisionStore(FileStoreBase, SupervisionStore):
             if new is None:
                 return False
             if not isinstance(new, Beat):
-                self._put_head(kdir, new)
+                self._put_head(kdir, *new)
                 return True
             fd = self._put_beat(kdir, new)
             if fd is None:
@@ -288,8 +294,11 @@ class FileSupervisionStore(FileStoreBase, SupervisionStore):
                     if new is None:
                         out[i] = SwapOutcome(False)
                     elif not isinstance(new, Beat):
-                        heads[i] = (kdir, new)
-                        writes.append((i, root.head_path(kdir), dumps(new), io.commits != before))
+                        head, blank_beat = new
+                        if blank_beat:  # renamed before the header, its outcome no row's
+                            writes.append((-1, beat_path(kdir), beat.BLANK, False))
+                        heads[i] = (kdir, head)
+                        writes.append((i, root.head_path(kdir), dumps(head), io.commits != before))
                     elif (beat_fd := self._put_beat(kdir, new)) is not None:
                         beats.append((i, beat_fd))
                     else:
@@ -303,6 +312,8 @@ class FileSupervisionStore(FileStoreBase, SupervisionStore):
                 out[i] = SwapOutcome(failure is None, failed)
             results = io.replace_many([(path, data) for _, path, data, _ in writes])
             for (i, _, data, purged), (renamed, failure) in zip(writes, results, strict=True):
+                if i < 0:
+                    continue
                 sw = swaps[i]
                 if failure is None:
                     out[i] = SwapOutcome(True)
