@@ -52,9 +52,9 @@ assert max(len(s) for s in SUPERVISION_STATUSES) + MAX_ID_BYTES <= _ROOM
 
 
 class Slot(NamedTuple):
-    """One valid slot."""
+    """One valid slot (``slot``: 0 or 1)."""
 
-    index: int
+    slot: int
     seq: int
     gen: int
     hb: int

@@ -304,8 +304,8 @@ class FileSupervisionStore(FileStoreBase, SupervisionStore):
                     else:
                         writes.append((i, beat_path(kdir), self.first_beat(new), False))
                 except Exception as exc:
-                    failed = self._unknown if io.commits != before else self._row_error
-                    out[i] = SwapOutcome(False, failed(exc, sw))
+                    typed = self._unknown if io.commits != before else self._row_error
+                    out[i] = SwapOutcome(False, typed(exc, sw))
             synced = each(io.sync, [fd for _, fd in beats])
             for (i, _), failure in zip(beats, synced, strict=True):
                 failed = None if failure is None else self._unknown(failure, swaps[i])
