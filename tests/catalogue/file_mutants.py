@@ -1,12 +1,13 @@
 """Deliberately broken variants of the file backend, each breaking one promise.
 
 ``DataFileLockStores`` takes its ``flock`` on the data file itself (the key header,
-which every write replaces with ``os.replace``) instead of on the separate lock file
-that is never replaced. A writer that waited on the old inode gets its lock after the
-rename, while a newcomer locks the new inode at the same time: two writers in the
-critical section at once, so two compare-and-swaps with the same expectation both win
-(lost updates, measured). Temp names are made unique so the flaw shows
-as lost updates rather than as writers clobbering one temp file.
+which takeovers, appends and state writes replace with ``os.replace``; heartbeats no
+longer do) instead of on the separate lock file that is never replaced. A writer that
+waited on the old inode gets its lock after the rename, while a newcomer locks the new
+inode at the same time: two writers in the critical section at once, so two
+compare-and-swaps with the same expectation both win (lost updates, measured). Temp
+names are made unique so the flaw shows as lost updates rather than as writers
+clobbering one temp file.
 """
 
 from __future__ import annotations
@@ -32,11 +33,11 @@ class DataFileLockRoot(FileRoot):
     def lock_path(self, kdir: str) -> str:
         return self.head_path(kdir)
 
-    def load_head(self, kdir: str) -> Head | None:
+    def parse_head(self, raw: bytes | None, kdir: str) -> Head | None:
         # Opening the lock creates an empty header; the real root never sees one.
-        if self.io.read_file(self.head_path(kdir)) == b"":
+        if raw == b"":
             return None
-        return super().load_head(kdir)
+        return super().parse_head(raw, kdir)
 
 
 class DataFileLockStores(FileStores):

@@ -1,6 +1,7 @@
 """Structural check of a whole file store: what must hold after any crash.
 
 Reads every key directory under its shared lock and checks that the header parses, that
+the heartbeat file (if any) has its size, that
 every committed message record parses and agrees with its index entry (id hash,
 contiguous offsets, monotonic ``created_at``, role ranks), that the per-speaker
 indexes list exactly the messages of that speaker, that the id table finds every
@@ -15,8 +16,10 @@ import os
 from typing import Any
 
 from agentstores.keys import ConversationKey
+from agentstores_file import beat
 from agentstores_file.fsio import FileIO
 from agentstores_file.header import FileRoot
+from agentstores_file.supervision import current_row
 from agentstores_file.transcript import Transcript, id_hash
 
 
@@ -41,7 +44,10 @@ def verify_store(root: str) -> dict[str, dict[str, Any]]:
                 assert key.digest == digest
                 info: dict[str, Any] = {"key": key, "owner": head["owner"]}
                 info["fence"] = head["fence"]
-                info["sup"] = head["sup"]
+                info["sup"] = current_row(files, kdir, head)
+                beats = files.io.read_file(os.path.join(kdir, beat.NAME))
+                if beats is not None:  # whole size (a claim's blank file has no valid slot)
+                    beat.slots(beats, kdir)
                 for name in ("state", "recording"):
                     blob = files.read_side(kdir, head, name)
                     if blob is not None:

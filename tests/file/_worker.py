@@ -1,9 +1,10 @@
 """Worker processes for the file backend's multi-process tests.
 
 ``python -m tests.file._worker race URL FACTORY TENANT SESSION GO_FILE ATTEMPTS OUT``
-    waits for GO_FILE, then loops: read the supervision row, then either heartbeat it (CAS
-    to the same epoch) or take it over (CAS to the next epoch); writes the expectations
-    whose takeover it won (JSON) to OUT.
+    waits for GO_FILE, then loops: read the supervision row, then heartbeat it (CAS to
+    the same epoch), append a message to the conversation (a write that replaces the
+    header and keeps the epoch), or take it over (CAS to the next epoch); writes the
+    expectations whose takeover it won (JSON) to OUT.
 
 ``python -m tests.file._worker write URL WORKER LOG``
     a writer for the crash loop: appends to a shared conversation, CASes, saves state,
@@ -72,10 +73,16 @@ async def race(
             try:
                 view = await stores.supervision.read(key, "racer")
                 expected = view.row.epoch if view.row is not None else None
-                if expected is not None and rng.random() < 0.5:
-                    # A heartbeat: same epoch, fresh stamp (the file is still replaced).
+                pick = rng.random()
+                if expected is not None and pick < 0.25:
+                    # A heartbeat: same epoch, fresh stamp (written in place).
                     row = SupervisionRow("running", "turn", expected)
                     await stores.supervision.compare_and_swap(key, "racer", expected, row)
+                    continue
+                if expected is not None and pick < 0.5:
+                    # An append: the header is replaced, the epoch kept.
+                    message = Message(f"m{rng.getrandbits(64):x}", "assistant", "x")
+                    await stores.conversations.append_messages(key, "racer", [message])
                     continue
                 row = SupervisionRow("running", "turn", (expected or 0) + 1)
                 if await stores.supervision.compare_and_swap(key, "racer", expected, row):

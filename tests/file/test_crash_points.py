@@ -13,6 +13,7 @@ the next write works.
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 import threading
 from collections.abc import Awaitable, Callable
@@ -147,6 +148,22 @@ async def _erase_leftovers(stores: FileStores, clock: ManualClock) -> None:
     clock.advance(1)
 
 
+async def _base_without_beat_file(stores: FileStores, clock: ManualClock) -> None:
+    """K's row claimed with no heartbeat file (as format 1 left it, or a claim cut
+    before the file): its first heartbeat creates the file."""
+    await _base(stores, clock)
+    os.unlink(os.path.join(stores.root.key_dir(K), "beat"))
+
+
+async def _base_beaten(stores: FileStores, clock: ManualClock) -> None:
+    """K with a heartbeat file whose both slots hold beats."""
+    await _base(stores, clock)
+    for n in range(2):
+        clock.advance(0.5)
+        row = SupervisionRow("running", f"beat{n}", 1)
+        assert await stores.supervision.compare_and_swap(K, OWNER, 1, row)
+
+
 async def _base_with_token(stores: FileStores, clock: ManualClock) -> None:
     await _base(stores, clock)
     await stores.pause_tokens.put("tok", K, OWNER, {"r": 1}, clock.now + timedelta(hours=1))
@@ -187,6 +204,23 @@ SCENARIOS: dict[str, tuple[Callable[[FileStores, ManualClock], Awaitable[Any]], 
         _base,
         lambda s: s.supervision.compare_and_swap(K, OWNER, 1, SupervisionRow("running", "t2", 2)),
     ),
+    "claim_creates_blank_beat_file": (
+        lambda s, c: None,
+        lambda s: s.supervision.compare_and_swap(K, OWNER, None, SupervisionRow("running", "t", 1)),
+    ),
+    "heartbeat_creates_file": (
+        _base_without_beat_file,
+        lambda s: s.supervision.compare_and_swap(K, OWNER, 1, SupervisionRow("done", "t1", 1)),
+    ),
+    "heartbeat_in_place": (
+        _base_beaten,
+        lambda s: s.supervision.compare_and_swap(K, OWNER, 1, SupervisionRow("done", "t3", 1)),
+    ),
+    "takeover_after_heartbeats": (
+        _base_beaten,
+        lambda s: s.supervision.compare_and_swap(K, OWNER, 1, SupervisionRow("running", "t", 2)),
+    ),
+    "erase_after_heartbeats": (_base_beaten, lambda s: s.conversations.delete(K, OWNER)),
     "state_raises_fence": (_base, lambda s: s.state.save(K, OWNER, {"big": "y" * 5000}, epoch=4)),
     "recording": (
         _base,
@@ -286,31 +320,39 @@ async def test_crash_at_every_step_leaves_old_or_new(name: str, tmp_path: Path) 
     assert outcomes == {"old", "new"}, outcomes
 
 
-BATCH_KEYS = [ConversationKey("tenant/1", f"batch{i}") for i in range(4)]
+BATCH_KEYS = [ConversationKey("tenant/1", f"batch{i}") for i in range(6)]
 
 
 @pytest.mark.parametrize("fsync", [False, True])
 async def test_crash_in_a_batch_leaves_each_row_old_or_new(fsync: bool, tmp_path: Path) -> None:
     """A group commit crashed at any step (its rows' fsyncs, renames and directory syncs
     run on several threads) leaves every row old or new, each on its own: rows of one
-    batch are not atomic together, but none is ever torn or half-written."""
+    batch are not atomic together, but none is ever torn or half-written. The batch
+    mixes takeovers (header replaces), a claim, a loser, a key's first heartbeat (its
+    heartbeat file is created) and a heartbeat written in place."""
     clock = ManualClock()
     base = str(tmp_path / "base")
     existing, fresh, loser = BATCH_KEYS[:2], BATCH_KEYS[2], BATCH_KEYS[3]
+    first_beat, in_place = BATCH_KEYS[4], BATCH_KEYS[5]
 
     def bundle(path: str, io: FileIO | None = None) -> FileStores:
         return FileStores(f"file://{path}", clock=clock, fsync=fsync, io=io)
 
     async with bundle(base) as stores:
-        for key in [*existing, loser]:
+        for key in [*existing, loser, first_beat, in_place]:
             ok = await stores.supervision.compare_and_swap(
                 key, OWNER, None, SupervisionRow("running", "turn", 1)
             )
             assert ok
+        for n in range(2):
+            row = SupervisionRow("running", f"beat{n}", 1)
+            assert await stores.supervision.compare_and_swap(in_place, OWNER, 1, row)
+        os.unlink(os.path.join(stores.root.key_dir(first_beat), "beat"))
     clock.advance(0.5)
     batch = [Swap(k, OWNER, 1, SupervisionRow("running", "t2", 2)) for k in existing]
     batch.append(Swap(fresh, OWNER, None, SupervisionRow("running", "t1", 1)))
     batch.append(Swap(loser, OWNER, 7, SupervisionRow("running", "t9", 9)))
+    batch += [Swap(k, OWNER, 1, SupervisionRow("done", "t3", 1)) for k in (first_beat, in_place)]
 
     async def rows(path: str) -> dict[str, Any]:
         async with bundle(path) as stores:
@@ -321,7 +363,7 @@ async def test_crash_in_a_batch_leaves_each_row_old_or_new(fsync: bool, tmp_path
     shutil.copytree(base, done)
     async with bundle(done) as stores:
         outcomes = await stores.supervision.compare_and_swap_many(batch)
-    assert [o.swapped for o in outcomes] == [True, True, True, False]
+    assert [o.swapped for o in outcomes] == [True, True, True, False, True, True]
     after = await rows(done)
 
     at, seen = 0, set()
@@ -351,5 +393,5 @@ async def test_crash_in_a_batch_leaves_each_row_old_or_new(fsync: bool, tmp_path
         if completed:
             break
         assert at < 200
-    for key in [*existing, fresh]:
+    for key in [*existing, fresh, first_beat, in_place]:
         assert {(key.session_id, "old"), (key.session_id, "new")} <= seen

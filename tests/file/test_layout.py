@@ -94,7 +94,7 @@ async def test_no_raw_id_becomes_a_path_segment(tmp_path: Path) -> None:
 
 ALLOWED = re.compile(
     r"^(\.?[0-9a-f]{2}|\.?[0-9a-f]{64}(\.rec)?|[0-9a-f]{64}\.[0-9a-f]{64}"
-    r"|keys|owners|oauth|u|c|pending|tokens|lock|head|FORMAT|state"
+    r"|keys|owners|oauth|u|c|pending|tokens|lock|head|beat|FORMAT|state"
     r"|recording|msgs\.dat|msgs\.idx|(user|assistant|compaction)\.idx"
     r"|ids-[0-9a-f]{16}\.tbl)$"
 )

@@ -1,12 +1,13 @@
 """Compare-and-swap raced by several OS processes on one directory: one winner each time.
 
-Each process loops "read the row, then heartbeat it (CAS to the same epoch) or take it
-over (CAS to the next epoch)", as lease holders and standbys do. Whatever the
+Each process loops "read the row, then heartbeat it (CAS to the same epoch), append to
+the conversation, or take it over (CAS to the next epoch)", as lease holders and
+standbys do. Whatever the
 interleaving, each expectation (None, 1, 2, ...) may be taken over by exactly one
 process, and the final epoch equals the number of takeovers. The same race run against
 the catalogue's variant that locks the replaced data file instead of the lock file must
-fail it: a waiter holding a lock on the replaced inode and a newcomer holding one on
-the new inode both see the heartbeat's epoch, and both take over.
+fail it: a waiter holding a lock on the header an append replaced and a newcomer
+holding one on the new header both see the same epoch, and both take over.
 """
 
 from __future__ import annotations

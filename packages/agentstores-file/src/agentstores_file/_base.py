@@ -56,15 +56,20 @@ class Runner:
         if pool is not None:
             await asyncio.to_thread(pool.shutdown, True)
 
-    async def __call__(self, fn: Callable[..., T], *args: Any) -> T:
+    def executor(self) -> ThreadPoolExecutor:
+        """The pool calls run on now (the bundle's own, started on first use, or the
+        process-wide one)."""
         pool = self.pool
-        if pool is None:
-            if self.workers is not None:
-                self.start()
-                pool = self.pool
-            else:
-                pool = shared_pool()
-        return await asyncio.get_running_loop().run_in_executor(pool, fn, *args)
+        if pool is not None:
+            return pool
+        if self.workers is not None:
+            self.start()
+            assert self.pool is not None
+            return self.pool
+        return shared_pool()
+
+    async def __call__(self, fn: Callable[..., T], *args: Any) -> T:
+        return await asyncio.get_running_loop().run_in_executor(self.executor(), fn, *args)
 
 
 def off_loop(
@@ -74,9 +79,13 @@ def off_loop(
     call runs on the bundle's pool, so flock waits and fsyncs never block the loop."""
 
     async def on_pool(self: S, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        # The executor future is awaited here directly: no coroutine of the runner's in
+        # between, on every call of every store.
+        pool = self.runner.executor()
         if kwargs:
-            return await self.runner(functools.partial(method, self, *args, **kwargs))
-        return await self.runner(method, self, *args)
+            fn = functools.partial(method, self, *args, **kwargs)
+            return await asyncio.get_running_loop().run_in_executor(pool, fn)
+        return await asyncio.get_running_loop().run_in_executor(pool, method, self, *args)
 
     functools.update_wrapper(on_pool, method)
     return on_pool

@@ -7,6 +7,8 @@ Layout under the root directory (no raw id is ever a path segment)::
         lock                            flock target; created once, never replaced
         head                            the key header + supervision row + transcript
                                         metadata (JSON, replaced atomically)
+        beat                            the row's heartbeats: two checksummed slots
+                                        overwritten in turn (see beat.py)
         state  recording                one record each (replaced atomically)
         tokens/<sha256(token_id)>       one pause token each
         msgs.dat msgs.idx *.idx ids-*.tbl   the transcript (see transcript.py)
@@ -18,7 +20,8 @@ Layout under the root directory (no raw id is ever a path segment)::
 Every write to a key's files happens under an exclusive ``flock`` on its ``lock`` file,
 which is never replaced (locking a file that is then renamed over loses updates).
 Readers of several files (transcripts) take the shared lock; single-file reads need no
-lock because every file is replaced atomically. The header is written before any other
+lock because every file is replaced atomically (``beat``, the one file overwritten in
+place, is read slot by slot, each slot checksummed). The header is written before any other
 file of a write that claims the key or raises its fence, and is the commit point of
 transcript changes, so a crash at any step leaves every record old or new.
 """
@@ -47,7 +50,11 @@ from .codec import dumps, loads, split_record
 from .fsio import FileIO
 from .transcript import corrupt
 
-FORMAT = b"agentstores-file 1\n"
+FORMAT = b"agentstores-file 2\n"
+"""The format marker. Format 2 adds the heartbeat file (``beat.py``); a format 1
+directory is read as is and its marker moved to 2 on open, so a process of an older
+version refuses it rather than read heartbeats it cannot see."""
+FORMAT_1 = b"agentstores-file 1\n"
 
 Head = dict[str, Any]
 """A key header as stored: ``owner``, ``fence``, ``shared``, ``sup``, ``conv`` (live), or
@@ -161,9 +168,10 @@ class FileRoot:
         marker = os.path.join(self.path, "FORMAT")
         with self.locked(self.path, exclusive=True, create=True):
             found = self.io.read_file(marker)
-            if found is None:
+            if found is None or found == FORMAT_1:
                 self.io.replace_file(marker, FORMAT)
-        if found is not None and found != FORMAT:
+                found = FORMAT
+        if found != FORMAT:
             raise BackendUnavailableError(
                 f"{self.path} holds another format ({found[:40]!r}); expected {FORMAT!r}"
             )
@@ -208,7 +216,10 @@ class FileRoot:
 
     def load_head(self, kdir: str) -> Head | None:
         """The header file of a key directory as stored (no key check), or None."""
-        raw = self.io.read_file(self.head_path(kdir))
+        return self.parse_head(self.io.read_file(self.head_path(kdir)), kdir)
+
+    def parse_head(self, raw: bytes | None, kdir: str) -> Head | None:
+        """A header file's bytes as a header (no key check), or None for no file."""
         if raw is None:
             return None
         head = loads(raw, f"header of {kdir}")
@@ -218,7 +229,11 @@ class FileRoot:
 
     def read_head(self, kdir: str, key: ConversationKey) -> Head | None:
         """The header of ``key``'s directory, refusing one that records another key."""
-        head = self.load_head(kdir)
+        return self.checked_head(self.load_head(kdir), key)
+
+    @staticmethod
+    def checked_head(head: Head | None, key: ConversationKey) -> Head | None:
+        """``head``, refused when it records another key than ``key``."""
         if head is None:
             return None
         stored = head.get("key")
@@ -234,7 +249,11 @@ class FileRoot:
     def head(self, kdir: str, key: ConversationKey, now: int) -> tuple[Head | None, str]:
         """The header and its status: absent, expired (tombstone past its TTL, data
         may linger until reuse), live or erased."""
-        h = self.read_head(kdir, key)
+        return self.head_status(self.read_head(kdir, key), now)
+
+    @staticmethod
+    def head_status(h: Head | None, now: int) -> tuple[Head | None, str]:
+        """:meth:`head` for a header already read."""
         if h is None:
             return None, ABSENT
         until = h.get("erased_until")

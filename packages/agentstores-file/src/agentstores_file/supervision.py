@@ -1,10 +1,14 @@
-"""SupervisionStore on files: the row lives in the key header, so a compare-and-swap is
-one locked header replace, and a batch of them is one group commit."""
+"""SupervisionStore on files: the row's base lives in the key header and its heartbeats
+in the key's heartbeat file (``beat.py``). A compare-and-swap that changes the epoch is
+one locked header replace; a heartbeat (same epoch, same owner, same fence) is one
+locked in-place overwrite of a heartbeat slot. A batch of either is one group commit."""
 
 from __future__ import annotations
 
 import asyncio
 import os
+import secrets
+from typing import Any
 
 from agentstores.errors import (
     AgentStoresError,
@@ -17,19 +21,104 @@ from agentstores.keys import ConversationKey
 from agentstores.models import SupervisionRow, SupervisionView, Swap, SwapOutcome
 from agentstores.stores import SupervisionStore, kit
 
-from ._base import FileStoreBase, off_loop
+from . import beat
+from ._base import FileStoreBase, Runner, off_loop
 from .codec import dumps
-from .header import LIVE, Head
+from .fsio import each
+from .header import LIVE, FileRoot, Head
 
 GROUP_MAX = 128
 """Most keys one group commit holds locked at once (each holds a lock fd and a temp fd
 until its group is durable); a bigger batch is split into groups run side by side."""
+
+HEADS_KEPT = 4096
+"""Headers kept parsed, by key directory, with the bytes they were parsed from: a header
+read back byte for byte as this process last read or wrote it is not parsed again (a
+heartbeat leaves the header as it was, and a compare-and-swap reads what the previous
+one wrote)."""
+
+_READ_TRIES = 2
+"""Lock-free tries of a read before it takes the key's shared lock (a try fails only
+when the header changed while the heartbeat file was read)."""
+
+
+class Beat:
+    """A heartbeat to write in place: what its slot in the key's heartbeat file holds."""
+
+    __slots__ = ("gen", "hb", "message_id", "status")
+
+    def __init__(self, gen: int, hb: int, status: str, message_id: str) -> None:
+        self.gen, self.hb, self.status, self.message_id = gen, hb, status, message_id
+
+    def slot(self, seq: int) -> bytes:
+        return beat.encode(seq, self.gen, self.hb, self.status, self.message_id)
+
+
+def beat_path(kdir: str) -> str:
+    return kdir + "/" + beat.NAME
+
+
+def current_row(root: FileRoot, kdir: str, h: Head) -> dict[str, Any] | None:
+    """The live row of a header: its base ``sup``, with the newest heartbeat slot of the
+    same generation over it (status, message id, heartbeat time)."""
+    sup: dict[str, Any] | None = h["sup"]
+    if sup is None or "g" not in sup:  # no row, or a row format 1 wrote: no slots
+        return sup
+    raw = root.io.read_file(beat_path(kdir))
+    if raw is None:
+        return sup
+    slot = beat.newest(raw, sup["g"], f"heartbeat file of {kdir}")
+    if slot is None:
+        return sup
+    return {"s": slot.status, "m": slot.message_id, "e": sup["e"], "hb": slot.hb, "g": sup["g"]}
 
 
 class FileSupervisionStore(FileStoreBase, SupervisionStore):
     # A batch is a group commit: a few in flight let one group's fsyncs overlap the next
     # group's reads and writes, and beats arriving meanwhile make the next batch.
     max_batches_in_flight = 4
+
+    def __init__(self, root: FileRoot, runner: Runner) -> None:
+        super().__init__(root, runner)
+        self._heads: dict[str, tuple[bytes, Head]] = {}
+
+    def _parsed(self, raw: bytes | None, kdir: str, key: ConversationKey) -> Head | None:
+        """The header ``raw`` holds, checked against ``key``: a fresh top-level copy that
+        the caller may change (values nested in it are shared and never changed)."""
+        if raw is None:
+            return None
+        kept = self._heads.get(kdir)
+        if kept is not None and kept[0] == raw:
+            return self.root.checked_head(dict(kept[1]), key)
+        h = self.root.checked_head(self.root.parse_head(raw, kdir), key)
+        if h is not None:
+            self._keep(kdir, raw, h)
+            h = dict(h)
+        return h
+
+    def _keep(self, kdir: str, raw: bytes, h: Head) -> None:
+        heads = self._heads
+        if len(heads) >= HEADS_KEPT:
+            heads.clear()
+        heads[kdir] = (raw, h)
+
+    def _head(self, kdir: str, key: ConversationKey, now: int) -> tuple[Head | None, str]:
+        """:meth:`FileRoot.head` through the kept parsed headers."""
+        root = self.root
+        return root.head_status(
+            self._parsed(root.io.read_file(root.head_path(kdir)), kdir, key), now
+        )
+
+    def _put_head(self, kdir: str, h: Head, blank_beat: bool) -> None:
+        """Replace the key's header with ``h`` (which is then never changed) and keep it;
+        with ``blank_beat``, create a heartbeat file with no slot written first (one
+        directory sync for both; a crash between leaves a blank file, read as none)."""
+        raw = dumps(h)
+        io = self.root.io
+        if blank_beat:
+            io.replace_file(beat_path(kdir), beat.BLANK, sync_dir=False)
+        io.replace_file(self.root.head_path(kdir), raw)
+        self._keep(kdir, raw, h)
 
     def _decide(
         self,
@@ -38,12 +127,21 @@ class FileSupervisionStore(FileStoreBase, SupervisionStore):
         principal: str,
         expected_epoch: int | None,
         row: SupervisionRow,
-    ) -> Head | None:
-        """The header one compare-and-swap writes, or None when it loses (the caller holds
-        the key's exclusive lock; nothing is written here but an expired key's purge)."""
+    ) -> tuple[Head, bool] | Beat | None:
+        """What one compare-and-swap writes: a heartbeat slot; a new header, and whether a
+        blank heartbeat file goes with it (a claim of a key that has none, so that its
+        heartbeats go in place from the first); or None when it loses (the caller holds
+        the key's exclusive lock; nothing is written here but an expired key's purge).
+
+        A swap that keeps the epoch of a live row it owns changes neither the owner nor
+        the fence, so it is a heartbeat, written in place when the row has a generation
+        (a row format 1 wrote gets one here, through the header: migrated on write).
+        Anything else replaces the header, with a fresh generation for the row so the
+        heartbeats of the row it replaces are never read again.
+        """
         root = self.root
         now = root.now_us()
-        h, status = root.head(kdir, key, now)
+        h, status = self._head(kdir, key, now)
         refusal = root.judge_write(h, status, principal, row.epoch)
         if refusal is Refusal.NOT_OWNED:
             raise refusal_error(refusal, key=key)
@@ -55,22 +153,67 @@ class FileSupervisionStore(FileStoreBase, SupervisionStore):
                 return None
         elif current is None or current["e"] != expected_epoch:
             return None
+        elif (
+            row.epoch == expected_epoch
+            and "g" in current
+            and h is not None
+            and h["fence"] == kit.raised_fence(h["fence"], row.epoch)
+        ):
+            return Beat(current["g"], now, row.status, row.message_id)
         new = root.claim(kdir, key, h, status, principal)
         new["fence"] = kit.raised_fence(new["fence"], row.epoch)
-        new["sup"] = {"s": row.status, "m": row.message_id, "e": row.epoch, "hb": now}
-        return new
+        new["sup"] = {
+            "s": row.status,
+            "m": row.message_id,
+            "e": row.epoch,
+            "hb": now,
+            "g": secrets.randbits(63),
+        }
+        return new, current is None and not os.path.exists(beat_path(kdir))
+
+    def _put_beat(self, kdir: str, b: Beat) -> int | None:
+        """Overwrite the older slot of the key's heartbeat file with ``b``, not synced:
+        the fd to sync and close, or None when the key has no heartbeat file yet (it is
+        then written whole: :meth:`first_beat`)."""
+        io = self.root.io
+        fd = io.open_rw(beat_path(kdir))
+        if fd is None:
+            return None
+        try:
+            offset, seq = beat.next_write(io.pread(fd, beat.SIZE, 0), f"heartbeat file of {kdir}")
+            io.overwrite(fd, b.slot(seq), offset)
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
+
+    @staticmethod
+    def first_beat(b: Beat) -> bytes:
+        """A new heartbeat file holding ``b``, replaced into place like any file."""
+        return beat.first_file(b.slot(1))
 
     def _swap(
         self, key: ConversationKey, principal: str, expected_epoch: int | None, row: SupervisionRow
     ) -> bool:
-        """One compare-and-swap: one locked header replace (blocking)."""
+        """One compare-and-swap: one locked header replace, or one locked in-place
+        heartbeat (blocking)."""
         root = self.root
         kdir = root.key_dir(key)
         with root.locked(kdir, exclusive=True, create=True):
             new = self._decide(kdir, key, principal, expected_epoch, row)
             if new is None:
                 return False
-            root.put_head(kdir, new)
+            if not isinstance(new, Beat):
+                self._put_head(kdir, *new)
+                return True
+            fd = self._put_beat(kdir, new)
+            if fd is None:
+                root.io.replace_file(beat_path(kdir), self.first_beat(new))
+                return True
+            try:
+                root.io.sync(fd)
+            finally:
+                os.close(fd)
             return True
 
     _compare_and_swap = off_loop(_swap)
@@ -116,18 +259,21 @@ class FileSupervisionStore(FileStoreBase, SupervisionStore):
         """Every swap of ``swaps`` as one group commit (blocking).
 
         Each row is still its own compare-and-swap: its key's exclusive lock is taken,
-        its header read and judged, and the lock held until its new header is durable.
-        What the rows share is the durability barriers (:meth:`FileIO.replace_many`):
-        one round of fsyncs for every temp file, one for every directory. Locks are only
-        tried, never waited for while others are held (so groups cannot deadlock with
-        each other or with multi-key writers); a row whose key is busy runs through the
-        single path once the group is done.
+        its header read and judged, and the lock held until its write is durable. What
+        the rows share is the durability barriers: the heartbeats written in place are
+        fdatasynced side by side, and the files replaced (:meth:`FileIO.replace_many`)
+        share one round of fsyncs for every temp file and one for every directory.
+        Locks are only tried, never waited for while others are held (so groups cannot
+        deadlock with each other or with multi-key writers); a row whose key is busy
+        runs through the single path once the group is done.
         """
         root, io = self.root, self.root.io
         out: list[SwapOutcome | None] = [None] * len(swaps)
         busy: list[int] = []
         held: list[int] = []
-        writes: list[tuple[int, str, bytes, bool]] = []  # row, head path, header, purged
+        beats: list[tuple[int, int]] = []  # row, heartbeat file fd (written, not synced)
+        writes: list[tuple[int, str, bytes, bool]] = []  # row, path, content, purged
+        heads: dict[int, tuple[str, Head]] = {}  # row -> the header it writes
         try:
             for i, sw in enumerate(swaps):
                 kdir = root.key_dir(sw.key)
@@ -145,23 +291,41 @@ class FileSupervisionStore(FileStoreBase, SupervisionStore):
                         continue
                     held.append(fd)
                     new = self._decide(kdir, sw.key, sw.principal, sw.expected_epoch, sw.row)
+                    if new is None:
+                        out[i] = SwapOutcome(False)
+                    elif not isinstance(new, Beat):
+                        head, blank_beat = new
+                        if blank_beat:  # renamed before the header, its outcome no row's
+                            writes.append((-1, beat_path(kdir), beat.BLANK, False))
+                        heads[i] = (kdir, head)
+                        writes.append((i, root.head_path(kdir), dumps(head), io.commits != before))
+                    elif (beat_fd := self._put_beat(kdir, new)) is not None:
+                        beats.append((i, beat_fd))
+                    else:
+                        writes.append((i, beat_path(kdir), self.first_beat(new), False))
                 except Exception as exc:
-                    out[i] = SwapOutcome(False, self._row_error(exc, sw))
-                    continue
-                if new is None:
-                    out[i] = SwapOutcome(False)
-                else:
-                    writes.append((i, root.head_path(kdir), dumps(new), io.commits != before))
+                    typed = self._unknown if io.commits != before else self._row_error
+                    out[i] = SwapOutcome(False, typed(exc, sw))
+            synced = each(io.sync, [fd for _, fd in beats])
+            for (i, _), failure in zip(beats, synced, strict=True):
+                failed = None if failure is None else self._unknown(failure, swaps[i])
+                out[i] = SwapOutcome(failure is None, failed)
             results = io.replace_many([(path, data) for _, path, data, _ in writes])
-            for (i, _, _, purged), (renamed, failure) in zip(writes, results, strict=True):
+            for (i, _, data, purged), (renamed, failure) in zip(writes, results, strict=True):
+                if i < 0:
+                    continue
                 sw = swaps[i]
                 if failure is None:
                     out[i] = SwapOutcome(True)
+                    if i in heads:
+                        self._keep(heads[i][0], data, heads[i][1])
                 elif renamed or purged:
                     out[i] = SwapOutcome(False, self._unknown(failure, sw))
                 else:
                     out[i] = SwapOutcome(False, self._row_error(failure, sw))
         finally:
+            for _, fd in beats:
+                os.close(fd)
             for fd in held:
                 os.close(fd)
         if busy:
@@ -169,15 +333,40 @@ class FileSupervisionStore(FileStoreBase, SupervisionStore):
                 out[i] = outcome
         return [o if o is not None else SwapOutcome(False) for o in out]
 
+    def _look(
+        self, kdir: str, key: ConversationKey, principal: str, now: int
+    ) -> tuple[Head | None, dict[str, Any] | None, bool]:
+        """One lock-free look at the row: the header (None when ``principal`` may not
+        see the key), its row with the heartbeats over it, and whether the header was
+        the same after the heartbeat file was read (then the two belong together)."""
+        root, io = self.root, self.root.io
+        path = root.head_path(kdir)
+        raw = io.read_file(path)
+        h, status = root.head_status(self._parsed(raw, kdir, key), now)
+        if not root.can_read(h, status, principal) or h is None:
+            return None, None, True
+        sup = h["sup"]
+        if sup is None or "g" not in sup:
+            return h, sup, True
+        return h, current_row(root, kdir, h), io.read_file(path) == raw
+
     @off_loop
     def _read(self, key: ConversationKey, principal: str) -> SupervisionView:
+        """The row as of one instant, without a lock; when the header moved while the
+        heartbeat file was read, again, and at last under the key's shared lock (which
+        every writer excludes)."""
         root = self.root
         kdir = root.key_dir(key)
         now = root.now_us()
-        h, status = root.head(kdir, key, now)
-        if not root.can_read(h, status, principal) or h is None:
+        for _ in range(_READ_TRIES):
+            h, sup, same = self._look(kdir, key, principal, now)
+            if same:
+                break
+        else:
+            with root.locked(kdir, exclusive=False, create=False):
+                h, sup, _ = self._look(kdir, key, principal, now)
+        if h is None:
             return SupervisionView(None, kit.from_micros(now), 0)
-        sup = h["sup"]
         row = None
         if sup is not None:
             row = SupervisionRow(
@@ -200,7 +389,7 @@ class FileSupervisionStore(FileStoreBase, SupervisionStore):
             if status != LIVE or h is None:
                 return False
             root.check_write(key, h, status, principal, None)
-            sup = h["sup"]
+            sup = current_row(root, kdir, h)
             if sup is None or sup["m"] != message_id or sup["e"] != epoch:
                 return False
             h["sup"] = None
