@@ -510,6 +510,54 @@ class RedisClient:
             raise reply
         return reply
 
+    async def transaction(
+        self, routing_key: str, commands: Sequence[tuple[EncodableT, ...]]
+    ) -> list[Any]:
+        """Plain read ``commands`` on keys of ``routing_key``'s hash slot as one
+        ``MULTI``/``EXEC``, sent in one write: the server runs them back to back with
+        nothing in between, so their replies are one atomic snapshot, without the cost of
+        entering Lua. Returns ``EXEC``'s replies; an error reply is raised. Sent once more
+        after a lost connection or a cluster redirection (they only read)."""
+        cmds = [_MULTI, *commands, _EXEC]
+        for attempt in range(2):
+            try:
+                replies = await self._transaction_once(routing_key, cmds)
+            except (Uncertain, NotSent):
+                if attempt:
+                    raise
+                continue
+            result = replies[-1]
+            if type(result) is list:
+                for reply in result:
+                    if isinstance(reply, Exception):
+                        raise reply
+                return result
+            # EXECABORT: a queued command was refused, which one says why
+            refused = [r for r in replies[1:-1] if isinstance(r, Exception)]
+            if any(isinstance(r, _REDIRECTED) for r in refused):
+                self._refresh = True
+                if not attempt:
+                    continue
+                raise NotSent(f"cluster redirection: {refused[0]}")
+            raise refused[0] if refused else result
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _transaction_once(
+        self, routing_key: str, cmds: Sequence[tuple[EncodableT, ...]]
+    ) -> list[Any]:
+        conn, release = await self._connect(routing_key)
+        try:
+            try:
+                return await self._exchange(conn, cmds)
+            except BaseException as exc:
+                await _drop(conn)
+                self._refresh = self.cluster
+                if isinstance(exc, Exception):
+                    raise Uncertain(f"connection lost: {exc}") from exc
+                raise
+        finally:
+            await release(conn)
+
     async def command(self, routing_key: str, *args: EncodableT) -> Any:
         """One idempotent command routed by ``routing_key``."""
         reply = (await self.many([(None, [routing_key], args)]))[0]
@@ -630,6 +678,11 @@ class RedisClient:
         for node in await self._primaries():
             out.append((await self._on_node_retry(node, [(None, [], args)]))[0])
         return out
+
+
+_MULTI: tuple[EncodableT, ...] = ("MULTI",)
+_EXEC: tuple[EncodableT, ...] = ("EXEC",)
+_REDIRECTED = (MovedError, AskError, TryAgainError, ClusterDownError)
 
 
 def _no_script(reply: Any) -> bool:
