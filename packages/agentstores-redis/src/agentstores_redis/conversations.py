@@ -1,10 +1,18 @@
 """ConversationStore on Redis.
 
 The transcript's layout keeps every per-message operation independent of its length:
-``message_ids`` (message id -> seq) makes appends idempotent, ``messages`` (seq ->
-record) reads one message by position, ``user_seqs``/``assistant_seqs`` find the k-th
-message of one speaker and the recent turns in O(log n), ``by_time`` (created_at, seq)
-maps a time range to a seq range, ``compaction_seqs`` finds the latest compaction.
+``message_ids`` (message id -> seq) makes appends idempotent; the records are partitioned
+by role into ``user_records``, ``assistant_records`` and ``other_records``, sorted sets
+scored by seq, so a message by seq, a speaker's k-th message and the recent turns are
+O(log n) slices; ``by_time`` (created_at, seq) maps a time range to a seq range,
+``compaction_seqs`` finds the latest compaction.
+
+The hot reads (recent turns, a speaker's k-th message) are one ``MULTI``/``EXEC`` of plain
+reads: the header fields the read rule needs, the server clock and the slices, one
+atomic snapshot in one round trip, the rule applied here (:func:`_visible`). The other
+reads are read-only scripts. A conversation still holding the previous layout (see
+``scripts/include/legacy_layout.lua``) is converted by ``conv_upgrade`` when a read finds
+it, then read again.
 
 Listing and sweeping read the indexes across conversations of :mod:`.index`, updated
 right after each write here.
@@ -12,11 +20,14 @@ right after each write here.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import json
 import uuid
+from collections.abc import Sequence
 from datetime import datetime, timedelta
+from typing import Any
 
 from agentstores.errors import Refusal, UsageError, refusal_error
 from agentstores.keys import ConversationKey
@@ -49,6 +60,7 @@ from agentstores.stores.kit import (
 )
 
 from ._base import Context, RedisStoreBase, claim_args, epoch_arg, raise_for, text
+from .client import EncodableT, NotDurable, Script, Uncertain
 from .index import ConversationIndexes
 from .keys import ConvKeys
 from .lua import (
@@ -64,6 +76,7 @@ from .lua import (
     CONV_TITLE,
     CONV_TRANSCRIPT,
     CONV_TRUNCATE,
+    CONV_UPGRADE,
 )
 from .metadata import parse_info, read_infos
 
@@ -102,7 +115,7 @@ if [f.name for f in dataclasses.fields(StoredMessage)] != [
     raise RuntimeError("StoredMessage changed: update _stored_many's field setters")
 
 
-def _stored_many(reply: list[bytes]) -> list[StoredMessage]:
+def _stored_many(reply: list[Any]) -> list[StoredMessage]:
     """The messages of a flat ``{seq, record, ...}`` reply, their bodies parsed by one
     ``json.loads`` over all of them (a call per message costs more than the parse).
 
@@ -280,9 +293,18 @@ class RedisConversationStore(RedisStoreBase, ConversationStore):
         self, key: ConversationKey, principal: str, message_id: str, new_key: ConversationKey
     ) -> None:
         names = self._key_names(key)
-        reply = await self.ctx.client.read(
+        reply = await self._read_script(
+            names,
             CONV_PREFIX,
-            [names.header, names.meta, names.message_ids, names.messages],
+            [
+                names.header,
+                names.meta,
+                names.message_ids,
+                names.legacy_records,
+                names.user_records,
+                names.assistant_records,
+                names.other_records,
+            ],
             [principal, message_id],
         )
         if reply[0] == b"no_message":
@@ -344,10 +366,63 @@ class RedisConversationStore(RedisStoreBase, ConversationStore):
 
     # --- reads ----------------------------------------------------------------------
 
+    async def _visible(
+        self, names: ConvKeys, principal: str, reads: Sequence[tuple[EncodableT, ...]]
+    ) -> list[Any] | None:
+        """The replies of the plain ``reads``, in one ``MULTI``/``EXEC`` behind the header
+        fields and the server clock that decide whether ``principal`` may read (the
+        scripts' ``can_read``: an owner, not erased, before a temporary conversation's
+        drop deadline, and the principal its owner or shared with); None when not, which
+        the caller answers exactly as an absent conversation."""
+        header, clock, *replies = await self.ctx.client.transaction(
+            names.header,
+            [
+                (
+                    "HMGET",
+                    names.header,
+                    "owner",
+                    "erased_at",
+                    "drop_at",
+                    "shared:" + principal,
+                ),
+                _TIME,
+                *reads,
+            ],
+        )
+        owner, erased_at, drop_at, shared = header
+        if owner is None or erased_at is not None:
+            return None
+        if drop_at is not None and int(drop_at) <= int(clock[0]) * 1_000_000 + int(clock[1]):
+            return None
+        if shared is None and owner != principal.encode():
+            return None
+        return replies
+
+    async def _upgrade(self, names: ConvKeys) -> None:
+        """Convert a conversation a read found in the previous layout (idempotent: a lost
+        reply is settled by reading again)."""
+        with contextlib.suppress(Uncertain, NotDurable):
+            await self.ctx.client.write(CONV_UPGRADE, names.all, ())
+
+    async def _read_script(
+        self, names: ConvKeys, script: Script, keys: list[str], args: list[EncodableT]
+    ) -> Any:
+        """A read-only script, run again after converting a previous-layout conversation
+        it replied ``legacy`` for."""
+        reply = await self.ctx.client.read(script, keys, args)
+        if reply == _LEGACY:
+            await self._upgrade(names)
+            reply = await self.ctx.client.read(script, keys, args)
+            if reply == _LEGACY:
+                raise RuntimeError(f"{script.name}: the conversation was not converted")
+        return reply
+
     async def _get_transcript(
         self, key: ConversationKey, principal: str, query: TranscriptQuery
     ) -> list[TranscriptMessage]:
         names = self._key_names(key)
+        if query.index is not None and query.speaker in ("user", "assistant"):
+            return await self._speaker_message(names, principal, query.speaker, query.index)
         if query.index is not None:
             mode, arg, t0, t1 = "index", str(query.index), "", ""
         elif query.time_range is not None:
@@ -356,37 +431,58 @@ class RedisConversationStore(RedisStoreBase, ConversationStore):
         else:
             mode, arg, t0, t1 = "all", "", "", ""
         limit = -1 if query.limit is None else query.limit
-        reply = await self.ctx.client.read(
+        reply = await self._read_script(
+            names,
             CONV_TRANSCRIPT,
             [
                 names.header,
                 names.meta,
-                names.messages,
+                names.legacy_records,
                 names.by_time,
-                names.user_seqs,
-                names.assistant_seqs,
+                names.user_records,
+                names.assistant_records,
+                names.other_records,
             ],
             [principal, query.speaker, mode, arg, t0, t1, limit],
         )
-        out = []
-        for i in range(0, len(reply), 2):
-            created, mid, body = _split(reply[i + 1])
-            role, content, _metadata, _compaction = json.loads(body)
-            out.append(TranscriptMessage(int(reply[i]), role, content, mid, _moment(created)))
-        return out
+        return [_transcript_message(reply[i], reply[i + 1]) for i in range(0, len(reply), 2)]
+
+    async def _speaker_message(
+        self, names: ConvKeys, principal: str, speaker: str, index: int
+    ) -> list[TranscriptMessage]:
+        """A speaker's message at ``index`` (negative: from the end; the first user
+        message is index 0): its sorted set's slice at that rank, plus the set's size
+        for a negative index, in one atomic snapshot."""
+        records = names.user_records if speaker == "user" else names.assistant_records
+        reads: list[tuple[EncodableT, ...]] = [("ZRANGE", records, index, index, "WITHSCORES")]
+        if index < 0:
+            reads.append(("ZCARD", records))
+        for _attempt in range(2):
+            replies = await self._visible(names, principal, reads)
+            if replies is None or not replies[0]:
+                return []
+            record = replies[0][0]
+            if b"|" not in record:  # a previous-layout seq: convert, then read again
+                await self._upgrade(names)
+                continue
+            position = index if index >= 0 else int(replies[1]) + index
+            return [_transcript_message(position, record)]
+        raise RuntimeError("the conversation was not converted")
 
     async def _messages(
         self, key: ConversationKey, principal: str, mode: str, x: int = 0, y: int = 0
     ) -> list[StoredMessage]:
         names = self._key_names(key)
-        reply = await self.ctx.client.read(
+        reply = await self._read_script(
+            names,
             CONV_MESSAGES,
             [
                 names.header,
                 names.meta,
-                names.messages,
-                names.user_seqs,
-                names.assistant_seqs,
+                names.legacy_records,
+                names.user_records,
+                names.assistant_records,
+                names.other_records,
                 names.compaction_seqs,
             ],
             [principal, mode, x, y],
@@ -396,7 +492,23 @@ class RedisConversationStore(RedisStoreBase, ConversationStore):
     async def _recent(
         self, key: ConversationKey, principal: str, limit: int
     ) -> list[StoredMessage]:
-        return await self._messages(key, principal, "recent", limit)
+        """The last ``limit`` user/assistant messages: the last ``limit`` of each speaker's
+        sorted set, merged by seq here, in one atomic snapshot with the read rule."""
+        names = self._key_names(key)
+        reads: list[tuple[EncodableT, ...]] = [
+            ("ZRANGE", names.user_records, -limit, -1, "WITHSCORES"),
+            ("ZRANGE", names.assistant_records, -limit, -1, "WITHSCORES"),
+        ]
+        for _attempt in range(2):
+            replies = await self._visible(names, principal, reads)
+            if replies is None:
+                return []
+            users, assistants = replies
+            if (users and b"|" not in users[0]) or (assistants and b"|" not in assistants[0]):
+                await self._upgrade(names)  # previous-layout seqs: convert, read again
+                continue
+            return _stored_many(_last_merged(users, assistants, limit))
+        raise RuntimeError("the conversation was not converted")
 
     async def _history(self, key: ConversationKey, principal: str) -> list[StoredMessage]:
         return await self._messages(key, principal, "history")
@@ -437,6 +549,32 @@ class RedisConversationStore(RedisStoreBase, ConversationStore):
         """Re-add every live conversation to the listing and sweeper indexes (after a
         process died between a write and its index step). Returns how many were seen."""
         return await self.indexes.rebuild()
+
+
+_TIME: tuple[EncodableT, ...] = ("TIME",)
+_LEGACY = [b"legacy"]
+"""A read script's reply for a conversation still in the previous layout."""
+
+
+def _transcript_message(position: bytes | int, record: bytes) -> TranscriptMessage:
+    created, mid, body = _split(record)
+    role, content, _metadata, _compaction = json.loads(body)
+    return TranscriptMessage(int(position), role, content, mid, _moment(created))
+
+
+def _last_merged(users: list[bytes], assistants: list[bytes], limit: int) -> list[Any]:
+    """Flat ``[seq, record, ...]``, ascending, of the last ``limit`` of two ``ZRANGE ...
+    WITHSCORES`` replies (each ascending by seq, seqs never shared)."""
+    if not assistants or not users:  # one speaker: already the last ``limit``
+        rows = users or assistants
+        return [x for pair in zip(rows[1::2], rows[0::2], strict=True) for x in pair]
+    merged = sorted(
+        [
+            *zip(map(int, users[1::2]), users[0::2], strict=True),
+            *zip(map(int, assistants[1::2]), assistants[0::2], strict=True),
+        ]
+    )[-limit:]
+    return [x for pair in merged for x in pair]
 
 
 def _no_message(key: ConversationKey, message_id: str) -> Exception:
