@@ -33,8 +33,17 @@ from typing import Any
 from agentstores.keys import ConversationKey
 from agentstores.models import Message
 from agentstores.plugins import create_stores
+from agentstores_redis import conversations
+from agentstores_redis.client import Script
 
 from .systems import role_of, text_of
+
+PREVIOUS_APPEND = Script(
+    "conv_append_previous",
+    (Path(__file__).parents[2] / "redis" / "previous_layout_append.lua").read_text("utf-8"),
+    write=True,
+)
+"""The previous layout's append script, which the tests write that layout with."""
 
 Case = Callable[[], Awaitable[object]]
 
@@ -68,14 +77,7 @@ async def _server_us(raw: Any, fn: Case, calls: int) -> float:
 async def _at_length(url: str, length: int, rounds: int, calls: int) -> None:
     import redis.asyncio as aioredis
 
-    from agentstores_redis import conversations
-    from agentstores_redis.client import Script
-
-    previous = Script(
-        "conv_append_previous",
-        (Path("tests/redis/previous_layout_append.lua")).read_text("utf-8"),
-        write=True,
-    )
+    previous = PREVIOUS_APPEND
     stores = create_stores(url)
     await stores.open()
     raw = aioredis.from_url(url)

@@ -90,12 +90,12 @@ def _body(m: EncodedMessage) -> bytes:
     return b'["' + role + b'",' + m.content_json + b"," + m.metadata_json + b"," + flag + b"]"
 
 
-def _split(raw: bytes) -> tuple[int, str, bytes]:
-    """``(created_us, message id, body)`` of a stored record (the id may hold ``|``: its
-    length comes first)."""
+def _split(raw: bytes) -> tuple[bytes, str, bytes]:
+    """``(created_us as digits, message id, body)`` of a stored record (the id may hold
+    ``|``: its length comes first)."""
     created, n, rest = raw.split(b"|", 2)
     k = int(n)
-    return int(created), rest[:k].decode("utf-8"), rest[k:]
+    return created, rest[:k].decode("utf-8"), rest[k:]
 
 
 _NEW = object.__new__
@@ -115,23 +115,31 @@ if [f.name for f in dataclasses.fields(StoredMessage)] != [
     raise RuntimeError("StoredMessage changed: update _stored_many's field setters")
 
 
-def _stored_many(reply: list[Any]) -> list[StoredMessage]:
-    """The messages of a flat ``{seq, record, ...}`` reply, their bodies parsed by one
-    ``json.loads`` over all of them (a call per message costs more than the parse).
+def _stored_many(seqs: Sequence[bytes | int], records: Sequence[bytes]) -> list[StoredMessage]:
+    """The messages of the records at ``seqs``, their bodies parsed by one ``json.loads``
+    over all of them (a call per message costs more than the parse).
 
-    Every read of messages ends here, once per message, so each is built by setting its
-    slots directly: the frozen dataclass's ``__init__`` (an ``object.__setattr__`` call
-    per field) costs nearly as much as the parse. ``compaction`` is the JSON boolean the
-    append wrote."""
-    parts = [_split(raw) for raw in reply[1::2]]
-    if not parts:
+    Every read of messages ends here, once per message, so the records are split inline
+    and each message is built by setting its slots directly: the frozen dataclass's
+    ``__init__`` (an ``object.__setattr__`` call per field) costs nearly as much as the
+    parse. ``compaction`` is the JSON boolean the append wrote."""
+    if not records:
         return []
-    bodies = json.loads(b"[" + b",".join(body for _, _, body in parts) + b"]")
+    ids: list[str] = []
+    stamps: list[bytes] = []
+    bodies: list[bytes] = []
+    for raw in records:
+        created, n, rest = raw.split(b"|", 2)
+        k = int(n)
+        ids.append(rest[:k].decode("utf-8"))
+        stamps.append(created)
+        bodies.append(rest[k:])
+    parsed = json.loads(b"[" + b",".join(bodies) + b"]")
     moment = _moment
     out: list[StoredMessage] = []
     add = out.append
-    for seq, (created, mid, _), (role, content, metadata, compaction) in zip(
-        reply[0::2], parts, bodies, strict=True
+    for seq, mid, created, (role, content, metadata, compaction) in zip(
+        seqs, ids, stamps, parsed, strict=True
     ):
         m = _NEW(StoredMessage)
         _SET_ID(m, mid)
@@ -146,10 +154,11 @@ def _stored_many(reply: list[Any]) -> list[StoredMessage]:
 
 
 @functools.lru_cache(maxsize=1 << 16)
-def _moment(created_us: int) -> datetime:
-    """A stored ``created_at``: the same few recent messages are read again and again
-    (every turn reloads them), and building the datetime costs more than this lookup."""
-    return UNIX_EPOCH + timedelta(microseconds=created_us)
+def _moment(created_us: bytes) -> datetime:
+    """A stored ``created_at`` from its digits: the same few recent messages are read
+    again and again (every turn reloads them), and building the datetime costs more than
+    this lookup."""
+    return UNIX_EPOCH + timedelta(microseconds=int(created_us))
 
 
 def _md_args(updates: MetadataUpdate) -> list[str | bytes]:
@@ -487,7 +496,7 @@ class RedisConversationStore(RedisStoreBase, ConversationStore):
             ],
             [principal, mode, x, y],
         )
-        return _stored_many(reply)
+        return _stored_many(reply[0::2], reply[1::2])
 
     async def _recent(
         self, key: ConversationKey, principal: str, limit: int
@@ -507,7 +516,7 @@ class RedisConversationStore(RedisStoreBase, ConversationStore):
             if (users and b"|" not in users[0]) or (assistants and b"|" not in assistants[0]):
                 await self._upgrade(names)  # previous-layout seqs: convert, read again
                 continue
-            return _stored_many(_last_merged(users, assistants, limit))
+            return _stored_many(*_last_merged(users, assistants, limit))
         raise RuntimeError("the conversation was not converted")
 
     async def _history(self, key: ConversationKey, principal: str) -> list[StoredMessage]:
@@ -562,19 +571,34 @@ def _transcript_message(position: bytes | int, record: bytes) -> TranscriptMessa
     return TranscriptMessage(int(position), role, content, mid, _moment(created))
 
 
-def _last_merged(users: list[bytes], assistants: list[bytes], limit: int) -> list[Any]:
-    """Flat ``[seq, record, ...]``, ascending, of the last ``limit`` of two ``ZRANGE ...
-    WITHSCORES`` replies (each ascending by seq, seqs never shared)."""
+def _last_merged(
+    users: list[bytes], assistants: list[bytes], limit: int
+) -> tuple[Sequence[bytes | int], Sequence[bytes]]:
+    """``(seqs, records)``, ascending, of the last ``limit`` of two ``ZRANGE ...
+    WITHSCORES`` replies (each ascending by seq, a seq in only one of them), merged from
+    their ends."""
     if not assistants or not users:  # one speaker: already the last ``limit``
         rows = users or assistants
-        return [x for pair in zip(rows[1::2], rows[0::2], strict=True) for x in pair]
-    merged = sorted(
-        [
-            *zip(map(int, users[1::2]), users[0::2], strict=True),
-            *zip(map(int, assistants[1::2]), assistants[0::2], strict=True),
-        ]
-    )[-limit:]
-    return [x for pair in merged for x in pair]
+        return rows[1::2], rows[0::2]
+    u_seqs, a_seqs = users[1::2], assistants[1::2]
+    i, j = len(u_seqs), len(a_seqs)
+    u, a = int(u_seqs[-1]), int(a_seqs[-1])
+    seqs: list[int] = []
+    records: list[bytes] = []
+    for _ in range(min(limit, i + j)):
+        if u > a:
+            i -= 1
+            seqs.append(u)
+            records.append(users[2 * i])
+            u = int(u_seqs[i - 1]) if i else -1
+        else:
+            j -= 1
+            seqs.append(a)
+            records.append(assistants[2 * j])
+            a = int(a_seqs[j - 1]) if j else -1
+    seqs.reverse()
+    records.reverse()
+    return seqs, records
 
 
 def _no_message(key: ConversationKey, message_id: str) -> Exception:
