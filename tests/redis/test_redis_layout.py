@@ -196,3 +196,29 @@ async def test_erasing_an_unconverted_conversation_leaves_only_its_tombstone(url
         assert left == [names.header]
         assert await s.conversations.recent(key, OWNER, 5) == []
         await s.purge()
+
+
+async def test_every_transcript_key_of_a_temporary_conversation_expires_with_it(
+    url: str,
+) -> None:
+    """The server drops a temporary conversation by itself at its drop deadline: every
+    record set included, whichever append created it."""
+    key = ConversationKey(f"t-{uuid.uuid4().hex[:8]}", "temp")
+    async with RedisStores(url) as s:
+        names = s.keys.conv(key)
+        await s.conversations.append_messages(key, OWNER, MESSAGES[:2])
+        expires = await s.now() + timedelta(hours=2)
+        await s.conversations.append_messages(key, OWNER, MESSAGES[2:], expires_at=expires)
+        drop_at = int(await s.client.command(names.header, "HGET", names.header, "drop_at"))
+        deadline = -(-drop_at // 1000)
+        for part in (
+            names.meta,
+            names.message_ids,
+            names.by_time,
+            names.user_records,
+            names.assistant_records,
+            names.other_records,
+            names.compaction_seqs,
+        ):
+            assert await s.client.command(names.header, "PEXPIRETIME", part) == deadline, part
+        await s.purge()
