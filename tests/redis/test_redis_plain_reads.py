@@ -92,3 +92,46 @@ async def test_past_the_drop_deadline_a_conversation_reads_as_absent(url: str) -
         assert await conv.get_transcript(key, "p", index=-1, speaker="assistant") == []
         assert await s.client.command(names.header, "EXISTS", names.user_records) == 1
         await s.purge()
+
+
+async def test_replies_taken_from_the_reader_equal_read_responses(
+    valkey_server: ValkeyServer,
+) -> None:
+    """A transaction takes the replies already buffered straight from the hiredis reader:
+    they must be what ``read_response`` gives, error replies (top-level and inside
+    ``EXEC``) included."""
+    from agentstores_redis.client import _hiredis_reader, _pipeline
+
+    async with RedisStores(with_prefix(valkey_server.url)) as s:
+        key = s.keys.prefix + ":{t}:plain"
+        await s.client.command(key, "SET", key, "text")
+        cmds: list[tuple[str | int, ...]] = [
+            ("MULTI",),
+            ("GET", key),
+            ("ZRANGE", key, 0, -1),  # WRONGTYPE, inside EXEC's reply
+            ("TIME",),
+            ("EXEC",),
+            ("NOSUCHCOMMAND",),  # a top-level error reply
+            ("HMGET", key + ":none", "a", "b"),
+        ]
+        conn, release = await s.client._connect(key)
+        try:
+            assert _hiredis_reader(conn) is not None, "tests-redis installs the hiredis extra"
+            fast = await _pipeline(conn, cmds, True)
+            plain = await _pipeline(conn, cmds, False)
+        finally:
+            await release(conn)
+
+        def shape(reply: object) -> object:
+            if isinstance(reply, Exception):
+                return (type(reply), str(reply))
+            if isinstance(reply, list):
+                return [shape(r) for r in reply]
+            return reply
+
+        fast[4][2] = plain[4][2] = None  # TIME moves
+        assert [shape(r) for r in fast] == [shape(r) for r in plain]
+        assert isinstance(fast[4][1], Exception) and isinstance(fast[5], Exception)
+        assert fast[6] == [None, None]
+        await s.client.command(key, "DEL", key)
+        await s.purge()

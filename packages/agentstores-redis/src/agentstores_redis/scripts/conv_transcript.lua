@@ -5,8 +5,8 @@
 -- KEYS: header, meta, legacy_records, by_time, user_records, assistant_records,
 -- other_records.
 -- ARGV: principal, speaker ('user', 'assistant' or anything else for all), mode
--- ('index': arg is the position, negative from the end; 'time': t0..t1 created_us;
--- else all), arg, t0, t1, limit (-1 none).
+-- ('index', speaker all only: arg is the position, negative from the end; 'time':
+-- t0..t1 created_us; else all), arg, t0, t1, limit (-1 none).
 -- Reply: flat {position, record, ...}; {} when invisible; {'legacy'} for the previous
 -- layout (convert, then read again).
 local h, meta, legacy_records, by_time = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
@@ -24,17 +24,13 @@ local z = nil
 if speaker == 'user' then z = user_records elseif speaker == 'assistant' then
   z = assistant_records end
 if mode == 'index' then
+  -- (one speaker's message by index is a plain read, in conversations.py)
+  if z ~= nil then return redis.error_reply('index mode reads the whole transcript') end
   local i = tonumber(arg)
-  if z == nil then
-    local n = tonumber(redis.call('HGET', meta, 'count') or '0')
-    if i < 0 then i = n + i end
-    if i < 0 or i >= n then return {} end
-    return records_between(records, i, i)
-  end
-  local r = redis.call('ZRANGE', z, arg, arg, 'WITHSCORES')
-  if #r == 0 then return {} end
-  if i < 0 then i = redis.call('ZCARD', z) + i end
-  return {i, r[1]}
+  local n = tonumber(redis.call('HGET', meta, 'count') or '0')
+  if i < 0 then i = n + i end
+  if i < 0 or i >= n then return {} end
+  return records_between(records, i, i)
 elseif mode == 'time' then
   local f = redis.call('ZRANGEBYSCORE', by_time, t0, t1, 'LIMIT', 0, 1)
   if #f == 0 then return {} end
