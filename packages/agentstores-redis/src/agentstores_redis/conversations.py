@@ -99,7 +99,7 @@ def _split(raw: bytes) -> tuple[bytes, str, bytes]:
 
 
 _NEW = object.__new__
-_SET_ID, _SET_ROLE, _SET_CONTENT, _SET_METADATA, _SET_COMPACTION, _SET_SEQ, _SET_CREATED = (
+_SETTERS = tuple(
     getattr(StoredMessage, name).__set__
     for name in ("id", "role", "content", "metadata", "compaction", "seq", "created_at")
 )
@@ -119,36 +119,29 @@ def _stored_many(seqs: Sequence[bytes | int], records: Sequence[bytes]) -> list[
     """The messages of the records at ``seqs``, their bodies parsed by one ``json.loads``
     over all of them (a call per message costs more than the parse).
 
-    Every read of messages ends here, once per message, so the records are split inline
-    and each message is built by setting its slots directly: the frozen dataclass's
-    ``__init__`` (an ``object.__setattr__`` call per field) costs nearly as much as the
-    parse. ``compaction`` is the JSON boolean the append wrote."""
+    Every read of messages ends here, once per message, so the records are split in a
+    comprehension and each message is built by setting its slots directly: the frozen
+    dataclass's ``__init__`` (an ``object.__setattr__`` call per field) costs nearly as
+    much as the parse. ``compaction`` is the JSON boolean the append wrote."""
     if not records:
         return []
-    ids: list[str] = []
-    stamps: list[bytes] = []
-    bodies: list[bytes] = []
-    for raw in records:
-        created, n, rest = raw.split(b"|", 2)
-        k = int(n)
-        ids.append(rest[:k].decode("utf-8"))
-        stamps.append(created)
-        bodies.append(rest[k:])
-    parsed = json.loads(b"[" + b",".join(bodies) + b"]")
-    moment = _moment
+    parts = [raw.split(b"|", 2) for raw in records]
+    parsed = json.loads(b"[" + b",".join([rest[int(n) :] for _, n, rest in parts]) + b"]")
+    moment, new = _moment, _NEW
+    set_id, set_role, set_content, set_metadata, set_compaction, set_seq, set_created = _SETTERS
     out: list[StoredMessage] = []
     add = out.append
-    for seq, mid, created, (role, content, metadata, compaction) in zip(
-        seqs, ids, stamps, parsed, strict=True
+    for seq, (created, n, rest), (role, content, metadata, compaction) in zip(
+        seqs, parts, parsed, strict=True
     ):
-        m = _NEW(StoredMessage)
-        _SET_ID(m, mid)
-        _SET_ROLE(m, role)
-        _SET_CONTENT(m, content)
-        _SET_METADATA(m, metadata)
-        _SET_COMPACTION(m, compaction)
-        _SET_SEQ(m, int(seq))
-        _SET_CREATED(m, moment(created))
+        m = new(StoredMessage)
+        set_id(m, rest[: int(n)].decode("utf-8"))
+        set_role(m, role)
+        set_content(m, content)
+        set_metadata(m, metadata)
+        set_compaction(m, compaction)
+        set_seq(m, int(seq))
+        set_created(m, moment(created))
         add(m)
     return out
 
