@@ -12,11 +12,13 @@ alternating rounds, at each transcript length.
   by the previous layout's (``tests/redis/previous_layout_append.lua``, through the same
   call), each on its own conversation of the same length.
 
-Each line gives the p50 per round, the median of those and the client process's CPU per
-call; then ``recent`` / ``lrange`` per round, and the server's own time per call (``INFO
-commandstats``, every command of the call summed). Runs in the ``bench-peers`` (or
-``bench``) environment: ``.nox/bench-peers/bin/python -m tests.bench.peers.redis_reads``
-from the repository root; ``--lengths 10,1000,10000 --rounds 6 --calls 300``.
+Each line gives the p50 per round, the median of those, the client process's CPU per
+call and the server's own time per call (``INFO commandstats`` over each round's timed
+calls, every command of the call summed; medians over rounds); then ``recent`` /
+``lrange`` and ``append`` / ``append-previous`` per round, in wall time and server time.
+Runs in the ``bench-peers`` (or ``bench``) environment: ``.nox/bench-peers/bin/python -m
+tests.bench.peers.redis_reads`` from the repository root; ``--lengths 10,1000,10000
+--rounds 8 --calls 300``.
 """
 
 from __future__ import annotations
@@ -65,13 +67,14 @@ def _message(n: int) -> Message:
     return Message(id=f"m{n}", role=role_of(n), content={"text": text_of(n)})  # type: ignore[arg-type]
 
 
-async def _server_us(raw: Any, fn: Case, calls: int) -> float:
-    """The server's time per call: every command's ``usec`` summed, over ``calls`` calls."""
-    await raw.config_resetstat()
-    for _ in range(calls):
-        await fn()
+async def _server_us(raw: Any) -> tuple[float, float]:
+    """The server's time since the last ``CONFIG RESETSTAT``: every command's ``usec``
+    summed (the bench's own ``CONFIG`` and ``INFO`` left out), and the scripts' alone."""
     stats = await raw.info("commandstats")
-    return sum(float(v["usec"]) for k, v in stats.items() if k != "cmdstat_config") / calls
+    total = sum(
+        float(v["usec"]) for k, v in stats.items() if k not in ("cmdstat_config", "cmdstat_info")
+    )
+    return total, float(stats.get("cmdstat_evalsha", {}).get("usec", 0))
 
 
 async def _at_length(url: str, length: int, rounds: int, calls: int) -> None:
@@ -130,6 +133,8 @@ async def _at_length(url: str, length: int, rounds: int, calls: int) -> None:
     assert len(await conv.recent(keys["c"], who, 20)) == min(20, length)
     medians: dict[str, list[float]] = {name: [] for name in cases}
     cpus: dict[str, list[float]] = {name: [] for name in cases}
+    servers: dict[str, list[float]] = {name: [] for name in cases}
+    scripts: dict[str, list[float]] = {name: [] for name in cases}
     for r in range(rounds):
         order = list(cases.items())
         if r % 2:
@@ -137,10 +142,14 @@ async def _at_length(url: str, length: int, rounds: int, calls: int) -> None:
         for name, fn in order:
             for _ in range(min(50, calls)):
                 await fn()
+            await raw.config_resetstat()
             p50, cpu = await _median_ms(fn, calls)
+            total, script = await _server_us(raw)
+            servers[name].append(total / calls)
+            scripts[name].append(script / calls)
             medians[name].append(p50)
             cpus[name].append(cpu)
-    server = {name: await _server_us(raw, fn, calls) for name, fn in cases.items()}
+    server = {name: statistics.median(values) for name, values in servers.items()}
     await raw.aclose()
     await stores.close()
     print(f"at {length:,} messages, p50 ms per round ({rounds} rounds of {calls} calls):")
@@ -151,12 +160,15 @@ async def _at_length(url: str, length: int, rounds: int, calls: int) -> None:
             f" {statistics.median(cpus[name]):5.1f} µs   server {server[name]:5.1f} µs"
             f"   rounds {rounds_text}"
         )
-    for a, b in (("recent", "lrange"), ("append", "append-previous")):
-        ratios = [x / y for x, y in zip(medians[a], medians[b], strict=True)]
-        print(
-            f"  {a} / {b} per round: {' '.join(f'{x:.2f}' for x in ratios)}"
-            f"  (median {statistics.median(ratios):.2f})"
-        )
+    for a, b, extra in (("recent", "lrange", ()), ("append", "append-previous", ("script",))):
+        shown = {"p50": medians, "server time": servers, "script": scripts}
+        for what in ("p50", "server time", *extra):
+            values = shown[what]
+            ratios = [x / y for x, y in zip(values[a], values[b], strict=True)]
+            print(
+                f"  {a} / {b} {what} per round: {' '.join(f'{x:.2f}' for x in ratios)}"
+                f"  (median {statistics.median(ratios):.2f})"
+            )
 
 
 async def main(argv: list[str] | None = None) -> None:
