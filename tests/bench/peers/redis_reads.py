@@ -10,7 +10,9 @@ alternating rounds, at each transcript length.
 - ``first-user``: ``get_transcript(index=0, speaker="user")`` through the store;
 - ``append`` and ``append-previous``: one message appended by this version's script and
   by the previous layout's (``tests/redis/previous_layout_append.lua``, through the same
-  call), each on its own conversation of the same length.
+  call), each on its own conversation of the same length;
+- last, once: the first read of a conversation of that length written by the previous
+  layout, which converts it (the conversion script's server time beside the call's).
 
 Each line gives the p50 per round, the median of those, the client process's CPU per
 call and the server's own time per call (``INFO commandstats`` over each round's timed
@@ -150,6 +152,18 @@ async def _at_length(url: str, length: int, rounds: int, calls: int) -> None:
             medians[name].append(p50)
             cpus[name].append(cpu)
     server = {name: statistics.median(values) for name, values in servers.items()}
+    # one conversation of the previous layout, converted by its first read
+    unconverted = ConversationKey("reads", "unconverted")
+    conversations.CONV_APPEND = previous
+    for start in range(0, length, 1000):
+        batch = [_message(n) for n in range(start, min(length, start + 1000))]
+        await conv.append_messages(unconverted, who, batch)
+    conversations.CONV_APPEND = current
+    await raw.config_resetstat()
+    began = time.perf_counter()
+    await conv.recent(unconverted, who, 20)
+    converted_ms = (time.perf_counter() - began) * 1e3
+    _total, upgrade_us = await _server_us(raw)
     await raw.aclose()
     await stores.close()
     print(f"at {length:,} messages, p50 ms per round ({rounds} rounds of {calls} calls):")
@@ -160,6 +174,10 @@ async def _at_length(url: str, length: int, rounds: int, calls: int) -> None:
             f" {statistics.median(cpus[name]):5.1f} µs   server {server[name]:5.1f} µs"
             f"   rounds {rounds_text}"
         )
+    print(
+        f"  converting the previous layout (first read): {converted_ms:.1f} ms,"
+        f" {upgrade_us / 1e3:.1f} ms of it the conversion script on the server"
+    )
     for a, b, extra in (("recent", "lrange", ()), ("append", "append-previous", ("script",))):
         shown = {"p50": medians, "server time": servers, "script": scripts}
         for what in ("p50", "server time", *extra):
