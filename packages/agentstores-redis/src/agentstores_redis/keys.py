@@ -11,13 +11,13 @@ Layout (``P`` is the key prefix, ``D`` the conversation's ``ConversationKey.dige
     P:{D}:o      every other role's records   P:{D}:t     time index (created_at, seq)
     P:{D}:cp     compaction messages by seq   P:{D}:msg   the previous layout's records
 
+    P:ix:{sha(tenant, owner)}       an owner's conversations in a tenant, by updated_at
+    P:sw:{sN}:idle / :exp / :own    sweeper indexes, sharded N = 0..15
+
 The records of a transcript are partitioned by role into three sorted sets scored by
 seq (each record stored once), so the recent turns and a speaker's k-th message are
 plain ``ZRANGE`` slices. ``msg`` (seq -> record, with ``u``/``a`` holding only seqs) is
 the layout before that: a conversation still holding it is converted on first touch.
-
-    P:ix:{sha(tenant, owner)}       an owner's conversations in a tenant, by updated_at
-    P:sw:{sN}:idle / :exp / :own    sweeper indexes, sharded N = 0..15
 
 Names are built only from hex digests and a validated prefix: raw ids never appear in
 a key name (they appear only as members and field names, which are binary-safe).
