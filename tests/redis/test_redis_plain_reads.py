@@ -7,9 +7,12 @@ from __future__ import annotations
 import uuid
 from datetime import timedelta
 
+import pytest
+
 from agentstores import ConversationKey, Message
+from agentstores_redis.client import NotSent
 from agentstores_redis.stores import RedisStores
-from tests.servers.valkey import ValkeyServer
+from tests.servers.valkey import ValkeyCluster, ValkeyServer
 
 from .conftest import with_prefix
 from .helpers import monitored
@@ -135,3 +138,38 @@ async def test_replies_taken_from_the_reader_equal_read_responses(
         assert fast[6] == [None, None]
         await s.client.command(key, "DEL", key)
         await s.purge()
+
+
+async def test_a_refused_command_fails_the_transaction_with_its_own_error(
+    valkey_server: ValkeyServer,
+) -> None:
+    from redis.exceptions import ResponseError
+
+    async with RedisStores(with_prefix(valkey_server.url)) as s:
+        key = s.keys.prefix + ":{t}:plain"
+        with pytest.raises(ResponseError, match="wrong number of arguments"):
+            await s.client.transaction(key, [("GET", key), ("ZRANGE", key)])
+        with pytest.raises(ResponseError, match="WRONGTYPE"):
+            await s.client.command(key, "SET", key, "text")
+            await s.client.transaction(key, [("ZRANGE", key, 0, -1)])
+        assert await s.client.transaction(key, [("GET", key)]) == [b"text"]
+        await s.client.command(key, "DEL", key)
+
+
+async def test_a_key_of_another_node_is_a_redirection_not_an_answer(
+    valkey_cluster: ValkeyCluster,
+) -> None:
+    """On a cluster every key of a transaction must live on its routing key's node; one
+    that does not is refused with MOVED, sent once more after a topology refresh, then
+    reported as not sent."""
+    async with RedisStores(with_prefix(valkey_cluster.url)) as s:
+        here = s.keys.prefix + ":{a}:x"
+        node = s.client._node_for(here)
+        other = next(
+            f"{s.keys.prefix}:{{{i}}}:x"
+            for i in range(1000)
+            if s.client._node_for(f"{s.keys.prefix}:{{{i}}}:x") is not node
+        )
+        with pytest.raises(NotSent, match="redirection"):
+            await s.client.transaction(here, [("GET", other)])
+        assert await s.client.transaction(here, [("GET", here)]) == [None]

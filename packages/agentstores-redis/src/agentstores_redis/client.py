@@ -549,7 +549,9 @@ class RedisClient:
                 if not attempt:
                     continue
                 raise NotSent(f"cluster redirection: {refused[0]}")
-            raise refused[0] if refused else result
+            if refused:
+                raise refused[0]
+            raise result if isinstance(result, Exception) else RuntimeError(f"EXEC: {result!r}")
         raise AssertionError("unreachable")  # pragma: no cover
 
     async def _transaction_once(
