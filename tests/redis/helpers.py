@@ -1,9 +1,14 @@
-"""Fault tools for the Redis tests: killing the adapter's own connections, pausing a
-server's writes, and a TCP relay that can lose a reply after the server sent it."""
+"""Tools for the Redis tests: killing the adapter's own connections, pausing a server's
+writes, a TCP relay that can lose a reply after the server sent it, and ``MONITOR``'s
+account of the commands a call ran."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import re
+import uuid
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import redis.asyncio as aioredis
@@ -100,3 +105,33 @@ class Relay(BaseRelay):
         self._lose_reply = False
         self.cut += 1
         return False
+
+
+_TOKEN = re.compile(rb'"((?:[^"\\]|\\.)*)"')
+
+
+async def monitored(port: int, op: Callable[[], Awaitable[Any]]) -> list[tuple[bytes, int]]:
+    """``(command, argument count)`` of every command the server on ``port`` ran during
+    ``op`` (``MONITOR`` shows every command, those a Lua script calls included)."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(b"MONITOR\r\n")
+    await writer.drain()
+    assert (await reader.readline()).startswith(b"+OK")
+    await op()
+    sentinel = uuid.uuid4().hex.encode()
+    _r, probe = await asyncio.open_connection("127.0.0.1", port)
+    probe.write(b"ECHO " + sentinel + b"\r\n")
+    await probe.drain()
+    seen: list[tuple[bytes, int]] = []
+    while True:
+        line = await asyncio.wait_for(reader.readline(), 30)
+        tokens = _TOKEN.findall(line)
+        if not tokens:
+            continue
+        name = tokens[0].lower()
+        if name == b"echo" and sentinel in line:
+            break
+        seen.append((name, len(tokens) - 1))
+    writer.close()
+    probe.close()
+    return seen

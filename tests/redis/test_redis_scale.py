@@ -4,8 +4,6 @@ arguments), never by the clock."""
 
 from __future__ import annotations
 
-import asyncio
-import re
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from datetime import datetime
@@ -19,11 +17,11 @@ from agentstores_redis.stores import RedisStores
 from tests.servers.valkey import ValkeyServer
 
 from .conftest import with_prefix
+from .helpers import monitored
 
 LONG = 100_000
 SHORT = 10
 BATCH = 1000
-_TOKEN = re.compile(rb'"((?:[^"\\]|\\.)*)"')
 
 
 @pytest.fixture(scope="module")
@@ -58,32 +56,6 @@ async def built(scale_server: ValkeyServer) -> AsyncIterator[tuple[RedisStores, 
     await stores.close()
 
 
-async def _monitored(port: int, op: Callable[[], Awaitable[Any]]) -> list[tuple[bytes, int]]:
-    """``(command, argument count)`` of every command the server ran during ``op``."""
-    reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    writer.write(b"MONITOR\r\n")
-    await writer.drain()
-    assert (await reader.readline()).startswith(b"+OK")
-    await op()
-    sentinel = uuid.uuid4().hex.encode()
-    _r, probe = await asyncio.open_connection("127.0.0.1", port)
-    probe.write(b"ECHO " + sentinel + b"\r\n")
-    await probe.drain()
-    seen: list[tuple[bytes, int]] = []
-    while True:
-        line = await asyncio.wait_for(reader.readline(), 30)
-        tokens = _TOKEN.findall(line)
-        if not tokens:
-            continue
-        name = tokens[0].lower()
-        if name == b"echo" and sentinel in line:
-            break
-        seen.append((name, len(tokens) - 1))
-    writer.close()
-    probe.close()
-    return seen
-
-
 OPS: dict[str, Callable[[RedisStores, ConversationKey, int], Awaitable[Any]]] = {
     "append": lambda s, k, n: s.conversations.append_messages(
         k, "p", [Message(f"extra-{uuid.uuid4().hex}", "user", {"text": "one more"})]
@@ -97,6 +69,9 @@ OPS: dict[str, Callable[[RedisStores, ConversationKey, int], Awaitable[Any]]] = 
         k, "p", index=-2, speaker="assistant"
     ),
     "recent": lambda s, k, n: s.conversations.recent(k, "p", 5),
+    "first user message": lambda s, k, n: s.conversations.get_transcript(
+        k, "p", index=0, speaker="user"
+    ),
     "read_messages window": lambda s, k, n: s.conversations.read_messages(
         k, "p", start=n // 2, limit=3
     ),
@@ -112,7 +87,7 @@ async def test_cost_independent_of_length(
     op = OPS[name]
     shapes = {}
     for n in (SHORT, LONG):
-        shapes[n] = await _monitored(scale_server.port, lambda n=n: op(stores, keys[n], n))
+        shapes[n] = await monitored(scale_server.port, lambda n=n: op(stores, keys[n], n))
     assert shapes[SHORT], "MONITOR saw nothing"
     assert shapes[LONG] == shapes[SHORT], (
         f"{name}: commands at {LONG} messages differ from those at {SHORT}:\n"
@@ -135,7 +110,7 @@ async def test_time_range_reads_only_the_range(
             rows = await stores.conversations.get_transcript(k, "p", time_range=(at, at), limit=3)
             assert len(rows) == 3
 
-        shapes[n] = await _monitored(scale_server.port, op)
+        shapes[n] = await monitored(scale_server.port, op)
     assert shapes[LONG] == shapes[SHORT]
 
 

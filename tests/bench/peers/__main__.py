@@ -82,6 +82,8 @@ async def _run(args: argparse.Namespace, pg_admin: str, redis_url: str) -> dict[
 
     async with contextlib.AsyncExitStack() as stack:
         systems = await _systems(pg_admin, redis_url, stack)
+        if args.server:
+            systems = [s for s in systems if s.server == args.server]
         for s in systems:
             await s.open()
             stack.push_async_callback(s.close)
@@ -117,6 +119,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--samples", type=int, default=10, help="calls per op per round")
     parser.add_argument(
         "--budget", type=float, default=0.5, help="seconds per op per round (then stop early)"
+    )
+    parser.add_argument(
+        "--server",
+        choices=("postgres", "redis"),
+        help="measure only the systems on this server (default: both)",
     )
     args = parser.parse_args(argv)
     with _servers() as (pg_admin, redis_url):

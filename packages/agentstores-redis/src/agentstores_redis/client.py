@@ -38,7 +38,15 @@ from redis.exceptions import (
     ResponseError,
     TryAgainError,
 )
+from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.retry import Retry
+
+try:
+    from redis._parsers.hiredis import NOT_ENOUGH_DATA as _NOT_ENOUGH_DATA
+    from redis._parsers.hiredis import _AsyncHiredisParser
+except ImportError:  # pragma: no cover - another redis-py layout: read_response only
+    _NOT_ENOUGH_DATA = None
+    _AsyncHiredisParser = type(None)  # type: ignore[assignment,misc]
 
 try:
     from hiredis import pack_command as _hiredis_pack
@@ -336,15 +344,17 @@ class RedisClient:
 
     # --- running --------------------------------------------------------------------
 
-    async def _exchange(self, conn: Connection, cmds: Sequence[Sequence[EncodableT]]) -> list[Any]:
+    async def _exchange(
+        self, conn: Connection, cmds: Sequence[Sequence[EncodableT]], *, buffered: bool = False
+    ) -> list[Any]:
         """:func:`_pipeline` bounded by ``socket_timeout`` (a timeout means the commands may
         have run: callers treat it like a lost connection)."""
         limit = self.options.socket_timeout
         if limit is None:
-            return await _pipeline(conn, cmds)
+            return await _pipeline(conn, cmds, buffered)
         try:
             async with asyncio.timeout(limit):
-                return await _pipeline(conn, cmds)
+                return await _pipeline(conn, cmds, buffered)
         except TimeoutError as exc:
             raise ReplyTimeout(f"no reply within {limit} s (socket_timeout)") from exc
 
@@ -510,6 +520,56 @@ class RedisClient:
             raise reply
         return reply
 
+    async def transaction(
+        self, routing_key: str, commands: Sequence[tuple[EncodableT, ...]]
+    ) -> list[Any]:
+        """Plain read ``commands`` on keys of ``routing_key``'s hash slot as one
+        ``MULTI``/``EXEC``, sent in one write: the server runs them back to back with
+        nothing in between, so their replies are one atomic snapshot, without the cost of
+        entering Lua. Returns ``EXEC``'s replies; an error reply is raised. Sent once more
+        after a lost connection or a cluster redirection (they only read)."""
+        cmds = [_MULTI, *commands, _EXEC]
+        for attempt in range(2):
+            try:
+                replies = await self._transaction_once(routing_key, cmds)
+            except (Uncertain, NotSent):
+                if attempt:
+                    raise
+                continue
+            result = replies[-1]
+            if type(result) is list:
+                for reply in result:
+                    if isinstance(reply, Exception):
+                        raise reply
+                return result
+            # EXECABORT: a queued command was refused, which one says why
+            refused = [r for r in replies[1:-1] if isinstance(r, Exception)]
+            if any(isinstance(r, _REDIRECTED) for r in refused):
+                self._refresh = True
+                if not attempt:
+                    continue
+                raise NotSent(f"cluster redirection: {refused[0]}")
+            if refused:
+                raise refused[0]
+            raise result if isinstance(result, Exception) else RuntimeError(f"EXEC: {result!r}")
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _transaction_once(
+        self, routing_key: str, cmds: Sequence[tuple[EncodableT, ...]]
+    ) -> list[Any]:
+        conn, release = await self._connect(routing_key)
+        try:
+            try:
+                return await self._exchange(conn, cmds, buffered=True)
+            except BaseException as exc:
+                await _drop(conn)
+                self._refresh = self.cluster
+                if isinstance(exc, Exception):
+                    raise Uncertain(f"connection lost: {exc}") from exc
+                raise
+        finally:
+            await release(conn)
+
     async def command(self, routing_key: str, *args: EncodableT) -> Any:
         """One idempotent command routed by ``routing_key``."""
         reply = (await self.many([(None, [routing_key], args)]))[0]
@@ -632,6 +692,11 @@ class RedisClient:
         return out
 
 
+_MULTI: tuple[EncodableT, ...] = ("MULTI",)
+_EXEC: tuple[EncodableT, ...] = ("EXEC",)
+_REDIRECTED = (MovedError, AskError, TryAgainError, ClusterDownError)
+
+
 def _no_script(reply: Any) -> bool:
     return isinstance(reply, NoScriptError)
 
@@ -718,16 +783,38 @@ def _encode_other(arg: object) -> bytes:
     return repr(arg).encode()
 
 
-async def _pipeline(conn: Connection, cmds: Sequence[Sequence[EncodableT]]) -> list[Any]:
-    """Send every command in one write, read every reply; error replies are returned."""
+async def _pipeline(
+    conn: Connection, cmds: Sequence[Sequence[EncodableT]], buffered: bool = False
+) -> list[Any]:
+    """Send every command in one write, read every reply; error replies are returned.
+
+    ``buffered``: a reply already in the parser's buffer is taken from the hiredis reader
+    itself (``read_response`` costs a few µs per reply around a parse of far less; most
+    of a ``MULTI``/``EXEC``'s replies arrive with the first)."""
     await conn.send_packed_command(_pack(cmds), check_health=False)
+    reader = _hiredis_reader(conn) if buffered else None
     replies: list[Any] = []
     for _ in cmds:
+        if reader is not None:
+            reply = reader.gets()
+            if reply is not _NOT_ENOUGH_DATA:
+                if isinstance(reply, RedisConnectionError):
+                    raise reply
+                replies.append(reply)
+                continue
         try:
             replies.append(await conn.read_response())
         except ResponseError as exc:
             replies.append(exc)
     return replies
+
+
+def _hiredis_reader(conn: Connection) -> Any:
+    """The connection's hiredis reader, or None (another parser, another redis-py)."""
+    parser = getattr(conn, "_parser", None)
+    if _NOT_ENOUGH_DATA is None or not isinstance(parser, _AsyncHiredisParser):
+        return None
+    return getattr(parser, "_reader", None)
 
 
 class ReplyTimeout(Exception):

@@ -1,10 +1,18 @@
 """ConversationStore on Redis.
 
 The transcript's layout keeps every per-message operation independent of its length:
-``message_ids`` (message id -> seq) makes appends idempotent, ``messages`` (seq ->
-record) reads one message by position, ``user_seqs``/``assistant_seqs`` find the k-th
-message of one speaker and the recent turns in O(log n), ``by_time`` (created_at, seq)
-maps a time range to a seq range, ``compaction_seqs`` finds the latest compaction.
+``message_ids`` (message id -> seq) makes appends idempotent; the records are partitioned
+by role into ``user_records``, ``assistant_records`` and ``other_records``, sorted sets
+scored by seq, so a message by seq, a speaker's k-th message and the recent turns are
+O(log n) slices; ``by_time`` (created_at, seq) maps a time range to a seq range,
+``compaction_seqs`` finds the latest compaction.
+
+The hot reads (recent turns, a speaker's k-th message) are one ``MULTI``/``EXEC`` of plain
+reads: the header fields the read rule needs, the server clock and the slices, one
+atomic snapshot in one round trip, the rule applied here (:func:`_visible`). The other
+reads are read-only scripts. A conversation still holding the previous layout (see
+``scripts/include/legacy_layout.lua``) is converted by ``conv_upgrade`` when a read finds
+it, then read again.
 
 Listing and sweeping read the indexes across conversations of :mod:`.index`, updated
 right after each write here.
@@ -12,11 +20,14 @@ right after each write here.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import json
 import uuid
+from collections.abc import Sequence
 from datetime import datetime, timedelta
+from typing import Any
 
 from agentstores.errors import Refusal, UsageError, refusal_error
 from agentstores.keys import ConversationKey
@@ -49,6 +60,7 @@ from agentstores.stores.kit import (
 )
 
 from ._base import Context, RedisStoreBase, claim_args, epoch_arg, raise_for, text
+from .client import EncodableT, NotDurable, Script, Uncertain
 from .index import ConversationIndexes
 from .keys import ConvKeys
 from .lua import (
@@ -64,6 +76,7 @@ from .lua import (
     CONV_TITLE,
     CONV_TRANSCRIPT,
     CONV_TRUNCATE,
+    CONV_UPGRADE,
 )
 from .metadata import parse_info, read_infos
 
@@ -77,16 +90,16 @@ def _body(m: EncodedMessage) -> bytes:
     return b'["' + role + b'",' + m.content_json + b"," + m.metadata_json + b"," + flag + b"]"
 
 
-def _split(raw: bytes) -> tuple[int, str, bytes]:
-    """``(created_us, message id, body)`` of a stored record (the id may hold ``|``: its
-    length comes first)."""
+def _split(raw: bytes) -> tuple[bytes, str, bytes]:
+    """``(created_us as digits, message id, body)`` of a stored record (the id may hold
+    ``|``: its length comes first)."""
     created, n, rest = raw.split(b"|", 2)
     k = int(n)
-    return int(created), rest[:k].decode("utf-8"), rest[k:]
+    return created, rest[:k].decode("utf-8"), rest[k:]
 
 
 _NEW = object.__new__
-_SET_ID, _SET_ROLE, _SET_CONTENT, _SET_METADATA, _SET_COMPACTION, _SET_SEQ, _SET_CREATED = (
+_SETTERS = tuple(
     getattr(StoredMessage, name).__set__
     for name in ("id", "role", "content", "metadata", "compaction", "seq", "created_at")
 )
@@ -102,41 +115,43 @@ if [f.name for f in dataclasses.fields(StoredMessage)] != [
     raise RuntimeError("StoredMessage changed: update _stored_many's field setters")
 
 
-def _stored_many(reply: list[bytes]) -> list[StoredMessage]:
-    """The messages of a flat ``{seq, record, ...}`` reply, their bodies parsed by one
-    ``json.loads`` over all of them (a call per message costs more than the parse).
+def _stored_many(seqs: Sequence[bytes | int], records: Sequence[bytes]) -> list[StoredMessage]:
+    """The messages of the records at ``seqs``, their bodies parsed by one ``json.loads``
+    over all of them (a call per message costs more than the parse).
 
-    Every read of messages ends here, once per message, so each is built by setting its
-    slots directly: the frozen dataclass's ``__init__`` (an ``object.__setattr__`` call
-    per field) costs nearly as much as the parse. ``compaction`` is the JSON boolean the
-    append wrote."""
-    parts = [_split(raw) for raw in reply[1::2]]
-    if not parts:
+    Every read of messages ends here, once per message, so the records are split in a
+    comprehension and each message is built by setting its slots directly: the frozen
+    dataclass's ``__init__`` (an ``object.__setattr__`` call per field) costs nearly as
+    much as the parse. ``compaction`` is the JSON boolean the append wrote."""
+    if not records:
         return []
-    bodies = json.loads(b"[" + b",".join(body for _, _, body in parts) + b"]")
-    moment = _moment
+    parts = [raw.split(b"|", 2) for raw in records]
+    parsed = json.loads(b"[" + b",".join([rest[int(n) :] for _, n, rest in parts]) + b"]")
+    moment, new = _moment, _NEW
+    set_id, set_role, set_content, set_metadata, set_compaction, set_seq, set_created = _SETTERS
     out: list[StoredMessage] = []
     add = out.append
-    for seq, (created, mid, _), (role, content, metadata, compaction) in zip(
-        reply[0::2], parts, bodies, strict=True
+    for seq, (created, n, rest), (role, content, metadata, compaction) in zip(
+        seqs, parts, parsed, strict=True
     ):
-        m = _NEW(StoredMessage)
-        _SET_ID(m, mid)
-        _SET_ROLE(m, role)
-        _SET_CONTENT(m, content)
-        _SET_METADATA(m, metadata)
-        _SET_COMPACTION(m, compaction)
-        _SET_SEQ(m, int(seq))
-        _SET_CREATED(m, moment(created))
+        m = new(StoredMessage)
+        set_id(m, rest[: int(n)].decode("utf-8"))
+        set_role(m, role)
+        set_content(m, content)
+        set_metadata(m, metadata)
+        set_compaction(m, compaction)
+        set_seq(m, int(seq))
+        set_created(m, moment(created))
         add(m)
     return out
 
 
 @functools.lru_cache(maxsize=1 << 16)
-def _moment(created_us: int) -> datetime:
-    """A stored ``created_at``: the same few recent messages are read again and again
-    (every turn reloads them), and building the datetime costs more than this lookup."""
-    return UNIX_EPOCH + timedelta(microseconds=created_us)
+def _moment(created_us: bytes) -> datetime:
+    """A stored ``created_at`` from its digits: the same few recent messages are read
+    again and again (every turn reloads them), and building the datetime costs more than
+    this lookup."""
+    return UNIX_EPOCH + timedelta(microseconds=int(created_us))
 
 
 def _md_args(updates: MetadataUpdate) -> list[str | bytes]:
@@ -280,9 +295,18 @@ class RedisConversationStore(RedisStoreBase, ConversationStore):
         self, key: ConversationKey, principal: str, message_id: str, new_key: ConversationKey
     ) -> None:
         names = self._key_names(key)
-        reply = await self.ctx.client.read(
+        reply = await self._read_script(
+            names,
             CONV_PREFIX,
-            [names.header, names.meta, names.message_ids, names.messages],
+            [
+                names.header,
+                names.meta,
+                names.message_ids,
+                names.legacy_records,
+                names.user_records,
+                names.assistant_records,
+                names.other_records,
+            ],
             [principal, message_id],
         )
         if reply[0] == b"no_message":
@@ -344,10 +368,63 @@ class RedisConversationStore(RedisStoreBase, ConversationStore):
 
     # --- reads ----------------------------------------------------------------------
 
+    async def _visible(
+        self, names: ConvKeys, principal: str, reads: Sequence[tuple[EncodableT, ...]]
+    ) -> list[Any] | None:
+        """The replies of the plain ``reads``, in one ``MULTI``/``EXEC`` behind the header
+        fields and the server clock that decide whether ``principal`` may read (the
+        scripts' ``can_read``: an owner, not erased, before a temporary conversation's
+        drop deadline, and the principal its owner or shared with); None when not, which
+        the caller answers exactly as an absent conversation."""
+        header, clock, *replies = await self.ctx.client.transaction(
+            names.header,
+            [
+                (
+                    "HMGET",
+                    names.header,
+                    "owner",
+                    "erased_at",
+                    "drop_at",
+                    "shared:" + principal,
+                ),
+                _TIME,
+                *reads,
+            ],
+        )
+        owner, erased_at, drop_at, shared = header
+        if owner is None or erased_at is not None:
+            return None
+        if drop_at is not None and int(drop_at) <= int(clock[0]) * 1_000_000 + int(clock[1]):
+            return None
+        if shared is None and owner != principal.encode():
+            return None
+        return replies
+
+    async def _upgrade(self, names: ConvKeys) -> None:
+        """Convert a conversation a read found in the previous layout (idempotent: a lost
+        reply is settled by reading again)."""
+        with contextlib.suppress(Uncertain, NotDurable):
+            await self.ctx.client.write(CONV_UPGRADE, names.all, ())
+
+    async def _read_script(
+        self, names: ConvKeys, script: Script, keys: list[str], args: list[EncodableT]
+    ) -> Any:
+        """A read-only script, run again after converting a previous-layout conversation
+        it replied ``legacy`` for."""
+        reply = await self.ctx.client.read(script, keys, args)
+        if reply == _LEGACY:
+            await self._upgrade(names)
+            reply = await self.ctx.client.read(script, keys, args)
+            if reply == _LEGACY:
+                raise RuntimeError(f"{script.name}: the conversation was not converted")
+        return reply
+
     async def _get_transcript(
         self, key: ConversationKey, principal: str, query: TranscriptQuery
     ) -> list[TranscriptMessage]:
         names = self._key_names(key)
+        if query.index is not None and query.speaker in ("user", "assistant"):
+            return await self._speaker_message(names, principal, query.speaker, query.index)
         if query.index is not None:
             mode, arg, t0, t1 = "index", str(query.index), "", ""
         elif query.time_range is not None:
@@ -356,47 +433,84 @@ class RedisConversationStore(RedisStoreBase, ConversationStore):
         else:
             mode, arg, t0, t1 = "all", "", "", ""
         limit = -1 if query.limit is None else query.limit
-        reply = await self.ctx.client.read(
+        reply = await self._read_script(
+            names,
             CONV_TRANSCRIPT,
             [
                 names.header,
                 names.meta,
-                names.messages,
+                names.legacy_records,
                 names.by_time,
-                names.user_seqs,
-                names.assistant_seqs,
+                names.user_records,
+                names.assistant_records,
+                names.other_records,
             ],
             [principal, query.speaker, mode, arg, t0, t1, limit],
         )
-        out = []
-        for i in range(0, len(reply), 2):
-            created, mid, body = _split(reply[i + 1])
-            role, content, _metadata, _compaction = json.loads(body)
-            out.append(TranscriptMessage(int(reply[i]), role, content, mid, _moment(created)))
-        return out
+        return [_transcript_message(reply[i], reply[i + 1]) for i in range(0, len(reply), 2)]
+
+    async def _speaker_message(
+        self, names: ConvKeys, principal: str, speaker: str, index: int
+    ) -> list[TranscriptMessage]:
+        """A speaker's message at ``index`` (negative: from the end; the first user
+        message is index 0): its sorted set's slice at that rank, plus the set's size
+        for a negative index, in one atomic snapshot."""
+        records = names.user_records if speaker == "user" else names.assistant_records
+        reads: list[tuple[EncodableT, ...]] = [("ZRANGE", records, index, index, "WITHSCORES")]
+        if index < 0:
+            reads.append(("ZCARD", records))
+        for _attempt in range(2):
+            replies = await self._visible(names, principal, reads)
+            if replies is None or not replies[0]:
+                return []
+            record = replies[0][0]
+            if b"|" not in record:  # a previous-layout seq: convert, then read again
+                await self._upgrade(names)
+                continue
+            position = index if index >= 0 else int(replies[1]) + index
+            return [_transcript_message(position, record)]
+        raise RuntimeError("the conversation was not converted")
 
     async def _messages(
         self, key: ConversationKey, principal: str, mode: str, x: int = 0, y: int = 0
     ) -> list[StoredMessage]:
         names = self._key_names(key)
-        reply = await self.ctx.client.read(
+        reply = await self._read_script(
+            names,
             CONV_MESSAGES,
             [
                 names.header,
                 names.meta,
-                names.messages,
-                names.user_seqs,
-                names.assistant_seqs,
+                names.legacy_records,
+                names.user_records,
+                names.assistant_records,
+                names.other_records,
                 names.compaction_seqs,
             ],
             [principal, mode, x, y],
         )
-        return _stored_many(reply)
+        return _stored_many(reply[0::2], reply[1::2])
 
     async def _recent(
         self, key: ConversationKey, principal: str, limit: int
     ) -> list[StoredMessage]:
-        return await self._messages(key, principal, "recent", limit)
+        """The last ``limit`` user/assistant messages: the last ``limit`` of each speaker's
+        sorted set, merged by seq here, in one atomic snapshot with the read rule."""
+        names = self._key_names(key)
+        reads: list[tuple[EncodableT, ...]] = [
+            ("ZRANGE", names.user_records, -limit, -1, "WITHSCORES"),
+            ("ZRANGE", names.assistant_records, -limit, -1, "WITHSCORES"),
+        ]
+        for _attempt in range(2):
+            replies = await self._visible(names, principal, reads)
+            if replies is None:
+                return []
+            users, assistants = replies
+            if (users and b"|" not in users[0]) or (assistants and b"|" not in assistants[0]):
+                await self._upgrade(names)  # previous-layout seqs: convert, read again
+                continue
+            return _stored_many(*_last_merged(users, assistants, limit))
+        raise RuntimeError("the conversation was not converted")
 
     async def _history(self, key: ConversationKey, principal: str) -> list[StoredMessage]:
         return await self._messages(key, principal, "history")
@@ -437,6 +551,47 @@ class RedisConversationStore(RedisStoreBase, ConversationStore):
         """Re-add every live conversation to the listing and sweeper indexes (after a
         process died between a write and its index step). Returns how many were seen."""
         return await self.indexes.rebuild()
+
+
+_TIME: tuple[EncodableT, ...] = ("TIME",)
+_LEGACY = [b"legacy"]
+"""A read script's reply for a conversation still in the previous layout."""
+
+
+def _transcript_message(position: bytes | int, record: bytes) -> TranscriptMessage:
+    created, mid, body = _split(record)
+    role, content, _metadata, _compaction = json.loads(body)
+    return TranscriptMessage(int(position), role, content, mid, _moment(created))
+
+
+def _last_merged(
+    users: list[bytes], assistants: list[bytes], limit: int
+) -> tuple[Sequence[bytes | int], Sequence[bytes]]:
+    """``(seqs, records)``, ascending, of the last ``limit`` of two ``ZRANGE ...
+    WITHSCORES`` replies (each ascending by seq, a seq in only one of them), merged from
+    their ends."""
+    if not assistants or not users:  # one speaker: already the last ``limit``
+        rows = users or assistants
+        return rows[1::2], rows[0::2]
+    u_seqs, a_seqs = users[1::2], assistants[1::2]
+    i, j = len(u_seqs), len(a_seqs)
+    u, a = int(u_seqs[-1]), int(a_seqs[-1])
+    seqs: list[int] = []
+    records: list[bytes] = []
+    for _ in range(min(limit, i + j)):
+        if u > a:
+            i -= 1
+            seqs.append(u)
+            records.append(users[2 * i])
+            u = int(u_seqs[i - 1]) if i else -1
+        else:
+            j -= 1
+            seqs.append(a)
+            records.append(assistants[2 * j])
+            a = int(a_seqs[j - 1]) if j else -1
+    seqs.reverse()
+    records.reverse()
+    return seqs, records
 
 
 def _no_message(key: ConversationKey, message_id: str) -> Exception:

@@ -7,12 +7,17 @@ Layout (``P`` is the key prefix, ``D`` the conversation's ``ConversationKey.dige
     P:{D}:sv     supervision row              P:{D}:rec   recording
     P:{D}:st     agent state blob             P:{D}:pt    pause tokens (token id -> record)
     P:{D}:m      conversation metadata        P:{D}:ids   message id -> seq
-    P:{D}:msg    seq -> message record        P:{D}:t     time index (created_at, seq)
-    P:{D}:u      user messages by seq         P:{D}:a     assistant messages by seq
-    P:{D}:cp     compaction messages by seq
+    P:{D}:u      user message records         P:{D}:a     assistant message records
+    P:{D}:o      every other role's records   P:{D}:t     time index (created_at, seq)
+    P:{D}:cp     compaction messages by seq   P:{D}:msg   the previous layout's records
 
     P:ix:{sha(tenant, owner)}       an owner's conversations in a tenant, by updated_at
     P:sw:{sN}:idle / :exp / :own    sweeper indexes, sharded N = 0..15
+
+The records of a transcript are partitioned by role into three sorted sets scored by
+seq (each record stored once), so the recent turns and a speaker's k-th message are
+plain ``ZRANGE`` slices. ``msg`` (seq -> record, with ``u``/``a`` holding only seqs) is
+the layout before that: a conversation still holding it is converted on first touch.
 
 Names are built only from hex digests and a validated prefix: raw ids never appear in
 a key name (they appear only as members and field names, which are binary-safe).
@@ -40,11 +45,12 @@ CONV_PARTS: tuple[tuple[str, str], ...] = (
     ("pause_tokens", "pt"),
     ("meta", "m"),
     ("message_ids", "ids"),
-    ("messages", "msg"),
+    ("legacy_records", "msg"),
     ("by_time", "t"),
-    ("user_seqs", "u"),
-    ("assistant_seqs", "a"),
+    ("user_records", "u"),
+    ("assistant_records", "a"),
     ("compaction_seqs", "cp"),
+    ("other_records", "o"),
 )
 """``(attribute, key name suffix)`` of every key of one conversation, in the order
 scripts receive them when they need all of them."""
@@ -73,11 +79,12 @@ class ConvKeys:
     pause_tokens: str
     meta: str
     message_ids: str
-    messages: str
+    legacy_records: str
     by_time: str
-    user_seqs: str
-    assistant_seqs: str
+    user_records: str
+    assistant_records: str
     compaction_seqs: str
+    other_records: str
 
     @property
     def all(self) -> list[str]:

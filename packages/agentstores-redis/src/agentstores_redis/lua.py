@@ -84,6 +84,7 @@ CONV_SHARE = load_script("conv_share")
 CONV_TRUNCATE = load_script("conv_truncate")
 CONV_BRANCH = load_script("conv_branch")
 CONV_ERASE = load_script("conv_erase")
+CONV_UPGRADE = load_script("conv_upgrade")
 
 # --- conversation reads --------------------------------------------------------------
 CONV_INFO = load_script("conv_info")
@@ -121,6 +122,7 @@ ALL_SCRIPTS: tuple[Script, ...] = (
     CONV_TRUNCATE,
     CONV_BRANCH,
     CONV_ERASE,
+    CONV_UPGRADE,
     CONV_INFO,
     CONV_TRANSCRIPT,
     CONV_MESSAGES,

@@ -1,6 +1,8 @@
 #!lua
 --! include header.lua
+--! include messages.lua
 --! include conversation_keys.lua
+--! include legacy_layout.lua
 -- Append messages, atomically and idempotently (ids already present are skipped).
 -- KEYS: every key of the conversation. ARGV: nonce, principal, tenant, session_id,
 -- create ('1'/'0'), status ('' = keep), tail mode (U no condition, N must be empty,
@@ -37,6 +39,7 @@ if md_n > 0 then
   local too_big = md_refusal(md_first, md_n, md_max)
   if too_big then return too_big end
 end
+upgrade_layout()
 local count = tonumber(stored[2] or '0')
 local created = now
 if stored[3] and tonumber(stored[3]) > created then created = tonumber(stored[3]) end

@@ -2,6 +2,7 @@
 --! include header.lua
 --! include messages.lua
 --! include conversation_keys.lua
+--! include legacy_layout.lua
 -- Truncate at a message: a user message goes with everything after it, any other keeps
 -- itself and loses what follows. KEYS: every key of the conversation.
 -- ARGV: nonce, principal, tenant, session_id, message_id, epoch.
@@ -13,32 +14,30 @@ local refusal = judge_existing(hd, now, principal, epoch)
 if refusal then return refusal end
 local seq = redis.call('HGET', message_ids, message_id)
 if not seq then return {'no_message'} end
+upgrade_layout()
 seq = tonumber(seq)
 local cut = seq
-if not redis.call('ZSCORE', user_seqs, fmt(seq)) then cut = seq + 1 end
+if #redis.call('ZRANGE', user_records, fmt(seq), fmt(seq), 'BYSCORE') == 0 then cut = seq + 1 end
 local count = tonumber(redis.call('HGET', meta, 'count') or '0')
 local removed = 0
-for s = cut, count - 1 do
-  local raw = redis.call('HGET', messages, fmt(s))
-  if raw then
-    local _, id = record_parts(raw)
-    redis.call('HDEL', message_ids, id)
-  end
-  redis.call('HDEL', messages, fmt(s))
-  redis.call('ZREM', by_time, pad(s))
-  removed = removed + 1
-end
-if removed > 0 then
-  for _, z in ipairs({user_seqs, assistant_seqs, compaction_seqs}) do
+if cut < count then
+  for _, z in ipairs(RECORDS) do
+    for _, raw in ipairs(redis.call('ZRANGE', z, fmt(cut), '+inf', 'BYSCORE')) do
+      local _, id = record_parts(raw)
+      redis.call('HDEL', message_ids, id)
+    end
     redis.call('ZREMRANGEBYSCORE', z, fmt(cut), '+inf')
   end
+  for s = cut, count - 1 do redis.call('ZREM', by_time, pad(s)) end
+  redis.call('ZREMRANGEBYSCORE', compaction_seqs, fmt(cut), '+inf')
+  removed = count - cut
 end
 local updated = touched_at(now)
 local fields = {'count', fmt(cut), 'updated_at', fmt(updated)}
 if cut == 0 then
   redis.call('HDEL', meta, 'tail', 'last_created')
 else
-  local created, id = record_parts(redis.call('HGET', messages, fmt(cut - 1)))
+  local created, id = record_parts(records_between(RECORDS, cut - 1, cut - 1)[2])
   fields[#fields + 1] = 'tail'; fields[#fields + 1] = id
   fields[#fields + 1] = 'last_created'; fields[#fields + 1] = fmt(created)
 end

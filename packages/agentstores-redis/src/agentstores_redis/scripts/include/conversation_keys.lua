@@ -3,25 +3,31 @@
 -- meta hash: count, tail (id of the last message), last_created (its created_us),
 -- created_at, updated_at, status (last turn status), title, expires_at, and per name of
 -- the conversation metadata 'md:<name>' holding its value's canonical JSON.
-local h, meta, message_ids, messages = KEYS[1], KEYS[6], KEYS[7], KEYS[8]
-local by_time, user_seqs, assistant_seqs, compaction_seqs = KEYS[9], KEYS[10], KEYS[11],
-  KEYS[12]
+-- The records (see messages.lua) are in user_records, assistant_records and
+-- other_records, by role, scored by seq; legacy_records is the previous layout's
+-- (legacy_layout.lua).
+local h, meta, message_ids, legacy_records = KEYS[1], KEYS[6], KEYS[7], KEYS[8]
+local by_time, user_records, assistant_records, compaction_seqs = KEYS[9], KEYS[10],
+  KEYS[11], KEYS[12]
+local other_records = KEYS[13]
+local RECORDS = {user_records, assistant_records, other_records}
 -- every key but the header
-local DATA = {KEYS[2], KEYS[3], KEYS[4], KEYS[5], meta, message_ids, messages, by_time,
-  user_seqs, assistant_seqs, compaction_seqs}
+local DATA = {KEYS[2], KEYS[3], KEYS[4], KEYS[5], meta, message_ids, legacy_records, by_time,
+  user_records, assistant_records, compaction_seqs, other_records}
 -- the keys of the transcript
-local TRANSCRIPT = {meta, message_ids, messages, by_time, user_seqs, assistant_seqs,
-  compaction_seqs}
+local TRANSCRIPT = {meta, message_ids, legacy_records, by_time, user_records,
+  assistant_records, compaction_seqs, other_records}
+-- the sorted set holding the records of a role
+local function records_of(role)
+  if role == 'user' then return user_records end
+  if role == 'assistant' then return assistant_records end
+  return other_records
+end
 local function add_message(seq, created, id, role, compaction, body)
   local s = fmt(seq)
   redis.call('HSET', message_ids, id, s)
-  redis.call('HSET', messages, s, fmt(created) .. '|' .. #id .. '|' .. id .. body)
+  redis.call('ZADD', records_of(role), s, fmt(created) .. '|' .. #id .. '|' .. id .. body)
   redis.call('ZADD', by_time, fmt(created), pad(seq))
-  if role == 'user' then
-    redis.call('ZADD', user_seqs, s, s)
-  elseif role == 'assistant' then
-    redis.call('ZADD', assistant_seqs, s, s)
-  end
   if compaction == '1' then redis.call('ZADD', compaction_seqs, s, s) end
 end
 -- The conversation metadata as a flat {name, value, ...} list.

@@ -1,6 +1,8 @@
--- Reading message records. A record (messages hash, field = seq) is
--- <created_us>|<len(id)>|<id><body>, body being the JSON array
--- [role, content, metadata, compaction] the adapter built.
+-- Reading message records. A transcript's records are partitioned by role into three
+-- sorted sets scored by seq (user, assistant, every other role), so a speaker's k-th
+-- message and the recent turns are ZRANGE slices. Seqs are dense (0 .. count - 1) and
+-- each is in exactly one of the three. A record is <created_us>|<len(id)>|<id><body>,
+-- body being the JSON array [role, content, metadata, compaction] the adapter built.
 
 -- created_us and message id of a record
 local function record_parts(raw)
@@ -9,31 +11,43 @@ local function record_parts(raw)
   local n = tonumber(string.sub(raw, i + 1, j - 1))
   return tonumber(string.sub(raw, 1, i - 1)), string.sub(raw, j + 1, j + n)
 end
--- the records of many seqs, in batches small enough for unpack()
-local function records_at(messages, seqs)
+-- the role a record's body names
+local function record_role(raw)
+  local i = string.find(raw, '|', 1, true)
+  local j = string.find(raw, '|', i + 1, true)
+  local n = tonumber(string.sub(raw, i + 1, j - 1))
+  return string.match(raw, '^%["([^"]*)"', j + n + 1)
+end
+-- flat {seq, record, ...}, ascending, of the records in the sorted sets zs whose seq is
+-- within first .. last (numbers, or '+inf'): each set's slice, merged
+local function records_between(zs, first, last)
+  if type(first) == 'number' then first = fmt(first) end
+  if type(last) == 'number' then last = fmt(last) end
+  local lists, at = {}, {}
+  for k, z in ipairs(zs) do
+    lists[k] = redis.call('ZRANGE', z, first, last, 'BYSCORE', 'WITHSCORES')
+    at[k] = 1
+  end
   local out = {}
-  local i = 1
-  while i <= #seqs do
-    local last = math.min(#seqs, i + 3999)
-    local f = {}
-    for s = i, last do f[#f + 1] = fmt(seqs[s]) end
-    local v = redis.call('HMGET', messages, unpack(f))
-    for s = 1, #v do out[#out + 1] = v[s] end
-    i = last + 1
+  while true do
+    local best, best_seq = nil, nil
+    for k = 1, #lists do
+      local s = lists[k][at[k] + 1]
+      if s then
+        s = tonumber(s)
+        if best_seq == nil or s < best_seq then best, best_seq = k, s end
+      end
+    end
+    if best == nil then return out end
+    out[#out + 1] = best_seq; out[#out + 1] = lists[best][at[best]]
+    at[best] = at[best] + 2
+  end
+end
+-- flat {position, record, ...} of a ZRANGE ... WITHSCORES reply, position = first + k - 1
+local function numbered(reply, first)
+  local out = {}
+  for k = 1, #reply, 2 do
+    out[#out + 1] = first + (k - 1) / 2; out[#out + 1] = reply[k]
   end
   return out
-end
--- flat {label, record, ...} for the seqs whose record exists
-local function labelled_records(messages, seqs, labels)
-  local records = records_at(messages, seqs)
-  local out = {}
-  for k = 1, #seqs do
-    if records[k] then out[#out + 1] = fmt(labels[k]); out[#out + 1] = records[k] end
-  end
-  return out
-end
-local function seq_range(first, last)
-  local s = {}
-  for i = first, last do s[#s + 1] = i end
-  return s
 end
