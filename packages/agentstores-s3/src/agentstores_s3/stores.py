@@ -197,7 +197,7 @@ class S3Stores(Stores):
             tombstone_ttl=ttl,
             conditional_delete=_flag(merged.get("conditional_delete", True), "conditional_delete"),
         )
-        self.runner = Runner(workers)
+        self.runner = Runner(workers, stats)
         self.supervision = S3SupervisionStore(self.root, self.runner)
         self.recording = S3RecordingStore(self.root, self.runner)
         self.state = S3AgentStateStore(self.root, self.runner)
