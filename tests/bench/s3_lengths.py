@@ -1,5 +1,5 @@
 """S3: append and read-by-index cost at 10 messages and at long lengths (100,000 by
-default), in requests per call (counted by ``RequestStats``) and in latency, measured in
+default), in requests and rounds per call (counted by ``RequestStats``) and in latency, measured in
 alternating rounds against one single-threaded moto server::
 
     python -m tests.bench.s3_lengths --lengths 100,100000 --calls 20 --rounds 4
@@ -175,7 +175,8 @@ def serve_seeded(port: int, lengths: Sequence[int], shorts: int) -> None:
 
 # --- measuring over HTTP ---------------------------------------------------------------
 
-Sample = tuple[float, int]
+Sample = tuple[float, int, int]
+"""(milliseconds, requests, rounds) of one call."""
 FRESH = itertools.count()
 """Ids of measured messages (each append is of a new message, never a no-op retry)."""
 
@@ -193,7 +194,7 @@ async def measure(
         stats.reset()
         t0 = time.perf_counter()
         await fn()
-        return (time.perf_counter() - t0) * 1000, stats.total
+        return (time.perf_counter() - t0) * 1000, stats.total, stats.rounds
 
     for n in range(calls):
         sample = first + n
@@ -214,6 +215,7 @@ def summary(samples: list[Sample]) -> dict[str, object]:
     return {
         "p50_ms": round(statistics.median(ms), 2),
         "requests_per_call": sorted({s[1] for s in samples}),
+        "rounds_per_call": sorted({s[2] for s in samples}),
     }
 
 

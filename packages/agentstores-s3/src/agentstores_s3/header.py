@@ -153,10 +153,15 @@ class Root:
     # --- the header cache (see CACHED_HEADERS) ---------------------------------------
 
     def remember(self, key: ConversationKey, etag: str, head: Head) -> None:
-        """``head`` (never changed after this) as the version ``etag`` of ``key``'s."""
+        """``head`` (never changed after this) as the version ``etag`` of ``key``'s
+        (only a conversation's: no other call guesses from it)."""
+        name = key_names(key)[0]
         with self.heads_lock:
-            self.heads[key_names(key)[0]] = (etag, head)
-            self.heads.move_to_end(key_names(key)[0])
+            if head.get("conv") is None:
+                self.heads.pop(name, None)
+                return
+            self.heads[name] = (etag, head)
+            self.heads.move_to_end(name)
             if len(self.heads) > CACHED_HEADERS:
                 self.heads.popitem(last=False)
 
