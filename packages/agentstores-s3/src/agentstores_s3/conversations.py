@@ -185,6 +185,26 @@ class S3ConversationStore(S3StoreBase, ConversationStore):
             )
         return header
 
+    def _check_ids(self, conv: Conv, request: AppendRequest, transcript: Transcript) -> None:
+        """Read the id objects the new messages need checked against ``conv`` (just
+        read), all together, into ``transcript.known`` (those not there already)."""
+        names = [
+            name
+            for m in request.messages
+            for name in transcript.id_checks(conv, m.message.id)
+            if name not in transcript.known
+        ]
+        done = self.runner.together([functools.partial(self.root.io.get, n) for n in names])
+        transcript.known.update((name, f.result()) for name, f in zip(names, done, strict=True))
+
+    def _copy_out(self, copies: list[tuple[str, bytes]], written: list[str]) -> None:
+        """Write ``copies`` all together (every one has ended when this returns)."""
+        io = self.root.io
+        done = self.runner.together([functools.partial(io.put, n, b) for n, b in copies])
+        written.extend(name for name, _ in copies)  # sent, landed or not
+        for future in done:
+            future.result()
+
     @off_loop
     def _append_messages(
         self, key: ConversationKey, principal: str, request: AppendRequest
@@ -207,12 +227,14 @@ class S3ConversationStore(S3StoreBase, ConversationStore):
             if conv is None and not request.create_if_absent:
                 raise refusal_error(Refusal.NOT_FOUND, key=key)
             root.check(key, h, status, principal, request.epoch)
+            if conv is not None:
+                self._check_ids(conv, request, transcript)
             fresh = [
                 m
                 for m in request.messages
                 if conv is None or transcript.position(conv, m.message.id) is None
             ]
-            transcript.known.clear()  # true of the first header read only
+            transcript.known.clear()  # true of this header read only
             if request.messages and not fresh:
                 return Outcome(None, [])
             if request.has_tail_condition:
@@ -232,7 +254,7 @@ class S3ConversationStore(S3StoreBase, ConversationStore):
                 conv["tail"] = rows[-1]["id"]
                 conv["last"] = stamp
             todo = [r for r in leaving if (run_of(conv, r["q"]), r["q"]) not in flushed]
-            written.extend(transcript.flush(conv, todo))  # committed rows, before they leave
+            self._copy_out(transcript.copies(conv, todo), written)  # committed rows only
             flushed.update((run_of(conv, r["q"]), r["q"]) for r in todo)
             conv["n"] = first + len(rows)
             if request.last_turn_status is not None:

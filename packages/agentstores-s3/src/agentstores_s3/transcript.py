@@ -106,15 +106,6 @@ class Transcript:
             out.append((id_name(self.kdir, gen, row["id"]), str(row["q"]).encode()))
         return out
 
-    def flush(self, conv: Conv, rows: list[dict[str, Any]]) -> list[str]:
-        """Copy committed rows of the header's window out to their objects (idempotent);
-        the names written."""
-        written = []
-        for name, body in self.copies(conv, rows):
-            self.io.put(name, body)
-            written.append(name)
-        return written
-
     def id_checks(self, conv: Conv, message_id: str) -> list[str]:
         """The id objects :meth:`position` reads for ``message_id`` (one per run that
         holds messages outside the window; none when the window holds it)."""
