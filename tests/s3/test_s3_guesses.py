@@ -80,3 +80,28 @@ def test_copy_out_landing_after_an_erasure_is_removed(url: str) -> None:
             assert a.root.io.list(kdir) == [kdir + "h"]
 
     asyncio.run(main())
+
+
+def test_append_guessing_from_an_erased_conversation_leaves_nothing(url: str) -> None:
+    """A bundle remembers a conversation's header, another erases the conversation, and
+    the first appends at once: its copy-outs, sent with the header read, are of the
+    erased conversation's rows, and are removed when the read finds the tombstone."""
+
+    async def main() -> None:
+        stats = RequestStats()
+        async with S3Stores(url, stats=stats) as a, S3Stores(url) as b:
+            for n in range(33):
+                await a.conversations.append_messages(KEY, "p", [_msg(n)])
+            assert await b.conversations.delete(KEY, "p")
+            stats.reset()
+            try:
+                await a.conversations.append_messages(KEY, "p", [_msg(33)])
+            except ErasedError:
+                pass
+            else:
+                raise AssertionError("the append went through an erasure")
+            assert stats.puts == 2 and stats.deletes == 1, stats  # guessed copies, removed
+            kdir = a.root.key_dir(KEY)
+            assert a.root.io.list(kdir) == [kdir + "h"]
+
+    asyncio.run(main())

@@ -38,7 +38,7 @@ from agentstores.stores import (
 )
 
 from ._base import S3StoreBase, off_loop
-from .header import ERASED, LIVE, Head, Outcome, loads
+from .header import ERASED, FRESH_GUESS, LIVE, Head, Outcome, loads
 from .transcript import (
     Conv,
     Transcript,
@@ -144,11 +144,13 @@ class S3ConversationStore(S3StoreBase, ConversationStore):
         transcript: Transcript,
         flushed: set[tuple[str, int]],
         written: list[str],
+        copied: list[Any],
     ) -> tuple[Head | None, str | None] | None:
         """The header, read together with what an append goes on to need according to
         the version of it this bundle saw last: the id checks of the new messages, and
         the copy-out of the window rows they push out. None when that version is unknown
-        or needs neither (the append then reads the header alone).
+        or needs neither (the append then reads the header alone). ``copied[0]`` is set
+        to the life of the header the copies come from.
 
         The copies are of rows that version committed, so they are right whatever the
         header read now says (a position is never reused within a run). The id checks
@@ -160,16 +162,19 @@ class S3ConversationStore(S3StoreBase, ConversationStore):
         conv = head_conv(cached[1]) if cached is not None else None
         if cached is None or conv is None or cached[1].get("erased_until") is not None:
             return None
-        etag, _ = cached
+        etag, seen, age = cached
         checks = [
             name for m in request.messages for name in transcript.id_checks(conv, m.message.id)
         ]
         in_window = {row["id"] for row in conv["p"]}
         fresh = [m for m in request.messages if m.message.id not in in_window]
         _, leaving, _, _ = self._grow(conv, fresh, 0)
+        if age > FRESH_GUESS:
+            leaving = []  # copied out after the header read instead
         copies = transcript.copies(conv, leaving)
         if not checks and not copies:
             return None
+        copied[0] = seen.get("life")
         calls: list[Callable[[], Any]] = [functools.partial(root.load, key)]
         calls += [functools.partial(root.io.get, name) for name in checks]
         calls += [functools.partial(root.io.put, name, body) for name, body in copies]
@@ -212,15 +217,19 @@ class S3ConversationStore(S3StoreBase, ConversationStore):
         root = self.root
         transcript = Transcript(root.io, key)
         flushed: set[tuple[str, int]] = set()
-        written: list[str] = []  # objects this call copied out (while the key was live)
+        written: list[str] = []  # objects this call copied out, from a live header
+        copied: list[Any] = [None]  # that header's life
 
         def decide(h: Head | None, status: str, now: int) -> Outcome:
-            if status != LIVE and written:
-                # Copies made while the key was live, landed after an erasure's sweep
-                # (or before it was created anew): they must not outlive it.
+            if written and (status != LIVE or h is None or h.get("life") != copied[0]):
+                # Copies of a life of the key that has ended since (erased, maybe created
+                # anew): they may have landed after the erasure's sweep and must not
+                # outlive it.
                 root.io.delete_many(written)
                 written.clear()
                 flushed.clear()
+            if status == LIVE and h is not None:
+                copied[0] = h.get("life")
             if status == ERASED:
                 raise self.root.erased(key, h)
             conv = head_conv(h) if status == LIVE else None
@@ -268,7 +277,7 @@ class S3ConversationStore(S3StoreBase, ConversationStore):
             self._touch(conv, now)
             return Outcome(new, [to_stored(row) for row in rows])
 
-        first = self._prefetch(key, request, transcript, flushed, written)
+        first = self._prefetch(key, request, transcript, flushed, written, copied)
         result: list[StoredMessage] = root.transact(key, decide, first)
         return result
 

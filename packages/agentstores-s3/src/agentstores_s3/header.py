@@ -62,6 +62,10 @@ CACHED_HEADERS = 256
 """Key headers a bundle remembers (the last it read or wrote of each key), so a call can
 send requests that follow from the header together with the header's own read, and keep
 their results only when the header read back is that very version (same ETag)."""
+FRESH_GUESS = 2.0
+"""Seconds a remembered header stays a basis for writes sent before the header is read
+(an append's copy-outs): about a call's length, so they can only race an erasure as any
+write in flight can, never replay rows of a conversation erased long ago."""
 
 _ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
 
@@ -113,7 +117,7 @@ class Root:
         self.clock = clock
         self.tombstone_ttl = tombstone_ttl
         self.conditional_delete = conditional_delete
-        self.heads: OrderedDict[str, tuple[str, Head]] = OrderedDict()
+        self.heads: OrderedDict[str, tuple[str, Head, float]] = OrderedDict()
         self.heads_lock = threading.Lock()
 
     # --- clock ---------------------------------------------------------------------
@@ -160,7 +164,7 @@ class Root:
             if head.get("conv") is None:
                 self.heads.pop(name, None)
                 return
-            self.heads[name] = (etag, head)
+            self.heads[name] = (etag, head, time.monotonic())
             self.heads.move_to_end(name)
             if len(self.heads) > CACHED_HEADERS:
                 self.heads.popitem(last=False)
@@ -169,11 +173,15 @@ class Root:
         with self.heads_lock:
             self.heads.pop(key_names(key)[0], None)
 
-    def cached(self, key: ConversationKey) -> tuple[str, Head] | None:
-        """The last version of ``key``'s header this bundle read or wrote, and its ETag:
-        a guess, never the truth (another writer may have moved it since)."""
+    def cached(self, key: ConversationKey) -> tuple[str, Head, float] | None:
+        """The last version of ``key``'s header this bundle read or wrote, its ETag and
+        how many seconds ago: a guess, never the truth (another writer may have moved it
+        since)."""
         with self.heads_lock:
-            return self.heads.get(key_names(key)[0])
+            found = self.heads.get(key_names(key)[0])
+        if found is None:
+            return None
+        return found[0], found[1], time.monotonic() - found[2]
 
     @staticmethod
     def status(h: Head | None, now: int) -> str:
