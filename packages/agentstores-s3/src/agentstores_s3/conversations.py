@@ -156,12 +156,15 @@ class S3ConversationStore(S3StoreBase, ConversationStore):
         header read now says (a position is never reused within a run). The id checks
         count only when the header read now is that very version (same ETag: no write
         came between, so every message outside its window had its id object before the
-        check was sent); otherwise they are read again in order."""
+        check was sent); otherwise the append reads the header again, and guesses for
+        this key stop for :data:`FRESH_GUESS` seconds (it has other writers)."""
         root = self.root
         cached = root.cached(key)
         conv = head_conv(cached[1]) if cached is not None else None
         if cached is None or conv is None or cached[1].get("erased_until") is not None:
             return None
+        if root.missed_lately(key):
+            return None  # other writers are moving this header: guesses go stale
         etag, seen, age = cached
         checks = [
             name for m in request.messages for name in transcript.id_checks(conv, m.message.id)
@@ -184,10 +187,14 @@ class S3ConversationStore(S3StoreBase, ConversationStore):
             future.result()
         flushed.update((run_of(conv, row["q"]), row["q"]) for row in leaving)
         header: tuple[Head | None, str | None] = done[0].result()
-        if header[1] == etag:
-            transcript.known.update(
-                (name, future.result()) for name, future in zip(checks, done[1:], strict=False)
-            )
+        if header[1] != etag:
+            # Another writer came between: the header read above is older than the
+            # group it was sent with, so the append reads it again (a shorter race).
+            root.missed(key)
+            return None
+        transcript.known.update(
+            (name, future.result()) for name, future in zip(checks, done[1:], strict=False)
+        )
         return header
 
     def _check_ids(self, conv: Conv, request: AppendRequest, transcript: Transcript) -> None:
@@ -219,8 +226,12 @@ class S3ConversationStore(S3StoreBase, ConversationStore):
         flushed: set[tuple[str, int]] = set()
         written: list[str] = []  # objects this call copied out, from a live header
         copied: list[Any] = [None]  # that header's life
+        attempts = [0]
 
         def decide(h: Head | None, status: str, now: int) -> Outcome:
+            attempts[0] += 1
+            if attempts[0] == 2:
+                root.missed(key)  # a lost race: other writers are moving this header
             if written and (status != LIVE or h is None or h.get("life") != copied[0]):
                 # Copies of a life of the key that has ended since (erased, maybe created
                 # anew): they may have landed after the erasure's sweep and must not

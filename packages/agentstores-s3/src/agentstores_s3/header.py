@@ -119,6 +119,7 @@ class Root:
         self.conditional_delete = conditional_delete
         self.heads: OrderedDict[str, tuple[str, Head, float]] = OrderedDict()
         self.heads_lock = threading.Lock()
+        self.misses: dict[str, float] = {}
 
     # --- clock ---------------------------------------------------------------------
 
@@ -172,6 +173,18 @@ class Root:
     def forget(self, key: ConversationKey) -> None:
         with self.heads_lock:
             self.heads.pop(key_names(key)[0], None)
+
+    def missed(self, key: ConversationKey) -> None:
+        """A guess from ``key``'s remembered header was wrong: another writer moved it."""
+        with self.heads_lock:
+            if len(self.misses) >= CACHED_HEADERS:
+                self.misses.clear()
+            self.misses[key_names(key)[0]] = time.monotonic()
+
+    def missed_lately(self, key: ConversationKey) -> bool:
+        """Whether a guess for ``key`` was wrong within the last :data:`FRESH_GUESS` s."""
+        at = self.misses.get(key_names(key)[0])
+        return at is not None and time.monotonic() - at < FRESH_GUESS
 
     def cached(self, key: ConversationKey) -> tuple[str, Head, float] | None:
         """The last version of ``key``'s header this bundle read or wrote, its ETag and
