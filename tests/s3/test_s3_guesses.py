@@ -1,9 +1,9 @@
-"""An append and a read by index send requests that follow from the header together with
-the header's own read, guessed from the version of it the bundle saw last. These tests
-make the guess wrong (another bundle wrote in between) and check that the answer is still
-right: an old id appended again is a no-op however stale the guess, a read returns the
-message at the asked position, and a copy-out that lands after an erasure's sweep is
-removed again."""
+"""With ``concurrent_requests``, an append and a read by index send requests that follow
+from the header together with the header's own read, guessed from the version of it the
+bundle saw last. These tests make the guess wrong (another bundle wrote in between) and
+check that the answer is still right: an old id appended again is a no-op however stale
+the guess, a read returns the message at the asked position, and a copy-out that lands
+after an erasure's sweep is removed again."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ def _msg(n: int) -> Message:
 def test_stale_guess_keeps_old_ids_idempotent_and_reads_right(url: str) -> None:
     async def main() -> None:
         stats = RequestStats()
-        async with S3Stores(url, stats=stats) as a, S3Stores(url) as b:
+        async with S3Stores(url, stats=stats, concurrent_requests=True) as a, S3Stores(url) as b:
             for n in range(40):  # m0 .. m7 leave the 32-message window
                 await a.conversations.append_messages(KEY, "p", [_msg(n)])
             await b.conversations.append_messages(KEY, "p", [_msg(40)])  # a's guess is stale
@@ -55,7 +55,7 @@ def test_copy_out_landing_after_an_erasure_is_removed(url: str) -> None:
     tombstone."""
 
     async def main() -> None:
-        async with S3Stores(url) as a, S3Stores(url) as b:
+        async with S3Stores(url, concurrent_requests=True) as a, S3Stores(url) as b:
             for n in range(33):
                 await a.conversations.append_messages(KEY, "p", [_msg(n)])
             a.root.forget(KEY)  # the copy-out is sent after the header read, alone
@@ -89,7 +89,7 @@ def test_append_guessing_from_an_erased_conversation_leaves_nothing(url: str) ->
 
     async def main() -> None:
         stats = RequestStats()
-        async with S3Stores(url, stats=stats) as a, S3Stores(url) as b:
+        async with S3Stores(url, stats=stats, concurrent_requests=True) as a, S3Stores(url) as b:
             for n in range(33):
                 await a.conversations.append_messages(KEY, "p", [_msg(n)])
             assert await b.conversations.delete(KEY, "p")

@@ -30,9 +30,14 @@ of one read, or an append's header read beside its id checks and copy-outs)."""
 class Runner:
     """Runs blocking calls on the bundle's own bounded pool (made on first use)."""
 
-    def __init__(self, workers: int, stats: RequestStats | None = None) -> None:
+    def __init__(
+        self, workers: int, stats: RequestStats | None = None, concurrent: bool = False
+    ) -> None:
         self.workers = workers
         self.stats = stats
+        self.concurrent = concurrent
+        """Whether a call sends requests that do not depend on each other together
+        (``concurrent_requests``), or one after another."""
         self.pool: ThreadPoolExecutor | None = None
         self.reads: ThreadPoolExecutor | None = None
         self.lock = threading.Lock()
@@ -75,14 +80,27 @@ class Runner:
     def together(self, calls: list[Callable[[], Any]]) -> list[Future[Any]]:
         """Send ``calls`` (each a single request) at once, and return when every one has
         ended, so none is still in flight: their futures, each holding its result or
-        exception. One round per :data:`READERS` calls."""
+        exception. One round per :data:`READERS` calls (without ``concurrent``: one after
+        another, a round each)."""
         if not calls:
             return []
+        if not self.concurrent:
+            return [_ran(call) for call in calls]
         self._rounds(-(-len(calls) // READERS))
         pool = self._requests()
         futures = [pool.submit(grouped(call)) for call in calls]
         wait(futures)
         return futures
+
+
+def _ran(call: Callable[[], Any]) -> Future[Any]:
+    """``call`` run here, as a finished future."""
+    future: Future[Any] = Future()
+    try:
+        future.set_result(call())
+    except Exception as exc:
+        future.set_exception(exc)
+    return future
 
 
 def off_loop(

@@ -159,7 +159,7 @@ class S3ConversationStore(S3StoreBase, ConversationStore):
         check was sent); otherwise the append reads the header again, and guesses for
         this key stop for :data:`FRESH_GUESS` seconds (it has other writers)."""
         root = self.root
-        cached = root.cached(key)
+        cached = root.cached(key) if self.runner.concurrent else None
         conv = head_conv(cached[1]) if cached is not None else None
         if cached is None or conv is None or cached[1].get("erased_until") is not None:
             return None
@@ -565,7 +565,7 @@ class S3ConversationStore(S3StoreBase, ConversationStore):
     def _guess(self, key: ConversationKey, index: int) -> tuple[int, str] | None:
         """``(position, message object)`` of ``index`` by the version of the header this
         bundle saw last, when that puts it outside the window (None otherwise)."""
-        cached = self.root.cached(key)
+        cached = self.root.cached(key) if self.runner.concurrent else None
         conv = head_conv(cached[1]) if cached is not None else None
         if conv is None:
             return None
