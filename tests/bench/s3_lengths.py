@@ -4,6 +4,9 @@ alternating rounds against one single-threaded moto server::
 
     python -m tests.bench.s3_lengths --lengths 100,100000 --calls 20 --rounds 4
 
+``--concurrent`` measures with ``concurrent_requests=true``; ``--threaded`` serves moto
+threaded (requests in parallel, as a real endpoint serves them).
+
 How the long transcripts are built: through HTTP, one message costs about three requests
 (its id checked, then copied out to its message object and its id object once it leaves
 the header's window), so 100,000 messages are ~300,000 requests, 18 minutes at best at
