@@ -1,8 +1,11 @@
 """S3: append and read-by-index cost at 10 messages and at long lengths (100,000 by
-default), in requests per call (counted by ``RequestStats``) and in latency, measured in
+default), in requests and rounds per call (counted by ``RequestStats``) and in latency, measured in
 alternating rounds against one single-threaded moto server::
 
     python -m tests.bench.s3_lengths --lengths 100,100000 --calls 20 --rounds 4
+
+``--concurrent`` measures with ``concurrent_requests=true``; ``--threaded`` serves moto
+threaded (requests in parallel, as a real endpoint serves them).
 
 How the long transcripts are built: through HTTP, one message costs about three requests
 (its id checked, then copied out to its message object and its id object once it leaves
@@ -156,9 +159,11 @@ async def seed(
     return stats
 
 
-def serve_seeded(port: int, lengths: Sequence[int], shorts: int) -> None:
+def serve_seeded(port: int, lengths: Sequence[int], shorts: int, threaded: bool = False) -> None:
     """Seed the transcripts in this process's moto backend, then serve it over HTTP on
-    127.0.0.1:``port``, single-threaded (as tests/servers/moto.py serves)."""
+    127.0.0.1:``port``, single-threaded (as tests/servers/moto.py serves), or threaded:
+    requests served concurrently, as a real endpoint serves them (moto's conditional
+    writes are then not atomic, which one writer at a time never needs)."""
     from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
     from werkzeug.serving import run_simple
 
@@ -170,12 +175,13 @@ def serve_seeded(port: int, lengths: Sequence[int], shorts: int) -> None:
     report = {"seed_seconds": round(time.perf_counter() - began, 1), **stats.snapshot()}
     print(json.dumps(report), flush=True)
     app = DomainDispatcherApplication(create_backend_app)
-    run_simple("127.0.0.1", port, app, threaded=False, use_reloader=False)
+    run_simple("127.0.0.1", port, app, threaded=threaded, use_reloader=False)
 
 
 # --- measuring over HTTP ---------------------------------------------------------------
 
-Sample = tuple[float, int]
+Sample = tuple[float, int, int]
+"""(milliseconds, requests, rounds) of one call."""
 FRESH = itertools.count()
 """Ids of measured messages (each append is of a new message, never a no-op retry)."""
 
@@ -193,7 +199,7 @@ async def measure(
         stats.reset()
         t0 = time.perf_counter()
         await fn()
-        return (time.perf_counter() - t0) * 1000, stats.total
+        return (time.perf_counter() - t0) * 1000, stats.total, stats.rounds
 
     for n in range(calls):
         sample = first + n
@@ -214,6 +220,7 @@ def summary(samples: list[Sample]) -> dict[str, object]:
     return {
         "p50_ms": round(statistics.median(ms), 2),
         "requests_per_call": sorted({s[1] for s in samples}),
+        "rounds_per_call": sorted({s[2] for s in samples}),
     }
 
 
@@ -260,19 +267,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--lengths", default="100,100000")
     parser.add_argument("--calls", type=int, default=10)
     parser.add_argument("--rounds", type=int, default=4)
+    parser.add_argument(
+        "--concurrent",
+        action="store_true",
+        help="measure with concurrent_requests=true (requests of a call sent together)",
+    )
+    parser.add_argument(
+        "--threaded",
+        action="store_true",
+        help="serve requests concurrently (as a real endpoint does), not one at a time",
+    )
     parser.add_argument("--serve", type=int, metavar="PORT", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     lengths = [int(n) for n in args.lengths.split(",") if n]
     use_test_credentials()
     shorts = args.calls * args.rounds
     if args.serve is not None:
-        serve_seeded(args.serve, lengths, shorts)
+        serve_seeded(args.serve, lengths, shorts, args.threaded)
         return 0
     port = free_port()
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     env = {**os.environ, "PYTHONPATH": root + os.pathsep + os.environ.get("PYTHONPATH", "")}
     command = [sys.executable, "-m", "tests.bench.s3_lengths", "--serve", str(port)]
     command += ["--lengths", args.lengths, "--calls", str(args.calls), "--rounds", str(args.rounds)]
+    command += ["--threaded"] if args.threaded else []
     server = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, text=True)
     try:
         assert server.stdout is not None
@@ -283,6 +301,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         endpoint = f"http://127.0.0.1:{port}"
         _await_server(endpoint, server)
         url = f"s3://{BUCKET}/{PREFIX}?region=us-east-1&endpoint_url={endpoint}"
+        url += "&concurrent_requests=true" if args.concurrent else ""
         asyncio.run(run(url, lengths, args.calls, args.rounds))
     finally:
         server.terminate()

@@ -1,7 +1,9 @@
-"""Costs that do not grow with the transcript, counted in requests: an append and a read
-by index make the same requests at 1,000 messages as at 100 (the header, the copy-out of
-the message leaving the header's window, one id check per new message, one commit; the
-header and one GET), and no more at 10, where the whole transcript is in the header."""
+"""Costs that do not grow with the transcript, counted in requests and rounds (waits for
+the server): an append and a read by index make the same requests at 1,000 messages as at
+100 (the header, the new message's id check, the copy-out of the message leaving the
+header's window, the commit; the header and the message object), and no more at 10,
+where the whole transcript is in the header. With ``concurrent_requests`` they also wait
+for the server as many times at 10 as at 1,000 (2 and 1)."""
 
 from __future__ import annotations
 
@@ -12,12 +14,12 @@ from agentstores.models import Message
 from agentstores_s3 import RequestStats, S3Stores
 
 
-def _costs(url: str, length: int) -> dict[str, dict[str, int]]:
+def _costs(url: str, length: int, concurrent: bool = False) -> dict[str, dict[str, int]]:
     async def main() -> dict[str, dict[str, int]]:
         stats = RequestStats()
-        async with S3Stores(url, stats=stats) as stores:
+        async with S3Stores(url, stats=stats, concurrent_requests=concurrent) as stores:
             conv = stores.conversations
-            key = ConversationKey("cost", f"len-{length}")
+            key = ConversationKey("cost", f"len-{length}-{concurrent}")
             done = 0
             while done < length - 1:
                 n = min(500, length - 1 - done)
@@ -41,12 +43,31 @@ def _costs(url: str, length: int) -> dict[str, dict[str, int]]:
 
 
 def _total(costs: dict[str, int]) -> int:
-    return sum(costs.values())
+    return sum(n for kind, n in costs.items() if kind != "rounds")
+
+
+def _counts(gets: int, puts: int, rounds: int) -> dict[str, int]:
+    return {"gets": gets, "puts": puts, "deletes": 0, "lists": 0, "heads": 0, "rounds": rounds}
 
 
 def test_append_and_indexed_read_cost_the_same_at_any_length(url: str) -> None:
     tiny, short, long = _costs(url, 10), _costs(url, 100), _costs(url, 1000)
     assert short == long, f"at 100 messages: {short}\nat 1,000 messages: {long}"
     assert all(_total(tiny[call]) <= _total(long[call]) for call in long), (tiny, long)
-    assert sum(long["append"].values()) == 5, long["append"]
-    assert long["index middle"] == {"gets": 2, "puts": 0, "deletes": 0, "lists": 0, "heads": 0}
+    assert long["append"] == _counts(gets=2, puts=3, rounds=5)
+    assert tiny["append"] == _counts(gets=1, puts=1, rounds=2)
+    assert long["index middle"] == long["index first"] == _counts(gets=2, puts=0, rounds=2)
+    assert long["index last"] == tiny["index middle"] == _counts(gets=1, puts=0, rounds=1)
+
+
+def test_concurrent_requests_wait_as_often_at_10_as_at_1000(url: str) -> None:
+    """``concurrent_requests``: the same requests, sent together where they follow from
+    the header the bundle saw last, so an append waits for the server twice and a read
+    by index once at any length."""
+    tiny, short, long = (_costs(url, n, concurrent=True) for n in (10, 100, 1000))
+    assert short == long, f"at 100 messages: {short}\nat 1,000 messages: {long}"
+    assert all(tiny[call]["rounds"] == long[call]["rounds"] for call in long), (tiny, long)
+    assert long["append"] == _counts(gets=2, puts=3, rounds=2)
+    assert tiny["append"] == _counts(gets=1, puts=1, rounds=2)
+    assert long["index middle"] == long["index first"] == _counts(gets=2, puts=0, rounds=1)
+    assert long["index last"] == tiny["index middle"] == _counts(gets=1, puts=0, rounds=1)

@@ -6,7 +6,8 @@ creates, ``put(..., if_match=etag)`` swaps, ``delete(..., if_match=etag)`` remov
 precondition that does not hold comes back as ``False`` (412, or 404 for ``If-Match`` on
 a missing object); ``409 ConditionalRequestConflict`` (a concurrent conditional write in
 flight) is retried with bounded, jittered backoff. :class:`RequestStats` counts requests
-so tests can check that a call costs the same at 100,000 messages as at 10.
+and rounds (waits for the server: a request made alone is one, requests sent together
+are one), so tests can check what a call costs at 100,000 messages and at 10.
 
 The store clock is the server's: every response's ``Date`` header (1 s resolution) moves
 a lower bound of the offset between this machine's clock and the server's; ``now()`` is
@@ -19,10 +20,11 @@ import builtins
 import random
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from botocore.exceptions import (
     ClientError,
@@ -35,6 +37,8 @@ from botocore.exceptions import (
 )
 
 from agentstores.errors import BackendUnavailableError
+
+T = TypeVar("T")
 
 CONFLICT_RETRIES = 8
 """How many times a write answered ``409 ConditionalRequestConflict`` is sent again."""
@@ -51,28 +55,37 @@ _CUT_BODY = (ResponseStreamingError, IncompleteReadError, ReadTimeoutError, Conn
 """What reading a reply's body raises when the connection ends before the body does."""
 
 
+_group = threading.local()
+"""``_group.on`` is set on a thread while it sends one of a group of requests sent
+together (see :func:`grouped`): those count as one round between them."""
+
+
 @dataclass
 class RequestStats:
-    """Requests by kind; shared by every thread of one ``S3IO``."""
+    """Requests by kind, and rounds: how many times a call waited for the server (a
+    request made alone is a round; a group of requests sent together is one). Shared by
+    every thread of one ``S3IO``."""
 
     gets: int = 0
     puts: int = 0
     deletes: int = 0
     lists: int = 0
     heads: int = 0
+    rounds: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
-    def count(self, kind: str) -> None:
+    def count(self, kind: str, n: int = 1) -> None:
         with self.lock:
-            setattr(self, kind, getattr(self, kind) + 1)
+            setattr(self, kind, getattr(self, kind) + n)
 
     @property
     def total(self) -> int:
+        """Requests (rounds are not requests)."""
         return self.gets + self.puts + self.deletes + self.lists + self.heads
 
     def reset(self) -> None:
         with self.lock:
-            self.gets = self.puts = self.deletes = self.lists = self.heads = 0
+            self.gets = self.puts = self.deletes = self.lists = self.heads = self.rounds = 0
 
     def snapshot(self) -> dict[str, int]:
         return {
@@ -81,7 +94,22 @@ class RequestStats:
             "deletes": self.deletes,
             "lists": self.lists,
             "heads": self.heads,
+            "rounds": self.rounds,
         }
+
+
+def grouped(fn: Callable[[], T]) -> Callable[[], T]:
+    """``fn`` marked as one request of a group sent together: its requests add no round
+    of their own (whoever sends the group counts it)."""
+
+    def run() -> T:
+        _group.on = True
+        try:
+            return fn()
+        finally:
+            _group.on = False
+
+    return run
 
 
 def error_code(exc: ClientError) -> str:
@@ -104,11 +132,17 @@ class ServerClock:
         self.offset: float | None = None
         self.seen_at = 0.0
         self.last = 0.0
+        self.stamp = ""
         self.lock = threading.Lock()
 
     def observe(self, headers: dict[str, str] | None) -> None:
         stamp = (headers or {}).get("date")
         if not stamp:
+            return
+        if stamp == self.stamp:
+            # The same second as the last reply seen, and later on the local clock: a
+            # smaller offset than the one already kept, so only freshness changes.
+            self.seen_at = time.monotonic()
             return
         try:
             server = parsedate_to_datetime(stamp).timestamp()
@@ -122,6 +156,7 @@ class ServerClock:
             if self.offset is None or offset > self.offset:
                 self.offset = offset
             self.seen_at = time.monotonic()
+            self.stamp = stamp
 
     def stale(self) -> bool:
         return self.offset is None or time.monotonic() - self.seen_at > CLOCK_REFRESH
@@ -178,6 +213,8 @@ class S3IO:
     def _count(self, kind: str) -> None:
         if self.stats is not None:
             self.stats.count(kind)
+            if not getattr(_group, "on", False):
+                self.stats.count("rounds")
 
     def _seen(self, response: dict[str, Any]) -> None:
         self.clock.observe(response.get("ResponseMetadata", {}).get("HTTPHeaders"))
@@ -220,11 +257,13 @@ class S3IO:
     # --- the store clock -----------------------------------------------------------
 
     def now(self) -> datetime:
-        from datetime import UTC
+        return datetime.fromtimestamp(self.now_seconds(), UTC)
 
+    def now_seconds(self) -> float:
+        """The store clock as seconds since the Unix epoch."""
         if self.clock.stale():
             self.head_bucket()
-        return datetime.fromtimestamp(self.clock.now(), UTC)
+        return self.clock.now()
 
     def head_bucket(self) -> None:
         self._call("heads", "head_bucket", Bucket=self.bucket)
@@ -333,4 +372,5 @@ __all__ = [
     "S3IO",
     "ServerClock",
     "error_code",
+    "grouped",
 ]

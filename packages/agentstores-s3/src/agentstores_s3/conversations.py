@@ -9,7 +9,9 @@ conversation under the prefix for a sweep), re-checking at erase time.
 
 from __future__ import annotations
 
+import functools
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from agentstores.errors import Refusal, refusal_error
@@ -36,11 +38,12 @@ from agentstores.stores import (
 )
 
 from ._base import S3StoreBase, off_loop
-from .header import ERASED, LIVE, Head, Outcome
+from .header import ERASED, FRESH_GUESS, LIVE, Head, Outcome, loads
 from .transcript import (
     Conv,
     Transcript,
     head_conv,
+    message_name,
     new_conv,
     pending_start,
     run_of,
@@ -106,6 +109,114 @@ class S3ConversationStore(S3StoreBase, ConversationStore):
 
     # --- writes --------------------------------------------------------------------
 
+    @staticmethod
+    def _grow(
+        conv: Conv, fresh: list[Any], stamp: int
+    ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[Any], list[dict[str, Any]]]:
+        """What appending ``fresh`` (AppendRequest messages) to ``conv`` makes: ``(rows,
+        leaving, segs, window)``: the new rows, the window rows that must be copied out,
+        the runs and the window after."""
+        first = int(conv["n"])
+        rows = [
+            {
+                "q": first + i,
+                "id": m.message.id,
+                "r": m.message.role,
+                "c": m.content_json.decode(),
+                "md": m.metadata_json.decode(),
+                "k": bool(m.message.compaction),
+                "t": stamp,
+            }
+            for i, m in enumerate(fresh)
+        ]
+        segs = [list(s) for s in conv["segs"]]
+        if rows:
+            if not segs or segs[-1][0] != conv["gen"]:
+                segs.append([conv["gen"], first, first])
+            segs[-1][2] = first + len(rows)
+        leaving, window = split_window(list(conv["p"]), rows)
+        return rows, leaving, segs, window
+
+    def _prefetch(
+        self,
+        key: ConversationKey,
+        request: AppendRequest,
+        transcript: Transcript,
+        flushed: set[tuple[str, int]],
+        written: list[str],
+        copied: list[Any],
+    ) -> tuple[Head | None, str | None] | None:
+        """The header, read together with what an append goes on to need according to
+        the version of it this bundle saw last: the id checks of the new messages, and
+        the copy-out of the window rows they push out. None when that version is unknown
+        or needs neither (the append then reads the header alone). ``copied[0]`` is set
+        to the life of the header the copies come from.
+
+        The copies are of rows that version committed, so they are right whatever the
+        header read now says (a position is never reused within a run). The id checks
+        count only when the header read now is that very version (same ETag: no write
+        came between, so every message outside its window had its id object before the
+        check was sent); otherwise the append reads the header again, and guesses for
+        this key stop for :data:`FRESH_GUESS` seconds (it has other writers)."""
+        root = self.root
+        cached = root.cached(key) if self.runner.concurrent else None
+        conv = head_conv(cached[1]) if cached is not None else None
+        if cached is None or conv is None or cached[1].get("erased_until") is not None:
+            return None
+        if root.missed_lately(key):
+            return None  # other writers are moving this header: guesses go stale
+        etag, seen, age = cached
+        checks = [
+            name for m in request.messages for name in transcript.id_checks(conv, m.message.id)
+        ]
+        in_window = {row["id"] for row in conv["p"]}
+        fresh = [m for m in request.messages if m.message.id not in in_window]
+        _, leaving, _, _ = self._grow(conv, fresh, 0)
+        if age > FRESH_GUESS:
+            leaving = []  # copied out after the header read instead
+        copies = transcript.copies(conv, leaving)
+        if not checks and not copies:
+            return None
+        copied[0] = seen.get("life")
+        calls: list[Callable[[], Any]] = [functools.partial(root.load, key)]
+        calls += [functools.partial(root.io.get, name) for name in checks]
+        calls += [functools.partial(root.io.put, name, body) for name, body in copies]
+        done = self.runner.together(calls)
+        written.extend(name for name, _ in copies)  # sent, landed or not
+        for future in done[1 + len(checks) :]:
+            future.result()
+        flushed.update((run_of(conv, row["q"]), row["q"]) for row in leaving)
+        header: tuple[Head | None, str | None] = done[0].result()
+        if header[1] != etag:
+            # Another writer came between: the header read above is older than the
+            # group it was sent with, so the append reads it again (a shorter race).
+            root.missed(key)
+            return None
+        transcript.known.update(
+            (name, future.result()) for name, future in zip(checks, done[1:], strict=False)
+        )
+        return header
+
+    def _check_ids(self, conv: Conv, request: AppendRequest, transcript: Transcript) -> None:
+        """Read the id objects the new messages need checked against ``conv`` (just
+        read), all together, into ``transcript.known`` (those not there already)."""
+        names = [
+            name
+            for m in request.messages
+            for name in transcript.id_checks(conv, m.message.id)
+            if name not in transcript.known
+        ]
+        done = self.runner.together([functools.partial(self.root.io.get, n) for n in names])
+        transcript.known.update((name, f.result()) for name, f in zip(names, done, strict=True))
+
+    def _copy_out(self, copies: list[tuple[str, bytes]], written: list[str]) -> None:
+        """Write ``copies`` all together (every one has ended when this returns)."""
+        io = self.root.io
+        done = self.runner.together([functools.partial(io.put, n, b) for n, b in copies])
+        written.extend(name for name, _ in copies)  # sent, landed or not
+        for future in done:
+            future.result()
+
     @off_loop
     def _append_messages(
         self, key: ConversationKey, principal: str, request: AppendRequest
@@ -113,19 +224,37 @@ class S3ConversationStore(S3StoreBase, ConversationStore):
         root = self.root
         transcript = Transcript(root.io, key)
         flushed: set[tuple[str, int]] = set()
+        written: list[str] = []  # objects this call copied out, from a live header
+        copied: list[Any] = [None]  # that header's life
+        attempts = [0]
 
         def decide(h: Head | None, status: str, now: int) -> Outcome:
+            attempts[0] += 1
+            if attempts[0] == 2:
+                root.missed(key)  # a lost race: other writers are moving this header
+            if written and (status != LIVE or h is None or h.get("life") != copied[0]):
+                # Copies of a life of the key that has ended since (erased, maybe created
+                # anew): they may have landed after the erasure's sweep and must not
+                # outlive it.
+                root.io.delete_many(written)
+                written.clear()
+                flushed.clear()
+            if status == LIVE and h is not None:
+                copied[0] = h.get("life")
             if status == ERASED:
                 raise self.root.erased(key, h)
             conv = head_conv(h) if status == LIVE else None
             if conv is None and not request.create_if_absent:
                 raise refusal_error(Refusal.NOT_FOUND, key=key)
             root.check(key, h, status, principal, request.epoch)
+            if conv is not None:
+                self._check_ids(conv, request, transcript)
             fresh = [
                 m
                 for m in request.messages
                 if conv is None or transcript.position(conv, m.message.id) is None
             ]
+            transcript.known.clear()  # true of this header read only
             if request.messages and not fresh:
                 return Outcome(None, [])
             if request.has_tail_condition:
@@ -140,29 +269,12 @@ class S3ConversationStore(S3StoreBase, ConversationStore):
             new["conv"] = conv
             stamp = max(now, conv["last"])
             first = int(conv["n"])
-            rows = [
-                {
-                    "q": first + i,
-                    "id": m.message.id,
-                    "r": m.message.role,
-                    "c": m.content_json.decode(),
-                    "md": m.metadata_json.decode(),
-                    "k": bool(m.message.compaction),
-                    "t": stamp,
-                }
-                for i, m in enumerate(fresh)
-            ]
-            segs = [list(s) for s in conv["segs"]]
+            rows, leaving, conv["segs"], conv["p"] = self._grow(conv, fresh, stamp)
             if rows:
-                if not segs or segs[-1][0] != conv["gen"]:
-                    segs.append([conv["gen"], first, first])
-                segs[-1][2] = first + len(rows)
                 conv["tail"] = rows[-1]["id"]
                 conv["last"] = stamp
-            conv["segs"] = segs
-            leaving, conv["p"] = split_window(list(conv["p"]), rows)
             todo = [r for r in leaving if (run_of(conv, r["q"]), r["q"]) not in flushed]
-            transcript.flush(conv, todo)  # committed rows, copied out before they leave
+            self._copy_out(transcript.copies(conv, todo), written)  # committed rows only
             flushed.update((run_of(conv, r["q"]), r["q"]) for r in todo)
             conv["n"] = first + len(rows)
             if request.last_turn_status is not None:
@@ -176,7 +288,8 @@ class S3ConversationStore(S3StoreBase, ConversationStore):
             self._touch(conv, now)
             return Outcome(new, [to_stored(row) for row in rows])
 
-        result: list[StoredMessage] = root.transact(key, decide)
+        first = self._prefetch(key, request, transcript, flushed, written, copied)
+        result: list[StoredMessage] = root.transact(key, decide, first)
         return result
 
     @off_loop
@@ -449,21 +562,59 @@ class S3ConversationStore(S3StoreBase, ConversationStore):
                 return found[-limit:]
         return []
 
+    def _guess(self, key: ConversationKey, index: int) -> tuple[int, str] | None:
+        """``(position, message object)`` of ``index`` by the version of the header this
+        bundle saw last, when that puts it outside the window (None otherwise)."""
+        cached = self.root.cached(key) if self.runner.concurrent else None
+        conv = head_conv(cached[1]) if cached is not None else None
+        if conv is None:
+            return None
+        position = index + int(conv["n"]) if index < 0 else index
+        if not 0 <= position < pending_start(conv):
+            return None
+        return position, message_name(self.root.key_dir(key), run_of(conv, position), position)
+
     @off_loop
     def _one(self, key: ConversationKey, principal: str, index: int) -> list[TranscriptMessage]:
-        """Read by index: the header, then one GET computed from the position."""
+        """Read by index: the header, then one GET computed from the position. When the
+        header this bundle saw last puts the message outside the window, that GET goes
+        together with the header's read, and counts only if the header read says the
+        same object (message objects never change once written)."""
+        guess = self._guess(key, index)
         for _ in range(READ_ATTEMPTS):
-            found = self._readable(key, principal)
+            guessed: Any = None
+            if guess is not None:
+                done = self.runner.together(
+                    [
+                        functools.partial(self._readable, key, principal),
+                        functools.partial(self.root.io.get, guess[1]),
+                    ]
+                )
+                found = done[0].result()
+                guessed = done[1].result()
+            else:
+                found = self._readable(key, principal)
             if found is None:
                 return []
             _, conv = found
             position = index + int(conv["n"]) if index < 0 else index
             if not 0 <= position < int(conv["n"]):
                 return []
-            row = Transcript(self.root.io, key).row(conv, position)
+            transcript = Transcript(self.root.io, key)
+            row = None
+            if (
+                guess is not None
+                and guessed is not None
+                and guess[0] == position < pending_start(conv)
+                and guess[1] == message_name(transcript.kdir, run_of(conv, position), position)
+            ):
+                row = loads(guessed[0], "a message object")
+            if row is None:
+                row = transcript.row(conv, position)
             if row is not None:
                 m = to_stored(row)
                 return [TranscriptMessage(position, m.role, m.content, m.id, m.created_at)]
+            guess = None
         return []
 
     @off_loop

@@ -26,10 +26,13 @@ read-back as having landed.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import random
+import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
@@ -55,6 +58,14 @@ Head = dict[str, Any]
 ABSENT, EXPIRED, LIVE, ERASED = "absent", "expired", "live", "erased"
 CAS_ATTEMPTS = 64
 """Header writes lost to other writers before a call gives up with ``ConflictError``."""
+CACHED_HEADERS = 256
+"""Key headers a bundle remembers (the last it read or wrote of each key), so a call can
+send requests that follow from the header together with the header's own read, and keep
+their results only when the header read back is that very version (same ETag)."""
+FRESH_GUESS = 2.0
+"""Seconds a remembered header stays a basis for writes sent before the header is read
+(an append's copy-outs): about a call's length, so they can only race an erasure as any
+write in flight can, never replay rows of a conversation erased long ago."""
 
 _ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
 
@@ -85,6 +96,12 @@ class Outcome:
         self.head, self.result = head, result
 
 
+@functools.lru_cache(maxsize=4096)
+def key_names(key: ConversationKey) -> tuple[str, str]:
+    """``(k/<digest>/, storage name)`` of a key (hashing them is on every call's path)."""
+    return f"k/{key.digest}/", key.storage_name
+
+
 class Root:
     """The shared part of every S3 store of one bundle: names, headers, clock, options."""
 
@@ -100,19 +117,22 @@ class Root:
         self.clock = clock
         self.tombstone_ttl = tombstone_ttl
         self.conditional_delete = conditional_delete
+        self.heads: OrderedDict[str, tuple[str, Head, float]] = OrderedDict()
+        self.heads_lock = threading.Lock()
+        self.misses: dict[str, float] = {}
 
     # --- clock ---------------------------------------------------------------------
 
     def now_us(self) -> int:
         if self.clock is not None:
             return kit.to_micros(self.clock())
-        return kit.to_micros(self.io.now())
+        return int(self.io.now_seconds() * 1_000_000)
 
     # --- names ---------------------------------------------------------------------
 
     @staticmethod
     def key_dir(key: ConversationKey) -> str:
-        return f"k/{key.digest}/"
+        return key_names(key)[0]
 
     @staticmethod
     def owner_dir(tenant: str, owner: str) -> str:
@@ -122,15 +142,59 @@ class Root:
 
     def load(self, key: ConversationKey) -> tuple[Head | None, str | None]:
         """The header of ``key`` and its ETag (``(None, None)`` when absent)."""
-        found = self.io.get(self.key_dir(key) + "h")
+        kdir, storage_name = key_names(key)
+        found = self.io.get(kdir + "h")
         if found is None:
+            self.forget(key)
             return None, None
         head = loads(found[0], "a key header")
-        if not isinstance(head, dict) or head.get("key") != key.storage_name:
+        if not isinstance(head, dict) or head.get("key") != storage_name:
             raise refusal_error(
                 Refusal.EXISTS, "two keys share a storage digest; refusing to mix them", key=key
             )
+        self.remember(key, found[1], head)
         return head, found[1]
+
+    # --- the header cache (see CACHED_HEADERS) ---------------------------------------
+
+    def remember(self, key: ConversationKey, etag: str, head: Head) -> None:
+        """``head`` (never changed after this) as the version ``etag`` of ``key``'s
+        (only a conversation's: no other call guesses from it)."""
+        name = key_names(key)[0]
+        with self.heads_lock:
+            if head.get("conv") is None:
+                self.heads.pop(name, None)
+                return
+            self.heads[name] = (etag, head, time.monotonic())
+            self.heads.move_to_end(name)
+            if len(self.heads) > CACHED_HEADERS:
+                self.heads.popitem(last=False)
+
+    def forget(self, key: ConversationKey) -> None:
+        with self.heads_lock:
+            self.heads.pop(key_names(key)[0], None)
+
+    def missed(self, key: ConversationKey) -> None:
+        """A guess from ``key``'s remembered header was wrong: another writer moved it."""
+        with self.heads_lock:
+            if len(self.misses) >= CACHED_HEADERS:
+                self.misses.clear()
+            self.misses[key_names(key)[0]] = time.monotonic()
+
+    def missed_lately(self, key: ConversationKey) -> bool:
+        """Whether a guess for ``key`` was wrong within the last :data:`FRESH_GUESS` s."""
+        at = self.misses.get(key_names(key)[0])
+        return at is not None and time.monotonic() - at < FRESH_GUESS
+
+    def cached(self, key: ConversationKey) -> tuple[str, Head, float] | None:
+        """The last version of ``key``'s header this bundle read or wrote, its ETag and
+        how many seconds ago: a guess, never the truth (another writer may have moved it
+        since)."""
+        with self.heads_lock:
+            found = self.heads.get(key_names(key)[0])
+        if found is None:
+            return None
+        return found[0], found[1], time.monotonic() - found[2]
 
     @staticmethod
     def status(h: Head | None, now: int) -> str:
@@ -202,17 +266,23 @@ class Root:
         return new
 
     def transact(
-        self, key: ConversationKey, decide: Callable[[Head | None, str, int], Outcome]
+        self,
+        key: ConversationKey,
+        decide: Callable[[Head | None, str, int], Outcome],
+        first: tuple[Head | None, str | None] | None = None,
     ) -> Any:
         """Run ``decide(header, status, now)`` and commit the header it returns with a
-        conditional write, again from a fresh read each time another writer won."""
+        conditional write, again from a fresh read each time another writer won
+        (``first``: the header and ETag just read, for the first attempt)."""
         for attempt in range(CAS_ATTEMPTS):
-            h, etag = self.load(key)
+            h, etag = self.load(key) if first is None else first
+            first = None
             now = self.now_us()
-            outcome = decide(h, self.status(h, now), now)
+            status = self.status(h, now)
+            outcome = decide(h, status, now)
             if outcome.head is None:
                 return outcome.result
-            if etag is not None and self.status(h, now) == EXPIRED and self.conditional_delete:
+            if etag is not None and status == EXPIRED and self.conditional_delete:
                 # The lapsed tombstone goes first (guarded), then the key is created anew.
                 if not self.io.delete(self.key_dir(key) + "h", if_match=etag):
                     continue
@@ -230,6 +300,7 @@ class Root:
         head["w"] = nonce
         name = self.key_dir(key) + "h"
         body = dumps(head)
+        self.forget(key)
         try:
             if etag is None:
                 put = self.io.put(name, body, if_none_match=True)
@@ -250,6 +321,7 @@ class Root:
                 f"the S3 write may or may not have taken effect: {exc}"
             ) from exc
         if put is not None:
+            self.remember(key, put, head)
             return True
         return self._landed(key, nonce)
 
@@ -298,6 +370,7 @@ __all__ = [
     "Outcome",
     "Root",
     "dumps",
+    "key_names",
     "loads",
     "name_digest",
     "new_head",

@@ -8,9 +8,12 @@ bundle's pool, where every blocking boto3 call runs), ``max_attempts`` (5: botoc
 standard retry mode, which backs off on throttling and 5xx), ``connect_timeout`` and
 ``read_timeout`` (seconds), ``reconnect_window`` (15 s: how long a call keeps trying
 while the endpoint refuses connections, as during a server restart; 0 to fail at once),
-``tombstone_ttl`` (seconds or a timedelta; 30 days) and
+``tombstone_ttl`` (seconds or a timedelta; 30 days),
 ``conditional_delete`` (``true``: deletes use ``DeleteObject`` with ``If-Match``; ``false``
-for stores that ignore it, e.g. MinIO: a conditional tombstone write instead).
+for stores that ignore it, e.g. MinIO: a conditional tombstone write instead) and
+``concurrent_requests`` (``false``: a call's requests go one after another; ``true``:
+those that do not depend on each other go together, guessed from the header the bundle
+saw last where they follow from it: see the README).
 
 Credentials always come from boto3's standard chain (environment, shared files, instance
 roles); none is taken from the URL, and neither the URL nor a credential is ever logged.
@@ -53,6 +56,7 @@ URL_OPTIONS = (
     "reconnect_window",
     "tombstone_ttl",
     "conditional_delete",
+    "concurrent_requests",
 )
 _HINT = " (credentials come from the standard boto3 chain; clock is a keyword argument)"
 
@@ -197,7 +201,11 @@ class S3Stores(Stores):
             tombstone_ttl=ttl,
             conditional_delete=_flag(merged.get("conditional_delete", True), "conditional_delete"),
         )
-        self.runner = Runner(workers)
+        self.runner = Runner(
+            workers,
+            stats,
+            _flag(merged.get("concurrent_requests", False), "concurrent_requests"),
+        )
         self.supervision = S3SupervisionStore(self.root, self.runner)
         self.recording = S3RecordingStore(self.root, self.runner)
         self.state = S3AgentStateStore(self.root, self.runner)

@@ -24,7 +24,7 @@ from agentstores.models import StoredMessage
 from agentstores.stores import kit
 
 from .client import S3IO
-from .header import Head, dumps, loads
+from .header import Head, dumps, key_names, loads
 
 Conv = dict[str, Any]
 
@@ -84,32 +84,54 @@ def to_stored(row: dict[str, Any]) -> StoredMessage:
 
 
 class Transcript:
-    """Reads and copies of one key's transcript objects."""
+    """Reads and copies of one key's transcript objects.
 
-    def __init__(self, io: S3IO, key: ConversationKey) -> None:
+    ``known`` maps id object names to what reading them gave (None: absent), read
+    together with a header of the very version a caller then decides on (see
+    ``S3ConversationStore._prefetch``); :meth:`position` takes those instead of reading
+    them again."""
+
+    def __init__(self, io: S3IO, key: ConversationKey, known: dict[str, Any] | None = None) -> None:
         self.io = io
-        self.kdir = f"k/{key.digest}/"
+        self.kdir = key_names(key)[0]
+        self.known: dict[str, Any] = {} if known is None else known
 
-    def flush(self, conv: Conv, rows: list[dict[str, Any]]) -> None:
-        """Copy committed rows of the header's window out to their objects (idempotent)."""
+    def copies(self, conv: Conv, rows: list[dict[str, Any]]) -> list[tuple[str, bytes]]:
+        """The objects (name, body) that copy committed rows of the header's window out:
+        a message object and an id object each; the same bytes however often."""
+        out = []
         for row in rows:
             gen = run_of(conv, row["q"])
-            self.io.put(message_name(self.kdir, gen, row["q"]), dumps(row))
-            self.io.put(id_name(self.kdir, gen, row["id"]), str(row["q"]).encode())
+            out.append((message_name(self.kdir, gen, row["q"]), dumps(row)))
+            out.append((id_name(self.kdir, gen, row["id"]), str(row["q"]).encode()))
+        return out
+
+    def id_checks(self, conv: Conv, message_id: str) -> list[str]:
+        """The id objects :meth:`position` reads for ``message_id`` (one per run that
+        holds messages outside the window; none when the window holds it)."""
+        if any(row["id"] == message_id for row in conv["p"]):
+            return []
+        first = pending_start(conv)
+        return [
+            id_name(self.kdir, gen, message_id) for gen, start, _ in conv["segs"] if start < first
+        ]
 
     def position(self, conv: Conv, message_id: str) -> int | None:
-        """Where ``message_id`` is in the transcript, or None (one GET per run)."""
+        """Where ``message_id`` is in the transcript, or None (one GET per run holding
+        messages outside the window, unless ``known`` has it)."""
         for row in conv["p"]:
             if row["id"] == message_id:
                 return int(row["q"])
-        if pending_start(conv) == 0:
-            return None
+        first = pending_start(conv)
         for gen, start, end in conv["segs"]:
-            found = self.io.get(id_name(self.kdir, gen, message_id))
+            if start >= first:
+                continue  # every message of this run is in the window
+            name = id_name(self.kdir, gen, message_id)
+            found = self.known[name] if name in self.known else self.io.get(name)
             if found is None:
                 continue
             seq = int(found[0])
-            if start <= seq < end and seq < pending_start(conv):
+            if start <= seq < end and seq < first:
                 return seq
         return None
 
