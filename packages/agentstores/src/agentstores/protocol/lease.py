@@ -8,13 +8,12 @@ producer that was only paused, not dead, has each later write refused and stops.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import random
 import uuid
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from contextvars import Token
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from types import TracebackType
 from typing import Any, Literal, TypeVar
@@ -38,10 +37,12 @@ from ..models import (
     SupervisionRow,
     SupervisionView,
     Swap,
+    SwapOutcome,
 )
 from ..stores import UNSET, Stores, Unset
 from ..stores.ambient import enter_epoch, fenced_as, leave_epoch
-from .heartbeats import coalescer_for
+from .heartbeats import Beat, coalescer_for
+from .ticker import ticker_for
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +64,9 @@ class LeaseConfig:
     that never reached the backend, is retried (every lease write is idempotent).
     ``coalesce`` sends heartbeats through the process's per-store batch
     (:mod:`agentstores.protocol.heartbeats`) rather than one call each.
+    ``on_beat(due, sent, answered)`` is called after each beat of the running heartbeat
+    that the store accepted, with the loop-clock times it was due, handed to the store
+    and answered: the heartbeat's lag, for monitoring (and the capacity bench).
     """
 
     dead_after: float = 3.0
@@ -71,6 +75,7 @@ class LeaseConfig:
     claim_attempts: int = 5
     write_attempts: int = 3
     coalesce: bool = True
+    on_beat: Callable[[float, float, float], object] | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         if not self.heartbeat_interval > 0:
@@ -152,7 +157,7 @@ class Lease:
         self.lost = asyncio.Event()
         self.lost_reason: BaseException | None = None
         self.heartbeats = 0
-        self._heartbeat: asyncio.Task[None] | None = None
+        self._heartbeat: _Heartbeat | None = None
         self._bound: list[asyncio.Future[Any]] = []
         self._callbacks: list[Callable[[BaseException], object]] = []
         self._ambient: list[Token[Mapping[ConversationKey, int]]] = []
@@ -197,8 +202,8 @@ class Lease:
         for task in self._bound:
             if task is not current and not task.done():
                 task.cancel()
-        if self._heartbeat is not None and self._heartbeat is not current:
-            self._heartbeat.cancel()
+        if self._heartbeat is not None:
+            self._heartbeat.halt()
         for callback in self._callbacks:
             try:
                 callback(reason)
@@ -282,40 +287,36 @@ class Lease:
             raise LeaseLostError("heartbeat refused", key=self.key, epoch=self.epoch) from refused
         self.heartbeats += 1
 
-    async def _beat_forever(self) -> None:
-        # The first beat comes at a random point of the first interval, so leases claimed
-        # together do not beat together for ever: a process's beats spread over the
-        # interval (and its batches stay small and steady). Earlier is never late.
-        delay = self.config.heartbeat_interval * (1.0 - random.random())
-        while True:
-            await asyncio.sleep(delay)
-            delay = self.config.heartbeat_interval
-            try:
-                await self.heartbeat_once()
-            except LeaseLostError:
-                return
+    def start_heartbeat(self) -> asyncio.Future[None]:
+        """Start beating every ``heartbeat_interval`` (idempotent).
 
-    def start_heartbeat(self) -> asyncio.Task[None]:
-        """Start beating every ``heartbeat_interval`` (idempotent); returns the task.
+        The beats are filed on the loop's :class:`~agentstores.protocol.ticker.HeartbeatTicker`
+        and sent through the store's coalescer (no task per lease). The first comes at a
+        random point of the first interval, so leases claimed together spread their beats
+        over the interval; later ones keep that phase.
+
+        Returns:
+            A future done once the heartbeat stops (stopped, or the lease lost).
 
         Raises:
             LeaseLostError: the lease is no longer held.
         """
         self.check()
-        if self._heartbeat is None or self._heartbeat.done():
-            self._heartbeat = asyncio.create_task(
-                self._beat_forever(), name=f"agentstores-heartbeat-{self.message_id}"
-            )
-        return self._heartbeat
+        if self._heartbeat is None or self._heartbeat.stopped.done():
+            self._heartbeat = _Heartbeat(self, asyncio.get_running_loop())
+        return self._heartbeat.stopped
 
     async def stop_heartbeat(self) -> None:
-        """Stop the heartbeat task, if one runs (idempotent; never raises)."""
-        task, self._heartbeat = self._heartbeat, None
-        if task is None or task is asyncio.current_task():
+        """Stop the heartbeat, if one runs (idempotent; never raises but a cancellation).
+
+        A beat not yet sent is withdrawn; one already sent is waited for (until it is
+        answered or times out), so a seal written next cannot be undone by a late beat.
+        """
+        beating, self._heartbeat = self._heartbeat, None
+        if beating is None:
             return
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+        beating.halt()
+        await beating.idle()
 
     # --- the producer's writes, each carrying the epoch ------------------------------
 
@@ -497,6 +498,139 @@ class Lease:
                 await self.seal("errored")
             except Exception:
                 log.exception("could not seal %r as errored", self)
+
+
+class _Heartbeat:
+    """A lease's running heartbeat: one beat per interval, filed on the loop's ticker.
+
+    Each beat goes to the store's coalescer (or, with ``coalesce=False``, is one call in
+    its own task) and its outcome comes back to :meth:`_settled`: accepted counts it,
+    refused, failed or unanswered within ``beat_timeout`` ends the lease. At most one beat
+    is out at a time: a beat falling due while the last is still out is sent as soon as
+    that one is answered. The next beat is due one interval after the last was due, so
+    a slow answer does not slow the rhythm.
+    """
+
+    __slots__ = (
+        "_idle",
+        "beat",
+        "coalescer",
+        "config",
+        "lease",
+        "loop",
+        "owed",
+        "sent_at",
+        "stopped",
+        "swap",
+        "ticker",
+    )
+
+    def __init__(self, lease: Lease, loop: asyncio.AbstractEventLoop) -> None:
+        self.lease = lease
+        self.config = config = lease.config
+        self.loop = loop
+        self.stopped: asyncio.Future[None] = loop.create_future()
+        self.ticker = ticker_for(loop)
+        row = SupervisionRow("running", lease.message_id, lease.epoch)
+        self.swap = Swap(lease.key, lease.principal, lease.epoch, row)
+        """The same swap every beat (the store stamps the time)."""
+        self.coalescer = coalescer_for(lease.stores.supervision) if config.coalesce else None
+        self.beat: Beat | asyncio.Task[bool] | None = None
+        """The beat out now, if any."""
+        self.owed: float | None = None
+        """When a beat fell due while the last was still out."""
+        self.sent_at = (0.0, 0.0)
+        """(due, sent) of the beat out now, for ``on_beat``."""
+        self._idle: asyncio.Future[None] | None = None
+        interval = config.heartbeat_interval
+        self.ticker.at(loop.time() + interval * (1.0 - random.random()), self._due)
+
+    def _due(self, due: float) -> None:
+        if self.stopped.done():
+            return
+        self.ticker.at(due + self.config.heartbeat_interval, self._due)
+        if self.beat is not None:
+            self.owed = due
+        else:
+            self._send(due)
+
+    def _send(self, due: float) -> None:
+        config = self.config
+        if config.on_beat is not None:
+            self.sent_at = (due, self.loop.time())
+        if self.coalescer is not None:
+            beat = self.beat = self.coalescer.submit(self.swap, self._settled)
+            self.ticker.at(due + config.beat_timeout, beat.expire)
+        else:
+            task = self.beat = self.loop.create_task(self._single())
+            task.add_done_callback(self._single_done)
+
+    async def _single(self) -> bool:
+        sw = self.swap
+        async with asyncio.timeout(self.config.beat_timeout):
+            return await self.lease.stores.supervision.compare_and_swap(
+                sw.key, sw.principal, sw.expected_epoch, sw.row
+            )
+
+    def _single_done(self, task: asyncio.Task[bool]) -> None:
+        if task.cancelled():
+            self._settled(None, asyncio.CancelledError())
+        elif (error := task.exception()) is not None:
+            self._settled(None, error)
+        else:
+            self._settled(SwapOutcome(task.result()), None)
+
+    def _settled(self, outcome: SwapOutcome | None, error: BaseException | None) -> None:
+        self.beat = None
+        idle = self._idle
+        if idle is not None and not idle.done():
+            idle.set_result(None)
+        if self.stopped.done():  # stopped meanwhile: the seal or release that follows judges
+            return
+        lease = self.lease
+        if outcome is not None and outcome.error is None and outcome.swapped:
+            lease.heartbeats += 1
+            on_beat = self.config.on_beat
+            if on_beat is not None:
+                on_beat(*self.sent_at, self.loop.time())
+            if self.owed is not None:
+                due, self.owed = self.owed, None
+                self._send(due)
+            return
+        reason: BaseException
+        if outcome is None:
+            reason = error if error is not None else AssertionError("a beat ended without news")
+            if isinstance(reason, TimeoutError):
+                reason = TimeoutError(f"heartbeat took longer than {self.config.beat_timeout}s")
+        elif outcome.error is not None:
+            reason = outcome.error
+        else:
+            reason = FencedError(
+                "heartbeat refused: the supervision row moved on",
+                key=lease.key,
+                epoch=lease.epoch,
+            )
+        lease.mark_lost(reason)
+
+    def halt(self) -> None:
+        """Beat no more; a beat not yet sent is withdrawn (one sent is left to finish)."""
+        if not self.stopped.done():
+            self.stopped.set_result(None)
+        beat = self.beat
+        if isinstance(beat, Beat) and beat.withdraw():
+            self.beat = None
+
+    async def idle(self) -> None:
+        """Return once no beat is out (a sent one answered, failed or timed out)."""
+        beat = self.beat
+        if beat is None:
+            return
+        if isinstance(beat, Beat):
+            if self._idle is None:
+                self._idle = self.loop.create_future()
+            await self._idle
+        else:
+            await asyncio.wait([beat])
 
 
 async def claim(
