@@ -8,9 +8,11 @@ meanwhile ride the next batch). Every row is still its own compare-and-swap, and
 lease gets its own outcome back as soon as its batch answers, so a lost lease learns it
 as promptly as a single call would tell it.
 
-A beat's outcome is delivered by a plain callback (:meth:`HeartbeatCoalescer.submit`,
-what a lease's running heartbeat uses: no future and no task per beat) or awaited
-(:meth:`HeartbeatCoalescer.beat`). A batch is one task, whatever its size.
+A beat is anything shaped like :class:`Beat` (a swap, the batch it left with, whether
+it is settled, and ``resolve``). A lease's running heartbeat is its own beat, handed
+over again each interval (:meth:`HeartbeatCoalescer.submit`: nothing allocated per beat,
+and its outcome comes back by a plain call); :meth:`HeartbeatCoalescer.beat` awaits one
+instead. A batch is one task, whatever its size.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import asyncio
 import logging
 import weakref
 from collections import deque
-from collections.abc import Callable
+from typing import Protocol
 
 from ..keys import ConversationKey
 from ..models import Swap, SwapOutcome
@@ -30,66 +32,43 @@ log = logging.getLogger(__name__)
 MAX_BATCH = 512
 """Most swaps one batch carries (one SQL statement's arrays, one pipeline)."""
 
-Settle = Callable[[SwapOutcome | None, BaseException | None], object]
-"""Told a beat's end once: its outcome, or the error of its whole batch (or its expiry)."""
+
+class Outstanding(Protocol):
+    """A beat as the coalescer sees it, from hand-over to outcome."""
+
+    swap: Swap
+    batch: asyncio.Task[None] | None
+    """The batch it went out with, once taken (set by the coalescer)."""
+    settled: bool
+    """Its outcome was delivered, or it was withdrawn: a beat not yet sent is skipped."""
+
+    def resolve(self, outcome: SwapOutcome | None, error: BaseException | None) -> None:
+        """Told once, from the batch's task: the row's outcome, or the whole batch's error."""
 
 
 class Beat:
-    """One heartbeat handed to a coalescer, until its outcome is delivered."""
+    """One awaited heartbeat (:meth:`HeartbeatCoalescer.beat`)."""
 
-    __slots__ = ("batch", "done", "settle", "settled", "swap")
+    __slots__ = ("batch", "done", "settled", "swap")
 
-    def __init__(
-        self,
-        swap: Swap,
-        settle: Settle | None = None,
-        done: asyncio.Future[SwapOutcome] | None = None,
-    ) -> None:
+    def __init__(self, swap: Swap, done: asyncio.Future[SwapOutcome]) -> None:
         self.swap = swap
-        self.settle = settle
         self.done = done
-        """The awaited path's future (:meth:`HeartbeatCoalescer.beat`)."""
         self.batch: asyncio.Task[None] | None = None
-        """The batch this beat went out with, once taken."""
         self.settled = False
-        """Its outcome was delivered, or it was withdrawn or expired: nothing more comes."""
-
-    @property
-    def dropped(self) -> bool:
-        """Settled, or its awaiting caller gave up: a beat not yet sent is then skipped."""
-        return self.settled or (self.done is not None and self.done.done())
 
     def resolve(self, outcome: SwapOutcome | None, error: BaseException | None) -> None:
-        """Deliver the beat's end (once; later calls are ignored)."""
-        if self.settled:
-            return
+        """Settle the future (unless its caller gave up)."""
         self.settled = True
-        if self.settle is not None:
-            try:
-                self.settle(outcome, error)
-            except Exception:  # one lease's bug must not keep the batch's others waiting
-                log.exception("heartbeat outcome handler failed")
         done = self.done
-        if done is not None and not done.done():
-            if outcome is not None:
-                done.set_result(outcome)
-            elif isinstance(error, Exception):
-                done.set_exception(error)
-            else:
-                done.cancel()
-
-    def withdraw(self) -> bool:
-        """Drop the beat if it was not sent yet (it then never reaches the store)."""
-        if self.batch is not None or self.settled:
-            return False
-        self.settled = True
-        return True
-
-    def expire(self, _due: float = 0.0) -> None:
-        """End a beat still unanswered with :class:`TimeoutError` (a late answer is
-        ignored); a ticker callback, hence the unused slot time."""
-        if not self.settled:
-            self.resolve(None, TimeoutError("the heartbeat got no answer in time"))
+        if done.done():
+            return
+        if outcome is not None:
+            done.set_result(outcome)
+        elif isinstance(error, Exception):
+            done.set_exception(error)
+        else:
+            done.cancel()
 
 
 class HeartbeatCoalescer:
@@ -109,23 +88,24 @@ class HeartbeatCoalescer:
         beats arriving meanwhile wait for the next batch (that wait makes the batches)."""
         self.batches = 0
         """Batches sent so far (for tests and the bench)."""
-        self._pending: deque[Beat] = deque()
+        self._pending: deque[Outstanding] = deque()
         self._in_flight = 0
         self._tasks: set[asyncio.Task[None]] = set()
         self._flush_soon = False
 
-    def submit(self, swap: Swap, settle: Settle) -> Beat:
-        """Hand ``swap`` over; ``settle`` is told its end once (from the batch's task).
+    def submit(self, beat: Outstanding) -> None:
+        """Hand ``beat`` over; it is resolved once, from its batch's task.
 
-        Beats submitted in one pass of the event loop (a ticker slot's) leave together:
-        the flush runs once, right after. :meth:`Beat.withdraw` takes one back unsent.
+        Beats handed over in one pass of the event loop (a ticker slot's) leave together:
+        the flush runs once, right after. Setting ``settled`` on a beat not yet taken
+        (``batch`` still None) withdraws it.
         """
-        beat = Beat(swap, settle)
+        beat.batch = None
+        beat.settled = False
         self._pending.append(beat)
         if not self._flush_soon:
             self._flush_soon = True
             asyncio.get_running_loop().call_soon(self._flush_now)
-        return beat
 
     async def beat(self, swap: Swap) -> SwapOutcome:
         """Send ``swap`` with the next batch and return its own outcome.
@@ -136,13 +116,15 @@ class HeartbeatCoalescer:
         land after the seal (it would put the row back to running).
         """
         done: asyncio.Future[SwapOutcome] = asyncio.get_running_loop().create_future()
-        beat = Beat(swap, done=done)
+        beat = Beat(swap, done)
         self._pending.append(beat)
         self._flush()
         try:
             return await done
         except asyncio.CancelledError:
-            if beat.batch is not None:
+            if beat.batch is None:
+                beat.settled = True  # withdrawn: never sent
+            else:
                 await asyncio.wait([beat.batch])
             raise
 
@@ -162,14 +144,14 @@ class HeartbeatCoalescer:
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
 
-    def _take(self) -> list[Beat]:
+    def _take(self) -> list[Outstanding]:
         """Up to ``max_batch`` waiting beats, each key once (a second beat on a key waits)."""
-        batch: list[Beat] = []
+        batch: list[Outstanding] = []
         keys: set[ConversationKey] = set()
-        later: list[Beat] = []
+        later: list[Outstanding] = []
         while self._pending and len(batch) < self.max_batch:
             beat = self._pending.popleft()
-            if beat.dropped:  # withdrawn, expired, or its caller gave up before it was sent
+            if beat.settled:  # withdrawn before it was sent
                 continue
             if beat.swap.key in keys:
                 later.append(beat)
@@ -179,21 +161,34 @@ class HeartbeatCoalescer:
         self._pending.extendleft(reversed(later))
         return batch
 
-    async def _send(self, batch: list[Beat]) -> None:
+    async def _send(self, batch: list[Outstanding]) -> None:
         try:
             outcomes = await self.store.compare_and_swap_many([b.swap for b in batch])
         except BaseException as exc:
-            for b in batch:
-                b.resolve(None, exc)
+            _resolve_all(batch, None, exc)
             if not isinstance(exc, Exception):
                 raise
         else:
             for b, outcome in zip(batch, outcomes, strict=True):
-                b.resolve(outcome, None)
+                _resolve(b, outcome, None)
         finally:
             self.batches += 1
             self._in_flight -= 1
             self._flush()
+
+
+def _resolve(beat: Outstanding, outcome: SwapOutcome | None, error: BaseException | None) -> None:
+    if beat.settled:  # withdrawn meanwhile (expired, or its lease stopped): nobody listens
+        return
+    try:
+        beat.resolve(outcome, error)
+    except Exception:  # one lease's bug must not keep the batch's others waiting
+        log.exception("heartbeat outcome handler failed")
+
+
+def _resolve_all(batch: list[Outstanding], outcome: None, error: BaseException) -> None:
+    for beat in batch:
+        _resolve(beat, outcome, error)
 
 
 _coalescers: weakref.WeakKeyDictionary[
@@ -211,4 +206,4 @@ def coalescer_for(store: SupervisionStore) -> HeartbeatCoalescer:
     return found[1]
 
 
-__all__ = ["MAX_BATCH", "Beat", "HeartbeatCoalescer", "Settle", "coalescer_for"]
+__all__ = ["MAX_BATCH", "Beat", "HeartbeatCoalescer", "Outstanding", "coalescer_for"]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import random
 import uuid
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
@@ -41,7 +42,7 @@ from ..models import (
 )
 from ..stores import UNSET, Stores, Unset
 from ..stores.ambient import enter_epoch, fenced_as, leave_epoch
-from .heartbeats import Beat, coalescer_for
+from .heartbeats import coalescer_for
 from .ticker import ticker_for
 
 log = logging.getLogger(__name__)
@@ -503,26 +504,33 @@ class Lease:
 class _Heartbeat:
     """A lease's running heartbeat: one beat per interval, filed on the loop's ticker.
 
-    Each beat goes to the store's coalescer (or, with ``coalesce=False``, is one call in
-    its own task) and its outcome comes back to :meth:`_settled`: accepted counts it,
-    refused, failed or unanswered within ``beat_timeout`` ends the lease. At most one beat
-    is out at a time: a beat falling due while the last is still out is sent as soon as
-    that one is answered. The next beat is due one interval after the last was due, so
-    a slow answer does not slow the rhythm.
+    It is its own beat: each interval the same object (same swap) is handed to the
+    store's coalescer, or with ``coalesce=False`` sent as one call in its own task, and
+    the outcome comes back to :meth:`resolve`. Accepted counts it; refused, failed, or
+    unanswered within ``beat_timeout`` ends the lease. At most one beat is out at a time:
+    one falling due while the last is still out is sent as soon as that one is answered.
+    The next beat is due one interval after the last was due, so a slow answer does not
+    slow the rhythm. Nothing is allocated per beat on this side.
     """
 
     __slots__ = (
         "_idle",
-        "beat",
+        "batch",
         "coalescer",
         "config",
+        "deadline",
+        "every",
         "lease",
         "loop",
+        "out",
         "owed",
         "sent_at",
+        "settled",
         "stopped",
         "swap",
+        "task",
         "ticker",
+        "timeout",
     )
 
     def __init__(self, lease: Lease, loop: asyncio.AbstractEventLoop) -> None:
@@ -530,79 +538,108 @@ class _Heartbeat:
         self.config = config = lease.config
         self.loop = loop
         self.stopped: asyncio.Future[None] = loop.create_future()
-        self.ticker = ticker_for(loop)
+        self.ticker = ticker = ticker_for(loop)
         row = SupervisionRow("running", lease.message_id, lease.epoch)
         self.swap = Swap(lease.key, lease.principal, lease.epoch, row)
         """The same swap every beat (the store stamps the time)."""
         self.coalescer = coalescer_for(lease.stores.supervision) if config.coalesce else None
-        self.beat: Beat | asyncio.Task[bool] | None = None
-        """The beat out now, if any."""
-        self.owed: float | None = None
-        """When a beat fell due while the last was still out."""
+        self.every = ticker.slots(config.heartbeat_interval)
+        self.timeout = max(1, math.ceil(config.beat_timeout / ticker.resolution))
+        """Slots a beat may stay unanswered (rounded up: never sooner than asked)."""
+        self.out = False
+        """A beat is out (handed over, not yet answered)."""
+        self.deadline = 0
+        """The slot at which the beat out counts as timed out."""
+        self.owed: int | None = None
+        """The slot a beat fell due in while the last was still out."""
         self.sent_at = (0.0, 0.0)
-        """(due, sent) of the beat out now, for ``on_beat``."""
+        """(due, sent) loop times of the beat out, for ``on_beat``."""
+        self.batch: asyncio.Task[None] | None = None
+        self.settled = True
+        self.task: asyncio.Task[bool] | None = None
         self._idle: asyncio.Future[None] | None = None
-        interval = config.heartbeat_interval
-        self.ticker.at(loop.time() + interval * (1.0 - random.random()), self._due)
+        first = loop.time() + config.heartbeat_interval * (1.0 - random.random())
+        ticker.at(ticker.slot_of(first), self)
 
-    def _due(self, due: float) -> None:
+    def tick(self, slot: int) -> None:
+        """A beat falls due (the ticker calls this)."""
         if self.stopped.done():
             return
-        self.ticker.at(due + self.config.heartbeat_interval, self._due)
-        if self.beat is not None:
-            self.owed = due
+        self.ticker.at(slot + self.every, self)
+        if not self.out:
+            self._send(slot)
+        elif slot >= self.deadline:
+            self._end(None, TimeoutError())
         else:
-            self._send(due)
+            self.owed = slot
+            if self.deadline < slot + self.every:  # it times out before the next tick
+                self.ticker.at(self.deadline, _Expiry(self))
 
-    def _send(self, due: float) -> None:
-        config = self.config
-        if config.on_beat is not None:
-            self.sent_at = (due, self.loop.time())
+    def _send(self, slot: int) -> None:
+        self.out = True
+        self.deadline = slot + self.timeout
+        if self.timeout < self.every:  # a timeout shorter than the interval: its own tick
+            self.ticker.at(self.deadline, _Expiry(self))
+        if self.config.on_beat is not None:
+            self.sent_at = (self.ticker.time_of(slot), self.loop.time())
         if self.coalescer is not None:
-            beat = self.beat = self.coalescer.submit(self.swap, self._settled)
-            self.ticker.at(due + config.beat_timeout, beat.expire)
+            self.coalescer.submit(self)
         else:
-            task = self.beat = self.loop.create_task(self._single())
+            task = self.task = self.loop.create_task(self._single())
             task.add_done_callback(self._single_done)
 
     async def _single(self) -> bool:
         sw = self.swap
-        async with asyncio.timeout(self.config.beat_timeout):
-            return await self.lease.stores.supervision.compare_and_swap(
-                sw.key, sw.principal, sw.expected_epoch, sw.row
-            )
+        return await self.lease.stores.supervision.compare_and_swap(
+            sw.key, sw.principal, sw.expected_epoch, sw.row
+        )
 
     def _single_done(self, task: asyncio.Task[bool]) -> None:
+        if self.task is not task or not self.out:  # timed out before it ended
+            return
+        self.task = None
         if task.cancelled():
-            self._settled(None, asyncio.CancelledError())
+            self.resolve(None, asyncio.CancelledError())
         elif (error := task.exception()) is not None:
-            self._settled(None, error)
+            self.resolve(None, error)
         else:
-            self._settled(SwapOutcome(task.result()), None)
+            self.resolve(SwapOutcome(task.result()), None)
 
-    def _settled(self, outcome: SwapOutcome | None, error: BaseException | None) -> None:
-        self.beat = None
+    def resolve(self, outcome: SwapOutcome | None, error: BaseException | None) -> None:
+        """The beat out was answered (the coalescer, or the single call, calls this)."""
+        self.settled = True
+        self.out = False
         idle = self._idle
         if idle is not None and not idle.done():
             idle.set_result(None)
         if self.stopped.done():  # stopped meanwhile: the seal or release that follows judges
             return
-        lease = self.lease
         if outcome is not None and outcome.error is None and outcome.swapped:
-            lease.heartbeats += 1
+            self.lease.heartbeats += 1
             on_beat = self.config.on_beat
             if on_beat is not None:
                 on_beat(*self.sent_at, self.loop.time())
             if self.owed is not None:
-                due, self.owed = self.owed, None
-                self._send(due)
+                slot, self.owed = self.owed, None
+                self._send(max(slot, self.ticker.now()))
             return
+        self._end(outcome, error)
+
+    def expire(self, slot: int) -> None:
+        """At ``slot``: a beat still out past its deadline loses the lease."""
+        if self.out and slot >= self.deadline and not self.stopped.done():
+            self._end(None, TimeoutError())
+
+    def _end(self, outcome: SwapOutcome | None, error: BaseException | None) -> None:
+        """The lease is lost: refused, failed or timed out (a late answer is ignored)."""
+        lease = self.lease
+        self.settled = True
         reason: BaseException
-        if outcome is None:
-            reason = error if error is not None else AssertionError("a beat ended without news")
-            if isinstance(reason, TimeoutError):
-                reason = TimeoutError(f"heartbeat took longer than {self.config.beat_timeout}s")
-        elif outcome.error is not None:
+        if isinstance(error, TimeoutError):
+            reason = TimeoutError(f"heartbeat took longer than {self.config.beat_timeout}s")
+        elif error is not None:
+            reason = error
+        elif outcome is not None and outcome.error is not None:
             reason = outcome.error
         else:
             reason = FencedError(
@@ -610,27 +647,46 @@ class _Heartbeat:
                 key=lease.key,
                 epoch=lease.epoch,
             )
+        self.out = False
+        if self.task is not None:  # a single call still hanging: give up on it
+            self.task.cancel()
+        idle = self._idle
+        if idle is not None and not idle.done():
+            idle.set_result(None)
         lease.mark_lost(reason)
 
     def halt(self) -> None:
         """Beat no more; a beat not yet sent is withdrawn (one sent is left to finish)."""
         if not self.stopped.done():
             self.stopped.set_result(None)
-        beat = self.beat
-        if isinstance(beat, Beat) and beat.withdraw():
-            self.beat = None
+        if self.out and self.coalescer is not None and self.batch is None:
+            self.settled = True  # withdrawn: the coalescer skips it
+            self.out = False
 
     async def idle(self) -> None:
         """Return once no beat is out (a sent one answered, failed or timed out)."""
-        beat = self.beat
-        if beat is None:
+        if not self.out:
             return
-        if isinstance(beat, Beat):
-            if self._idle is None:
-                self._idle = self.loop.create_future()
-            await self._idle
-        else:
-            await asyncio.wait([beat])
+        if self.task is not None:
+            await asyncio.wait([self.task], timeout=self.config.beat_timeout)
+            return
+        if self._idle is None:
+            self._idle = self.loop.create_future()
+        await self._idle
+
+
+class _Expiry:
+    """A ticker entry checking a heartbeat's deadline (only when a beat is still out as
+    its deadline nears, or with a timeout shorter than the interval)."""
+
+    __slots__ = ("heartbeat",)
+
+    def __init__(self, heartbeat: _Heartbeat) -> None:
+        self.heartbeat = heartbeat
+
+    def tick(self, slot: int) -> None:
+        """Check the deadline (the ticker calls this)."""
+        self.heartbeat.expire(slot)
 
 
 async def claim(

@@ -2,10 +2,10 @@
 
 A sleeping task per lease costs the loop a timer pushed and popped and a task woken per
 beat, and at thousands of leases that bookkeeping is most of a process's CPU. The
-ticker is a timing wheel instead: time is cut into slots of ``resolution`` seconds, a
-callback is filed under the slot its time falls in (never later than asked: earlier is
-never late for a heartbeat), and one loop timer per non-empty slot runs every callback
-filed there, in filing order, each with the slot's time.
+ticker is a timing wheel instead: time is cut into numbered slots of ``resolution``
+seconds, an entry is filed under a slot, and one loop timer per non-empty slot calls
+``entry.tick(slot)`` for every entry filed there, in filing order. Slots are integers,
+so an entry refiling itself every N slots keeps its rhythm exactly (no float drift).
 """
 
 from __future__ import annotations
@@ -13,15 +13,19 @@ from __future__ import annotations
 import asyncio
 import logging
 import weakref
-from collections.abc import Callable
+from typing import Protocol
 
 log = logging.getLogger(__name__)
 
 RESOLUTION = 0.01
 """Seconds per slot: a 1 s heartbeat interval spreads its beats over 100 slots."""
 
-Tick = Callable[[float], object]
-"""A filed callback; it is called with its slot's time (loop clock)."""
+
+class Ticking(Protocol):
+    """What the ticker files: called back with the slot it was filed under."""
+
+    def tick(self, slot: int) -> object:
+        """Run at the start of ``slot``."""
 
 
 class HeartbeatTicker:
@@ -32,39 +36,53 @@ class HeartbeatTicker:
         self.resolution = resolution
         self.fired = 0
         """Slot timers run so far (for tests and the bench)."""
-        self._slots: dict[int, list[Tick]] = {}
+        self._slots: dict[int, list[Ticking]] = {}
         self._firing = -1
-        """The slot being run, while it runs: a callback filed then goes to a later one."""
+        """The slot being run, while it runs: an entry filed then goes to a later one."""
 
-    def at(self, when: float, call: Tick) -> None:
-        """Call ``call(slot_time)`` in the slot holding ``when`` (loop clock); a time in
-        the past, or in the slot now running, is run in the next slot to come."""
-        n = int(when // self.resolution)
-        if n <= self._firing:
-            n = self._firing + 1
-        calls = self._slots.get(n)
+    def slot_of(self, when: float) -> int:
+        """The slot holding loop time ``when``."""
+        return int(when // self.resolution)
+
+    def now(self) -> int:
+        """The slot holding the loop's time now."""
+        return int(self.loop.time() // self.resolution)
+
+    def slots(self, seconds: float) -> int:
+        """Whole slots in ``seconds``, at least one (rounded down: earlier is never late)."""
+        return max(1, int(seconds // self.resolution))
+
+    def time_of(self, slot: int) -> float:
+        """The loop time at which ``slot`` starts."""
+        return slot * self.resolution
+
+    def at(self, slot: int, entry: Ticking) -> None:
+        """Call ``entry.tick(slot)`` when ``slot`` starts; a slot already past, or the one
+        now running, is run as the next slot to come."""
+        if slot <= self._firing:
+            slot = self._firing + 1
+        calls = self._slots.get(slot)
         if calls is None:
-            self._slots[n] = [call]
-            self.loop.call_at(n * self.resolution, self._fire, n)
+            self._slots[slot] = [entry]
+            self.loop.call_at(slot * self.resolution, self._fire, slot)
         else:
-            calls.append(call)
+            calls.append(entry)
 
-    def _fire(self, n: int) -> None:
-        calls = self._slots.pop(n)
+    def _fire(self, slot: int) -> None:
+        calls = self._slots.pop(slot)
         self.fired += 1
-        self._firing = n
-        due = n * self.resolution
+        self._firing = slot
         try:
-            for call in calls:
+            for entry in calls:
                 try:
-                    call(due)
+                    entry.tick(slot)
                 except Exception:  # one lease's bug must not stop the others' beats
                     log.exception("heartbeat tick failed")
         finally:
             self._firing = -1
 
     def __len__(self) -> int:
-        """Callbacks filed and not yet run (for tests)."""
+        """Entries filed and not yet run (for tests)."""
         return sum(len(calls) for calls in self._slots.values())
 
 
@@ -81,4 +99,4 @@ def ticker_for(loop: asyncio.AbstractEventLoop) -> HeartbeatTicker:
     return found
 
 
-__all__ = ["RESOLUTION", "HeartbeatTicker", "Tick", "ticker_for"]
+__all__ = ["RESOLUTION", "HeartbeatTicker", "Ticking", "ticker_for"]
