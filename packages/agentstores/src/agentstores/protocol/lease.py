@@ -544,7 +544,7 @@ class _Heartbeat:
         """The same swap every beat (the store stamps the time)."""
         self.coalescer = coalescer_for(lease.stores.supervision) if config.coalesce else None
         self.every = ticker.slots(config.heartbeat_interval)
-        self.timeout = max(1, math.ceil(config.beat_timeout / ticker.resolution))
+        self.timeout = max(1, math.ceil(config.beat_timeout / ticker.resolution - 1e-9))
         """Slots a beat may stay unanswered (rounded up: never sooner than asked)."""
         self.out = False
         """A beat is out (handed over, not yet answered)."""
@@ -575,9 +575,10 @@ class _Heartbeat:
             if self.deadline < slot + self.every:  # it times out before the next tick
                 self.ticker.at(self.deadline, _Expiry(self))
 
-    def _send(self, slot: int) -> None:
+    def _send(self, slot: int, now: int | None = None) -> None:
+        """Hand over the beat due at ``slot`` (sent at slot ``now``, when that is later)."""
         self.out = True
-        self.deadline = slot + self.timeout
+        self.deadline = (slot if now is None else max(slot, now)) + self.timeout
         if self.timeout < self.every:  # a timeout shorter than the interval: its own tick
             self.ticker.at(self.deadline, _Expiry(self))
         if self.config.on_beat is not None:
@@ -621,7 +622,7 @@ class _Heartbeat:
                 on_beat(*self.sent_at, self.loop.time())
             if self.owed is not None:
                 slot, self.owed = self.owed, None
-                self._send(max(slot, self.ticker.now()))
+                self._send(slot, self.ticker.now())
             return
         self._end(outcome, error)
 

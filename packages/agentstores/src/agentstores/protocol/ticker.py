@@ -42,15 +42,17 @@ class HeartbeatTicker:
 
     def slot_of(self, when: float) -> int:
         """The slot holding loop time ``when``."""
-        return int(when // self.resolution)
+        return int(when / self.resolution)
 
     def now(self) -> int:
         """The slot holding the loop's time now."""
-        return int(self.loop.time() // self.resolution)
+        return int(self.loop.time() / self.resolution)
 
     def slots(self, seconds: float) -> int:
-        """Whole slots in ``seconds``, at least one (rounded down: earlier is never late)."""
-        return max(1, int(seconds // self.resolution))
+        """Whole slots in ``seconds``, at least one (rounded down: earlier is never late;
+        the nudge keeps 1.0 s at 100 slots of 0.01 s, which float division puts a hair
+        under)."""
+        return max(1, int(seconds / self.resolution + 1e-9))
 
     def time_of(self, slot: int) -> float:
         """The loop time at which ``slot`` starts."""
