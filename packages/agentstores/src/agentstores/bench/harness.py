@@ -44,9 +44,9 @@ from typing import Any
 
 from ..errors import AgentStoresError, UsageError
 from ..keys import ConversationKey
-from ..models import Message, RecordedEvent, SupervisionRow, Swap
+from ..models import Message, RecordedEvent, SupervisionRow
 from ..plugins import create_stores, get_registry, scheme_of, unknown_scheme
-from ..protocol.heartbeats import MAX_BATCH, coalescer_for
+from ..protocol.heartbeats import coalescer_for
 from ..protocol.lease import Lease, LeaseConfig
 from ..stores import Stores
 from .floor import RawFloor, floor_path, load_floor
@@ -368,23 +368,28 @@ async def _grow_leases(
     config: LeaseConfig,
     names: itertools.count[int],
 ) -> None:
-    """Claim conversations until ``k`` leases exist (untimed). Every lease lives on the
-    first client's bundle, as one server's leases share its stores; the claims are
-    spread over the clients' principals and sent in batches (a claim is a CAS on no row,
-    as :func:`~agentstores.protocol.claim` writes it after judging the row absent)."""
+    """Claim conversations until ``k`` leases exist (untimed): each client claims its
+    share on its own bundle (a claim is a CAS on no row, as
+    :func:`~agentstores.protocol.claim` writes it after judging the row absent). Every
+    lease then lives on the first client's bundle, as one server's leases share its
+    stores."""
     stores = clients[0].stores
-    while len(leases) < k:
-        fresh: list[tuple[_Client, ConversationKey]] = []
-        for _ in range(min(k - len(leases), MAX_BATCH)):
-            j = next(names)
-            c = clients[j % len(clients)]
-            fresh.append((c, c.key(f"hb{j}")))
-        row = SupervisionRow("running", "turn", 1)
-        swaps = [Swap(key, c.principal, None, row) for c, key in fresh]
-        outcomes = await stores.supervision.compare_and_swap_many(swaps)
-        if not all(o.result() for o in outcomes):
-            raise BenchFailure("capacity lease claim refused")
-        leases.extend(Lease(stores, key, c.principal, "turn", 1, config=config) for c, key in fresh)
+    fresh: list[tuple[_Client, ConversationKey]] = []
+    for _ in range(k - len(leases)):
+        j = next(names)
+        c = clients[j % len(clients)]
+        fresh.append((c, c.key(f"hb{j}")))
+    row = SupervisionRow("running", "turn", 1)
+
+    async def claim(c: _Client) -> None:
+        for owner, key in fresh:
+            if owner is c and not await c.stores.supervision.compare_and_swap(
+                key, c.principal, None, row
+            ):
+                raise BenchFailure("capacity lease claim refused")
+
+    await asyncio.gather(*(claim(c) for c in clients))
+    leases.extend(Lease(stores, key, c.principal, "turn", 1, config=config) for c, key in fresh)
 
 
 async def _capacity_step(
