@@ -344,21 +344,24 @@ async def _sequential(
 
 class _BeatLog:
     """What every lease's ``on_beat`` reports during one capacity step: for each beat due
-    inside the measured window, due-to-answered and due-to-sent (loop clock, ns)."""
+    inside the measured window, due-to-answered, due-to-sent and sent-to-answered (loop
+    clock, ns)."""
 
     def __init__(self) -> None:
         self.start = self.end = 0.0
         self.lat: list[int] = []
         self.late: list[int] = []
+        self.wire: list[int] = []
 
     def window(self, start: float, end: float) -> None:
         self.start, self.end = start, end
-        self.lat, self.late = [], []
+        self.lat, self.late, self.wire = [], [], []
 
     def __call__(self, due: float, sent: float, answered: float) -> None:
         if self.start <= due < self.end:
             self.lat.append(int((answered - due) * 1e9))
             self.late.append(int((sent - due) * 1e9))
+            self.wire.append(int((answered - sent) * 1e9))
 
 
 async def _grow_leases(
@@ -418,7 +421,7 @@ async def _capacity_step(
         await lease.stop_heartbeat()
         if lease.lost.is_set():
             sample.add_error(f"lease lost: {lease.lost_reason!r}")
-    lat, late = sorted(log.lat), sorted(log.late)
+    lat, late, wire = sorted(log.lat), sorted(log.late), sorted(log.wire)
     expected = k * cfg.capacity_window
     p99 = percentile(lat, 99)
     completed = len(lat) / expected if expected else 0.0
@@ -431,6 +434,7 @@ async def _capacity_step(
         "p50_ms": round(percentile(lat, 50), 3) if lat else None,
         "p99_ms": round(p99, 3) if lat else None,
         "late_p99_ms": round(percentile(late, 99), 3) if late else None,
+        "sent_p99_ms": round(percentile(wire, 99), 3) if wire else None,
         "cpu_us_per_beat": round(cpu * 1e6 / (k * (warm + cfg.capacity_window + 1.0)), 1),
         "errors": sample.errors,
         "ok": ok,
