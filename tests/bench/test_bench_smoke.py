@@ -33,7 +33,7 @@ TINY: dict[str, Any] = {
     "rounds": 2,
     "lengths": (3, 25),
     "capacity": True,
-    "capacity_window": 0.3,
+    "capacity_window": 1.0,
     "capacity_budget": 10.0,
     "capacity_start": 2,
     "capacity_max": 4,
@@ -103,7 +103,7 @@ def test_cli_json_on_the_default_file_backend(tmp_path: Path) -> None:
         pytest.skip("the file backend (agentstores-file) is not installed or failed to load")
     args = ["bench", "--json", "--quiet", "--clients", "2", "--seconds", "0.2"]
     args += ["--warmup", "0.05", "--rounds", "2", "--lengths", "3,25", "--capacity"]
-    args += ["--capacity-window", "0.3", "--capacity-budget", "10"]
+    args += ["--capacity-window", "1", "--capacity-budget", "10"]
     args += ["--capacity-start", "2", "--capacity-max", "4"]
     env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTSTORES_")}
     env["TMPDIR"] = str(tmp_path)

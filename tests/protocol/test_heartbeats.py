@@ -13,6 +13,7 @@ from agentstores.memory.stores import MemoryStores
 from agentstores.models import SupervisionRow, Swap, SwapOutcome
 from agentstores.protocol import HeartbeatCoalescer, LeaseConfig, LeaseLostError, claim
 from agentstores.protocol.heartbeats import coalescer_for
+from agentstores.protocol.ticker import ticker_for
 from agentstores.stores import SupervisionStore
 
 USER = "alice"
@@ -201,4 +202,115 @@ async def test_coalescing_can_be_turned_off(stores: MemoryStores):
     lease = await claim(stores, key, USER, "m", config=config)
     await lease.heartbeat_once()
     assert lease.heartbeats == 1
+    assert coalescer_for(stores.supervision).batches == 0
+
+
+async def test_running_heartbeats_spread_over_the_interval_one_timer_per_slot(
+    stores: MemoryStores,
+):
+    """Leases claimed together beat at their own phase of the interval, and the loop runs
+    one ticker timer per occupied slot, not one timer per lease."""
+    config = LeaseConfig(dead_after=1.5, heartbeat_interval=0.5)
+    leases = [await claim(stores, k, USER, "m", config=config) for k in _keys(200, "spread")]
+    spy = CountingStore(stores.supervision)
+    coalescer_for(stores.supervision).store = spy  # type: ignore[assignment]
+    ticker = ticker_for(asyncio.get_running_loop())
+    fired = ticker.fired
+    for lease in leases:
+        lease.start_heartbeat()
+    for _ in range(600):  # until every lease beat twice (30 s at most)
+        if min(lease.heartbeats for lease in leases) >= 2:
+            break
+        await asyncio.sleep(0.05)
+    for lease in leases:
+        await lease.stop_heartbeat()
+    beats = sum(lease.heartbeats for lease in leases)
+    assert beats >= 400
+    assert max(spy.batches) < len(leases) / 2, "the leases' beats went out together"
+    assert ticker.fired - fired < beats / 2, "the ticker ran about a timer per beat"
+
+
+async def test_stopping_a_heartbeat_waits_for_its_beat_in_flight(stores: MemoryStores):
+    """The lease path of the race fixed in the coalescer: a seal right after stopping the
+    heartbeat is never undone by the beat that was on its way."""
+    (key,) = _keys(1, "stop")
+    lease = await claim(stores, key, USER, "m", config=FAST)
+    spy = CountingStore(stores.supervision)
+    spy.gate = asyncio.Event()
+    coalescer_for(stores.supervision).store = spy  # type: ignore[assignment]
+    lease.start_heartbeat()
+    await spy.entered.wait()
+    stopping = asyncio.create_task(lease.stop_heartbeat())
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert not stopping.done(), "stopping returned while a beat was on its way"
+    spy.gate.set()
+    await stopping
+    coalescer_for(stores.supervision).store = stores.supervision
+    await lease.seal()
+    row = (await stores.supervision.read(key, USER)).row
+    assert row is not None and row.status == "done", "a late beat undid the seal"
+    assert spy.batches == [1]
+
+
+@pytest.mark.parametrize("limit", [0.15, 0.12], ids=["whole-intervals", "between-ticks"])
+async def test_a_beat_unanswered_past_its_timeout_loses_the_lease(
+    stores: MemoryStores, limit: float
+):
+    """A store that never answers: the lease is lost with TimeoutError, its producer is
+    cancelled, and no second beat piles up behind the first meanwhile."""
+    (key,) = _keys(1, f"hang{limit}")
+    config = LeaseConfig(dead_after=0.5, heartbeat_interval=0.05, heartbeat_timeout=limit)
+    lease = await claim(stores, key, USER, "m", config=config)
+    spy = CountingStore(stores.supervision)
+    spy.gate = asyncio.Event()
+    coalescer_for(stores.supervision).store = spy  # type: ignore[assignment]
+    producer = asyncio.create_task(asyncio.Event().wait())
+    lease.bind(producer)
+    lease.start_heartbeat()
+    await asyncio.wait_for(lease.lost.wait(), timeout=30)
+    assert isinstance(lease.lost_reason, TimeoutError)
+    await lease.stop_heartbeat()  # returns: the beat out has timed out
+    with pytest.raises(asyncio.CancelledError):
+        await producer
+    assert spy.batches == [1], "a second beat was sent while the first was unanswered"
+    spy.gate.set()
+
+
+async def test_a_beat_falling_due_while_the_last_is_out_goes_once_it_is_answered(
+    stores: MemoryStores,
+):
+    (key,) = _keys(1, "owed")
+    config = LeaseConfig(dead_after=3.0, heartbeat_interval=0.05)
+    lease = await claim(stores, key, USER, "m", config=config)
+    spy = CountingStore(stores.supervision)
+    spy.gate = asyncio.Event()
+    coalescer_for(stores.supervision).store = spy  # type: ignore[assignment]
+    lease.start_heartbeat()
+    await spy.entered.wait()
+    await asyncio.sleep(config.heartbeat_interval * 4)  # several beats fall due meanwhile
+    assert spy.batches == [1]
+    spy.gate.set()
+    for _ in range(600):
+        if lease.heartbeats >= 3:
+            break
+        await asyncio.sleep(0.01)
+    await lease.stop_heartbeat()
+    assert lease.heartbeats >= 3 and not lease.lost.is_set()
+    assert all(n == 1 for n in spy.batches)
+
+
+async def test_a_running_heartbeat_without_coalescing_calls_the_store_per_beat(
+    stores: MemoryStores,
+):
+    (key,) = _keys(1, "single")
+    config = LeaseConfig(dead_after=0.5, heartbeat_interval=0.05, coalesce=False)
+    lease = await claim(stores, key, USER, "m", config=config)
+    beat = lease.start_heartbeat()
+    for _ in range(600):
+        if lease.heartbeats >= 3:
+            break
+        await asyncio.sleep(0.01)
+    await lease.stop_heartbeat()
+    assert beat.done() and lease.heartbeats >= 3 and not lease.lost.is_set()
     assert coalescer_for(stores.supervision).batches == 0

@@ -53,6 +53,7 @@ def load_script(name: str) -> Script:
 
 # --- supervision ---------------------------------------------------------------------
 SV_CAS = load_script("sv_cas")
+SV_CAS_MANY = load_script("sv_cas_many")
 SV_READ = load_script("sv_read")
 SV_DELETE = load_script("sv_delete")
 
@@ -101,6 +102,7 @@ HASH_SWAP = load_script("hash_swap")
 
 ALL_SCRIPTS: tuple[Script, ...] = (
     SV_CAS,
+    SV_CAS_MANY,
     SV_READ,
     SV_DELETE,
     REC_PUT,

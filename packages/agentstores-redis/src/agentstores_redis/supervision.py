@@ -12,9 +12,12 @@ from agentstores.stores.kit import from_micros, writer_nonce_hex
 
 from ._base import RedisStoreBase, claim_args, default_wrote, raise_for, text
 from .client import Call, NotDurable, Uncertain
-from .lua import RECONCILE, SV_CAS, SV_DELETE, SV_READ
+from .lua import RECONCILE, SV_CAS, SV_CAS_MANY, SV_DELETE, SV_READ
 
 _TRUE = [b"ok", b"1"]
+ROWS_PER_CALL = 128
+"""Most rows one ``sv_cas_many`` call judges (the server runs nothing else meanwhile:
+128 rows hold it for well under a millisecond)."""
 _SWAPPED, _NOT_SWAPPED = SwapOutcome(True), SwapOutcome(False)
 """A batch's plain outcomes (frozen, so shared by every row that has one)."""
 
@@ -43,35 +46,48 @@ class RedisSupervisionStore(RedisStoreBase, SupervisionStore):
         return bool(reply[1] == b"1")
 
     async def _compare_and_swap_many(self, swaps: list[Swap]) -> list[SwapOutcome]:
-        """Every swap's script in one pipeline per node (:meth:`RedisClient.write_many`),
-        each with its own nonce; a reply lost with its connection is reconciled per row."""
-        calls: list[Call] = []
+        """Every swap its own CAS with its own nonce, in one exchange: on one server,
+        ``sv_cas_many`` calls of up to :data:`ROWS_PER_CALL` rows (entering Lua once per
+        call instead of once per row: about 1.5x less server CPU and half the client's);
+        on a cluster, whose rows lie in many slots, one ``sv_cas`` per row, pipelined per
+        node. A reply lost with its connection is reconciled per row."""
+        headers: list[str] = []
         nonces: list[str] = []
+        rows: list[tuple[str, ...]] = []
         conv = self.ctx.keys.conv
         for sw in swaps:
             names = conv(sw.key)
             nonce = writer_nonce_hex()
+            headers.append(names.header)
             nonces.append(nonce)
             key, row, expected = sw.key, sw.row, sw.expected_epoch
             # the arguments of claim_args, spelled out: this loop runs once per heartbeat
-            args = (
-                nonce,
-                sw.principal,
-                key.tenant,
-                key.session_id,
-                "" if expected is None else str(expected),
-                row.status,
-                row.message_id,
-                str(row.epoch),
+            rows.append(
+                (
+                    names.header,
+                    names.supervision,
+                    nonce,
+                    sw.principal,
+                    key.tenant,
+                    key.session_id,
+                    "" if expected is None else str(expected),
+                    row.status,
+                    row.message_id,
+                    str(row.epoch),
+                )
             )
-            calls.append((SV_CAS, [names.header, names.supervision], args))
-        replies = await self.ctx.client.write_many(calls)
+        client = self.ctx.client
+        if client.cluster:
+            calls: list[Call] = [(SV_CAS, r[:2], r[2:]) for r in rows]
+            replies = await client.write_many(calls)
+        else:
+            replies = _per_row(await client.write_many(_many_calls(rows)), len(swaps))
         lost = [i for i, r in enumerate(replies) if isinstance(r, Uncertain)]
         found: list[Any] = [None] * len(lost)
         if lost:
-            checks: list[Call] = [(RECONCILE, [calls[i][1][0]], [nonces[i]]) for i in lost]
+            checks: list[Call] = [(RECONCILE, [headers[i]], [nonces[i]]) for i in lost]
             try:
-                found = await self.ctx.client.many(checks)
+                found = await client.many(checks)
             except Exception:
                 found = [None] * len(lost)
         landed = {
@@ -148,3 +164,32 @@ class RedisSupervisionStore(RedisStoreBase, SupervisionStore):
         )
         raise_for(reply, key)
         return bool(reply[1] == b"1")
+
+
+def _many_calls(rows: list[tuple[str, ...]]) -> list[Call]:
+    """The rows as ``sv_cas_many`` calls of up to :data:`ROWS_PER_CALL` rows each."""
+    calls: list[Call] = []
+    for start in range(0, len(rows), ROWS_PER_CALL):
+        part = rows[start : start + ROWS_PER_CALL]
+        keys = [name for r in part for name in r[:2]]
+        args = [arg for r in part for arg in r[2:]]
+        calls.append((SV_CAS_MANY, keys, args))
+    return calls
+
+
+def _per_row(replies: list[Any], count: int) -> list[Any]:
+    """Each ``sv_cas_many`` call's reply split back into its rows' ``sv_cas`` replies;
+    what the whole call got instead (a lost connection, an error, nothing run) is every
+    one of its rows' reply, and an unconfirmed call's rows are each unconfirmed."""
+    out: list[Any] = []
+    for n, reply in enumerate(replies):
+        size = min(ROWS_PER_CALL, count - n * ROWS_PER_CALL)
+        if type(reply) is list:
+            if len(reply) != size:
+                raise AssertionError(f"sv_cas_many answered {len(reply)} rows of {size}")
+            out.extend(reply)
+        elif isinstance(reply, NotDurable) and isinstance(reply.reply, list):
+            out.extend(NotDurable(row, str(reply)) for row in reply.reply)
+        else:
+            out.extend([reply] * size)
+    return out

@@ -13,18 +13,21 @@ alternating rounds) rather than with numbers from elsewhere.
   length, built beforehand with batched appends of up to 1000 messages. Each timed
   append is followed by an untimed ``truncate`` back to the length, so every append
   lands on a transcript of exactly that length.
-- **Capacity**: K conversations each heartbeat (one CAS) once a second; a step search
-  finds the largest K whose p99 CAS latency stays under a threshold. By default the
-  beats go the way leases send them: through one process's
-  :class:`~agentstores.protocol.heartbeats.HeartbeatCoalescer` on one bundle (batched
-  ``compare_and_swap_many``); ``capacity_batched=False`` sends one CAS per beat, spread
-  over the clients' bundles.
+- **Capacity**: K held :class:`~agentstores.protocol.lease.Lease` objects on one bundle
+  (one server's leases) run their real heartbeat, once a second each: the loop's
+  :class:`~agentstores.protocol.ticker.HeartbeatTicker` and the store's
+  :class:`~agentstores.protocol.heartbeats.HeartbeatCoalescer` (batched
+  ``compare_and_swap_many``), or one CAS per beat with ``capacity_batched=False``
+  (``LeaseConfig(coalesce=False)``). A step search finds the largest K whose p99 beat
+  latency, from the moment a beat was due to the moment its lease had the answer, stays
+  under a threshold, with at least 95% of the window's beats answered and no lease lost.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import math
 import os
 import platform
@@ -41,9 +44,10 @@ from typing import Any
 
 from ..errors import AgentStoresError, UsageError
 from ..keys import ConversationKey
-from ..models import Message, RecordedEvent, SupervisionRow, Swap
+from ..models import Message, RecordedEvent, SupervisionRow
 from ..plugins import create_stores, get_registry, scheme_of, unknown_scheme
-from ..protocol.heartbeats import HeartbeatCoalescer
+from ..protocol.heartbeats import coalescer_for
+from ..protocol.lease import Lease, LeaseConfig
 from ..stores import Stores
 from .floor import RawFloor, floor_path, load_floor
 from .stats import Sample, percentile
@@ -338,118 +342,133 @@ async def _sequential(
 # --- capacity -----------------------------------------------------------------------
 
 
-@dataclass
-class _Lease:
-    client: _Client
-    key: ConversationKey
-    epoch: int = 1
+class _BeatLog:
+    """What every lease's ``on_beat`` reports during one capacity step: for each beat due
+    inside the measured window, due-to-answered, due-to-sent and sent-to-answered (loop
+    clock, ns)."""
+
+    def __init__(self) -> None:
+        self.start = self.end = 0.0
+        self.lat: list[int] = []
+        self.late: list[int] = []
+        self.wire: list[int] = []
+
+    def window(self, start: float, end: float) -> None:
+        self.start, self.end = start, end
+        self.lat, self.late, self.wire = [], [], []
+
+    def __call__(self, due: float, sent: float, answered: float) -> None:
+        if self.start <= due < self.end:
+            self.lat.append(int((answered - due) * 1e9))
+            self.late.append(int((sent - due) * 1e9))
+            self.wire.append(int((answered - sent) * 1e9))
 
 
-async def _grow_leases(leases: list[_Lease], clients: list[_Client], k: int) -> None:
-    """Claim conversations until ``k`` exist, spread over the clients (untimed)."""
-    need = list(range(len(leases), k))
-    new: list[_Lease] = []
+async def _grow_leases(
+    leases: list[Lease],
+    clients: list[_Client],
+    k: int,
+    config: LeaseConfig,
+    names: itertools.count[int],
+) -> None:
+    """Claim conversations until ``k`` leases exist (untimed): each client claims its
+    share on its own bundle (a claim is a CAS on no row, as
+    :func:`~agentstores.protocol.claim` writes it after judging the row absent). Every
+    lease then lives on the first client's bundle, as one server's leases share its
+    stores."""
+    stores = clients[0].stores
+    fresh: list[tuple[_Client, ConversationKey]] = []
+    for _ in range(k - len(leases)):
+        j = next(names)
+        c = clients[j % len(clients)]
+        fresh.append((c, c.key(f"hb{j}")))
+    row = SupervisionRow("running", "turn", 1)
 
-    async def claim(part: list[int]) -> None:
-        for j in part:
-            c = clients[j % len(clients)]
-            lease = _Lease(c, c.key(f"hb{j}"))
-            ok = await c.stores.supervision.compare_and_swap(
-                lease.key, c.principal, None, SupervisionRow("running", "turn", 1)
-            )
-            if not ok:
+    async def claim(c: _Client) -> None:
+        for owner, key in fresh:
+            if owner is c and not await c.stores.supervision.compare_and_swap(
+                key, c.principal, None, row
+            ):
                 raise BenchFailure("capacity lease claim refused")
-            new.append(lease)
 
-    await asyncio.gather(*(claim(need[i :: len(clients)]) for i in range(len(clients))))
-    leases.extend(new)
+    await asyncio.gather(*(claim(c) for c in clients))
+    leases.extend(Lease(stores, key, c.principal, "turn", 1, config=config) for c, key in fresh)
 
 
 async def _capacity_step(
-    leases: list[_Lease], k: int, cfg: BenchConfig, rng: random.Random, *, batched: bool
+    leases: list[Lease], k: int, cfg: BenchConfig, log: _BeatLog
 ) -> dict[str, Any]:
-    """K leases heartbeat once a second for warm-up plus window; p99 over the window."""
+    """K leases run their real heartbeat (:meth:`Lease.start_heartbeat`: the loop's ticker,
+    the store's coalescer) for a warm-up plus the window; p99 is taken over the beats due
+    in the window, from the moment each was due to the moment its lease had the answer
+    (timer lag, batching wait and round trip all count)."""
     loop = asyncio.get_running_loop()
     warm = max(1.0, cfg.warmup)
-    start = loop.time() + 0.05
-    measure_from = start + warm
+    measure_from = loop.time() + warm
     end = measure_from + cfg.capacity_window
-    lat: list[int] = []
-    late: list[int] = []
+    log.window(measure_from, end)
+    held = leases[:k]
+    coalescer = coalescer_for(held[0].stores.supervision) if cfg.capacity_batched else None
+    batches = coalescer.batches if coalescer is not None else 0
+    cpu = time.process_time()
+    for lease in held:
+        lease.start_heartbeat()
+    # one interval past the window: a beat due at its end is answered before the count
+    await asyncio.sleep(end + 1.0 - loop.time())
+    cpu = time.process_time() - cpu
     sample = Sample()
-    # One process: every lease's beat through one coalescer on one bundle, as leases do.
-    coalescer = HeartbeatCoalescer(leases[0].client.stores.supervision) if batched else None
-
-    async def beat(lease: _Lease, offset: float) -> None:
-        c = lease.client
-        n = 0
-        while True:
-            due = start + offset + n
-            if due >= end:
-                return
-            n += 1
-            await asyncio.sleep(max(0.0, due - loop.time()))
-            lateness = loop.time() - due
-            row = SupervisionRow("running", "turn", lease.epoch)
-            t0 = time.perf_counter_ns()
-            try:
-                if coalescer is not None:
-                    swap = Swap(lease.key, c.principal, lease.epoch, row)
-                    ok = (await coalescer.beat(swap)).result()
-                else:
-                    ok = await c.stores.supervision.compare_and_swap(
-                        lease.key, c.principal, lease.epoch, row
-                    )
-            except Exception as exc:
-                sample.add_error(f"{type(exc).__name__}: {exc}")
-                return
-            elapsed = time.perf_counter_ns() - t0
-            if not ok:
-                sample.add_error("heartbeat CAS refused on the lease's own key")
-                return
-            if due >= measure_from:
-                lat.append(elapsed)
-                late.append(int(lateness * 1e9))
-
-    await asyncio.gather(*(beat(lease, rng.random()) for lease in leases[:k]))
-    lat.sort()
-    late.sort()
+    for lease in held:
+        await lease.stop_heartbeat()
+        if lease.lost.is_set():
+            sample.add_error(f"lease lost: {lease.lost_reason!r}")
+    lat, late, wire = sorted(log.lat), sorted(log.late), sorted(log.wire)
     expected = k * cfg.capacity_window
     p99 = percentile(lat, 99)
     completed = len(lat) / expected if expected else 0.0
     ok = sample.errors == 0 and not math.isnan(p99) and p99 < cfg.p99_ms and completed >= 0.95
-    return {
+    step: dict[str, Any] = {
         "k": k,
-        "batches": coalescer.batches if coalescer is not None else None,
+        "batches": coalescer.batches - batches if coalescer is not None else None,
         "beats": len(lat),
         "beats_expected": round(expected),
         "p50_ms": round(percentile(lat, 50), 3) if lat else None,
         "p99_ms": round(p99, 3) if lat else None,
         "late_p99_ms": round(percentile(late, 99), 3) if late else None,
+        "sent_p99_ms": round(percentile(wire, 99), 3) if wire else None,
+        "cpu_us_per_beat": round(cpu * 1e6 / (k * (warm + cfg.capacity_window + 1.0)), 1),
         "errors": sample.errors,
         "ok": ok,
     }
+    if sample.first_error is not None:
+        step["first_error"] = sample.first_error
+    if not ok:  # leases lost here stay lost: the next step gets fresh ones
+        kept = [lease for lease in held if not lease.lost.is_set()]
+        if len(kept) < len(held):
+            leases[:k] = kept
+    return step
 
 
 async def _capacity(
     clients: list[_Client], cfg: BenchConfig, note: Callable[[str], None]
 ) -> dict[str, Any]:
     """Doubling then bisection on K, stopped by ``capacity_budget`` seconds."""
-    rng = random.Random(cfg.seed + 1)
-    leases: list[_Lease] = []
+    log = _BeatLog()
+    config = LeaseConfig(coalesce=cfg.capacity_batched, on_beat=log)
+    leases: list[Lease] = []
+    names = itertools.count()
     steps: list[dict[str, Any]] = []
     lo, hi = 0, None
     k = cfg.capacity_start
     began = time.perf_counter()
-    step_cost = max(1.0, cfg.warmup) + cfg.capacity_window + 0.5
+    step_cost = max(1.0, cfg.warmup) + cfg.capacity_window + 1.5
     stopped = "converged"
     while True:
         if time.perf_counter() - began + step_cost > cfg.capacity_budget:
             stopped = "time budget"
             break
         note(f"capacity: K={k}")
-        await _grow_leases(leases, clients, k)
-        step = await _capacity_step(leases, k, cfg, rng, batched=cfg.capacity_batched)
+        await _grow_leases(leases, clients, k, config, names)
+        step = await _capacity_step(leases, k, cfg, log)
         steps.append(step)
         if step["ok"]:
             lo = k

@@ -109,16 +109,20 @@ def render(result: dict[str, Any]) -> str:
                 s["p50_ms"],
                 s["p99_ms"],
                 s["late_p99_ms"],
+                s.get("sent_p99_ms"),
+                s.get("cpu_us_per_beat"),
                 s["errors"],
                 "yes" if s["ok"] else "no",
             ]
             for s in cap["steps"]
         ]
-        headers = ["K", "beats", "expected", "p50 ms", "p99 ms", "late p99", "errors", "ok"]
+        headers = ["K", "beats", "expected", "p50 ms", "p99 ms", "late p99", "sent p99"]
+        headers += ["CPU µs/beat", "errors", "ok"]
         path = cap.get("path", "per-call")
         out += [
-            f"Heartbeat capacity (1 CAS/s per conversation, {path}, "
-            f"p99 < {cap['p99_ms_threshold']} ms)",
+            f"Heartbeat capacity (K leases beating once a second, {path}, "
+            f"p99 from due to answered < {cap['p99_ms_threshold']} ms; late: due to sent, "
+            "sent: sent to answered)",
             table(headers, rows),
             f"largest passing K: {cap['max_k']:,} (stopped by: {cap['stopped_by']})",
             "",

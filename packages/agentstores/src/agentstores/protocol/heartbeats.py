@@ -2,34 +2,73 @@
 
 A server holding many leases would spend one round trip per heartbeat. Instead each
 lease hands its beat to the :class:`HeartbeatCoalescer` of its supervision store, which
-sends what is waiting as one ``compare_and_swap_many`` (group commit: a beat arriving
-while no batch is in flight goes out at once; beats arriving meanwhile ride the next
-batch). Every row is still its own compare-and-swap, and each lease gets its own
-outcome back as soon as its batch answers, so a lost lease learns it as promptly as a
-single call would tell it.
+sends what is waiting as one ``compare_and_swap_many`` (group commit: beats handed over
+while fewer than ``max_in_flight`` batches are out go at once, together; beats arriving
+meanwhile ride the next batch). Every row is still its own compare-and-swap, and each
+lease gets its own outcome back as soon as its batch answers, so a lost lease learns it
+as promptly as a single call would tell it.
+
+A beat is anything shaped like :class:`Beat` (a swap, the batch it left with, whether
+it is settled, and ``resolve``). A lease's running heartbeat is its own beat, handed
+over again each interval (:meth:`HeartbeatCoalescer.submit`: nothing allocated per beat,
+and its outcome comes back by a plain call); :meth:`HeartbeatCoalescer.beat` awaits one
+instead. A batch is one task, whatever its size.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import weakref
 from collections import deque
-from dataclasses import dataclass
+from typing import Protocol
 
 from ..keys import ConversationKey
 from ..models import Swap, SwapOutcome
 from ..stores import SupervisionStore
 
+log = logging.getLogger(__name__)
+
 MAX_BATCH = 512
 """Most swaps one batch carries (one SQL statement's arrays, one pipeline)."""
 
 
-@dataclass(slots=True)
-class _Beat:
+class Outstanding(Protocol):
+    """A beat as the coalescer sees it, from hand-over to outcome."""
+
     swap: Swap
-    done: asyncio.Future[SwapOutcome]
-    sent: asyncio.Task[None] | None = None
-    """The batch this beat went out with, once taken."""
+    batch: asyncio.Task[None] | None
+    """The batch it went out with, once taken (set by the coalescer)."""
+    settled: bool
+    """Its outcome was delivered, or it was withdrawn: a beat not yet sent is skipped."""
+
+    def resolve(self, outcome: SwapOutcome | None, error: BaseException | None) -> None:
+        """Told once, from the batch's task: the row's outcome, or the whole batch's error."""
+
+
+class Beat:
+    """One awaited heartbeat (:meth:`HeartbeatCoalescer.beat`)."""
+
+    __slots__ = ("batch", "done", "settled", "swap")
+
+    def __init__(self, swap: Swap, done: asyncio.Future[SwapOutcome]) -> None:
+        self.swap = swap
+        self.done = done
+        self.batch: asyncio.Task[None] | None = None
+        self.settled = False
+
+    def resolve(self, outcome: SwapOutcome | None, error: BaseException | None) -> None:
+        """Settle the future (unless its caller gave up)."""
+        self.settled = True
+        done = self.done
+        if done.done():
+            return
+        if outcome is not None:
+            done.set_result(outcome)
+        elif isinstance(error, Exception):
+            done.set_exception(error)
+        else:
+            done.cancel()
 
 
 class HeartbeatCoalescer:
@@ -49,9 +88,24 @@ class HeartbeatCoalescer:
         beats arriving meanwhile wait for the next batch (that wait makes the batches)."""
         self.batches = 0
         """Batches sent so far (for tests and the bench)."""
-        self._pending: deque[_Beat] = deque()
+        self._pending: deque[Outstanding] = deque()
         self._in_flight = 0
         self._tasks: set[asyncio.Task[None]] = set()
+        self._flush_soon = False
+
+    def submit(self, beat: Outstanding) -> None:
+        """Hand ``beat`` over; it is resolved once, from its batch's task.
+
+        Beats handed over in one pass of the event loop (a ticker slot's) leave together:
+        the flush runs once, right after. Setting ``settled`` on a beat not yet taken
+        (``batch`` still None) withdraws it.
+        """
+        beat.batch = None
+        beat.settled = False
+        self._pending.append(beat)
+        if not self._flush_soon:
+            self._flush_soon = True
+            asyncio.get_running_loop().call_soon(self._flush_now)
 
     async def beat(self, swap: Swap) -> SwapOutcome:
         """Send ``swap`` with the next batch and return its own outcome.
@@ -62,15 +116,21 @@ class HeartbeatCoalescer:
         land after the seal (it would put the row back to running).
         """
         done: asyncio.Future[SwapOutcome] = asyncio.get_running_loop().create_future()
-        beat = _Beat(swap, done)
+        beat = Beat(swap, done)
         self._pending.append(beat)
         self._flush()
         try:
             return await done
         except asyncio.CancelledError:
-            if beat.sent is not None:
-                await asyncio.wait([beat.sent])
+            if beat.batch is None:
+                beat.settled = True  # withdrawn: never sent
+            else:
+                await asyncio.wait([beat.batch])
             raise
+
+    def _flush_now(self) -> None:
+        self._flush_soon = False
+        self._flush()
 
     def _flush(self) -> None:
         while self._pending and self._in_flight < self.max_in_flight:
@@ -80,18 +140,18 @@ class HeartbeatCoalescer:
             self._in_flight += 1
             task = asyncio.get_running_loop().create_task(self._send(batch))
             for beat in batch:
-                beat.sent = task
+                beat.batch = task
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
 
-    def _take(self) -> list[_Beat]:
+    def _take(self) -> list[Outstanding]:
         """Up to ``max_batch`` waiting beats, each key once (a second beat on a key waits)."""
-        batch: list[_Beat] = []
+        batch: list[Outstanding] = []
         keys: set[ConversationKey] = set()
-        later: list[_Beat] = []
+        later: list[Outstanding] = []
         while self._pending and len(batch) < self.max_batch:
             beat = self._pending.popleft()
-            if beat.done.done():  # its caller gave up before it was sent
+            if beat.settled:  # withdrawn before it was sent
                 continue
             if beat.swap.key in keys:
                 later.append(beat)
@@ -101,27 +161,34 @@ class HeartbeatCoalescer:
         self._pending.extendleft(reversed(later))
         return batch
 
-    async def _send(self, batch: list[_Beat]) -> None:
+    async def _send(self, batch: list[Outstanding]) -> None:
         try:
             outcomes = await self.store.compare_and_swap_many([b.swap for b in batch])
         except BaseException as exc:
-            for b in batch:
-                if b.done.done():
-                    continue
-                if isinstance(exc, Exception):
-                    b.done.set_exception(exc)
-                else:
-                    b.done.cancel()
+            _resolve_all(batch, None, exc)
             if not isinstance(exc, Exception):
                 raise
         else:
             for b, outcome in zip(batch, outcomes, strict=True):
-                if not b.done.done():
-                    b.done.set_result(outcome)
+                _resolve(b, outcome, None)
         finally:
             self.batches += 1
             self._in_flight -= 1
             self._flush()
+
+
+def _resolve(beat: Outstanding, outcome: SwapOutcome | None, error: BaseException | None) -> None:
+    if beat.settled:  # withdrawn meanwhile (expired, or its lease stopped): nobody listens
+        return
+    try:
+        beat.resolve(outcome, error)
+    except Exception:  # one lease's bug must not keep the batch's others waiting
+        log.exception("heartbeat outcome handler failed")
+
+
+def _resolve_all(batch: list[Outstanding], outcome: None, error: BaseException) -> None:
+    for beat in batch:
+        _resolve(beat, outcome, error)
 
 
 _coalescers: weakref.WeakKeyDictionary[
@@ -139,4 +206,4 @@ def coalescer_for(store: SupervisionStore) -> HeartbeatCoalescer:
     return found[1]
 
 
-__all__ = ["MAX_BATCH", "HeartbeatCoalescer", "coalescer_for"]
+__all__ = ["MAX_BATCH", "Beat", "HeartbeatCoalescer", "Outstanding", "coalescer_for"]

@@ -8,13 +8,13 @@ producer that was only paused, not dead, has each later write refused and stops.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
+import math
 import random
 import uuid
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from contextvars import Token
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from types import TracebackType
 from typing import Any, Literal, TypeVar
@@ -38,10 +38,12 @@ from ..models import (
     SupervisionRow,
     SupervisionView,
     Swap,
+    SwapOutcome,
 )
 from ..stores import UNSET, Stores, Unset
 from ..stores.ambient import enter_epoch, fenced_as, leave_epoch
 from .heartbeats import coalescer_for
+from .ticker import ticker_for
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +65,9 @@ class LeaseConfig:
     that never reached the backend, is retried (every lease write is idempotent).
     ``coalesce`` sends heartbeats through the process's per-store batch
     (:mod:`agentstores.protocol.heartbeats`) rather than one call each.
+    ``on_beat(due, sent, answered)`` is called after each beat of the running heartbeat
+    that the store accepted, with the loop-clock times it was due, handed to the store
+    and answered: the heartbeat's lag, for monitoring (and the capacity bench).
     """
 
     dead_after: float = 3.0
@@ -71,6 +76,7 @@ class LeaseConfig:
     claim_attempts: int = 5
     write_attempts: int = 3
     coalesce: bool = True
+    on_beat: Callable[[float, float, float], object] | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         if not self.heartbeat_interval > 0:
@@ -152,7 +158,7 @@ class Lease:
         self.lost = asyncio.Event()
         self.lost_reason: BaseException | None = None
         self.heartbeats = 0
-        self._heartbeat: asyncio.Task[None] | None = None
+        self._heartbeat: _Heartbeat | None = None
         self._bound: list[asyncio.Future[Any]] = []
         self._callbacks: list[Callable[[BaseException], object]] = []
         self._ambient: list[Token[Mapping[ConversationKey, int]]] = []
@@ -197,8 +203,8 @@ class Lease:
         for task in self._bound:
             if task is not current and not task.done():
                 task.cancel()
-        if self._heartbeat is not None and self._heartbeat is not current:
-            self._heartbeat.cancel()
+        if self._heartbeat is not None:
+            self._heartbeat.halt()
         for callback in self._callbacks:
             try:
                 callback(reason)
@@ -282,40 +288,36 @@ class Lease:
             raise LeaseLostError("heartbeat refused", key=self.key, epoch=self.epoch) from refused
         self.heartbeats += 1
 
-    async def _beat_forever(self) -> None:
-        # The first beat comes at a random point of the first interval, so leases claimed
-        # together do not beat together for ever: a process's beats spread over the
-        # interval (and its batches stay small and steady). Earlier is never late.
-        delay = self.config.heartbeat_interval * (1.0 - random.random())
-        while True:
-            await asyncio.sleep(delay)
-            delay = self.config.heartbeat_interval
-            try:
-                await self.heartbeat_once()
-            except LeaseLostError:
-                return
+    def start_heartbeat(self) -> asyncio.Future[None]:
+        """Start beating every ``heartbeat_interval`` (idempotent).
 
-    def start_heartbeat(self) -> asyncio.Task[None]:
-        """Start beating every ``heartbeat_interval`` (idempotent); returns the task.
+        The beats are filed on the loop's :class:`~agentstores.protocol.ticker.HeartbeatTicker`
+        and sent through the store's coalescer (no task per lease). The first comes at a
+        random point of the first interval, so leases claimed together spread their beats
+        over the interval; later ones keep that phase.
+
+        Returns:
+            A future done once the heartbeat stops (stopped, or the lease lost).
 
         Raises:
             LeaseLostError: the lease is no longer held.
         """
         self.check()
-        if self._heartbeat is None or self._heartbeat.done():
-            self._heartbeat = asyncio.create_task(
-                self._beat_forever(), name=f"agentstores-heartbeat-{self.message_id}"
-            )
-        return self._heartbeat
+        if self._heartbeat is None or self._heartbeat.stopped.done():
+            self._heartbeat = _Heartbeat(self, asyncio.get_running_loop())
+        return self._heartbeat.stopped
 
     async def stop_heartbeat(self) -> None:
-        """Stop the heartbeat task, if one runs (idempotent; never raises)."""
-        task, self._heartbeat = self._heartbeat, None
-        if task is None or task is asyncio.current_task():
+        """Stop the heartbeat, if one runs (idempotent; never raises but a cancellation).
+
+        A beat not yet sent is withdrawn; one already sent is waited for (until it is
+        answered or times out), so a seal written next cannot be undone by a late beat.
+        """
+        beating, self._heartbeat = self._heartbeat, None
+        if beating is None:
             return
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+        beating.halt()
+        await beating.idle()
 
     # --- the producer's writes, each carrying the epoch ------------------------------
 
@@ -497,6 +499,195 @@ class Lease:
                 await self.seal("errored")
             except Exception:
                 log.exception("could not seal %r as errored", self)
+
+
+class _Heartbeat:
+    """A lease's running heartbeat: one beat per interval, filed on the loop's ticker.
+
+    It is its own beat: each interval the same object (same swap) is handed to the
+    store's coalescer, or with ``coalesce=False`` sent as one call in its own task, and
+    the outcome comes back to :meth:`resolve`. Accepted counts it; refused, failed, or
+    unanswered within ``beat_timeout`` ends the lease. At most one beat is out at a time:
+    one falling due while the last is still out is sent as soon as that one is answered.
+    The next beat is due one interval after the last was due, so a slow answer does not
+    slow the rhythm. Nothing is allocated per beat on this side.
+    """
+
+    __slots__ = (
+        "_idle",
+        "batch",
+        "coalescer",
+        "config",
+        "deadline",
+        "every",
+        "lease",
+        "loop",
+        "out",
+        "owed",
+        "sent_at",
+        "settled",
+        "stopped",
+        "swap",
+        "task",
+        "ticker",
+        "timeout",
+    )
+
+    def __init__(self, lease: Lease, loop: asyncio.AbstractEventLoop) -> None:
+        self.lease = lease
+        self.config = config = lease.config
+        self.loop = loop
+        self.stopped: asyncio.Future[None] = loop.create_future()
+        self.ticker = ticker = ticker_for(loop)
+        row = SupervisionRow("running", lease.message_id, lease.epoch)
+        self.swap = Swap(lease.key, lease.principal, lease.epoch, row)
+        """The same swap every beat (the store stamps the time)."""
+        self.coalescer = coalescer_for(lease.stores.supervision) if config.coalesce else None
+        self.every = ticker.slots(config.heartbeat_interval)
+        self.timeout = max(1, math.ceil(config.beat_timeout / ticker.resolution - 1e-9))
+        """Slots a beat may stay unanswered (rounded up: never sooner than asked)."""
+        self.out = False
+        """A beat is out (handed over, not yet answered)."""
+        self.deadline = 0
+        """The slot at which the beat out counts as timed out."""
+        self.owed: int | None = None
+        """The slot a beat fell due in while the last was still out."""
+        self.sent_at = (0.0, 0.0)
+        """(due, sent) loop times of the beat out, for ``on_beat``."""
+        self.batch: asyncio.Task[None] | None = None
+        self.settled = True
+        self.task: asyncio.Task[bool] | None = None
+        self._idle: asyncio.Future[None] | None = None
+        first = loop.time() + config.heartbeat_interval * (1.0 - random.random())
+        ticker.at(ticker.slot_of(first), self)
+
+    def tick(self, slot: int) -> None:
+        """A beat falls due (the ticker calls this)."""
+        if self.stopped.done():
+            return
+        self.ticker.at(slot + self.every, self)
+        if not self.out:
+            self._send(slot)
+        elif slot >= self.deadline:
+            self._end(None, TimeoutError())
+        else:
+            self.owed = slot
+            if self.deadline < slot + self.every:  # it times out before the next tick
+                self.ticker.at(self.deadline, _Expiry(self))
+
+    def _send(self, slot: int, now: int | None = None) -> None:
+        """Hand over the beat due at ``slot`` (sent at slot ``now``, when that is later)."""
+        self.out = True
+        self.deadline = (slot if now is None else max(slot, now)) + self.timeout
+        if self.timeout < self.every:  # a timeout shorter than the interval: its own tick
+            self.ticker.at(self.deadline, _Expiry(self))
+        if self.config.on_beat is not None:
+            self.sent_at = (self.ticker.time_of(slot), self.loop.time())
+        if self.coalescer is not None:
+            self.coalescer.submit(self)
+        else:
+            task = self.task = self.loop.create_task(self._single())
+            task.add_done_callback(self._single_done)
+
+    async def _single(self) -> bool:
+        sw = self.swap
+        return await self.lease.stores.supervision.compare_and_swap(
+            sw.key, sw.principal, sw.expected_epoch, sw.row
+        )
+
+    def _single_done(self, task: asyncio.Task[bool]) -> None:
+        if self.task is not task or not self.out:  # timed out before it ended
+            return
+        self.task = None
+        if task.cancelled():
+            self.resolve(None, asyncio.CancelledError())
+        elif (error := task.exception()) is not None:
+            self.resolve(None, error)
+        else:
+            self.resolve(SwapOutcome(task.result()), None)
+
+    def resolve(self, outcome: SwapOutcome | None, error: BaseException | None) -> None:
+        """The beat out was answered (the coalescer, or the single call, calls this)."""
+        self.settled = True
+        self.out = False
+        idle = self._idle
+        if idle is not None and not idle.done():
+            idle.set_result(None)
+        if self.stopped.done():  # stopped meanwhile: the seal or release that follows judges
+            return
+        if outcome is not None and outcome.error is None and outcome.swapped:
+            self.lease.heartbeats += 1
+            on_beat = self.config.on_beat
+            if on_beat is not None:
+                on_beat(*self.sent_at, self.loop.time())
+            if self.owed is not None:
+                slot, self.owed = self.owed, None
+                self._send(slot, self.ticker.now())
+            return
+        self._end(outcome, error)
+
+    def expire(self, slot: int) -> None:
+        """At ``slot``: a beat still out past its deadline loses the lease."""
+        if self.out and slot >= self.deadline and not self.stopped.done():
+            self._end(None, TimeoutError())
+
+    def _end(self, outcome: SwapOutcome | None, error: BaseException | None) -> None:
+        """The lease is lost: refused, failed or timed out (a late answer is ignored)."""
+        lease = self.lease
+        self.settled = True
+        reason: BaseException
+        if isinstance(error, TimeoutError):
+            reason = TimeoutError(f"heartbeat took longer than {self.config.beat_timeout}s")
+        elif error is not None:
+            reason = error
+        elif outcome is not None and outcome.error is not None:
+            reason = outcome.error
+        else:
+            reason = FencedError(
+                "heartbeat refused: the supervision row moved on",
+                key=lease.key,
+                epoch=lease.epoch,
+            )
+        self.out = False
+        if self.task is not None:  # a single call still hanging: give up on it
+            self.task.cancel()
+        idle = self._idle
+        if idle is not None and not idle.done():
+            idle.set_result(None)
+        lease.mark_lost(reason)
+
+    def halt(self) -> None:
+        """Beat no more; a beat not yet sent is withdrawn (one sent is left to finish)."""
+        if not self.stopped.done():
+            self.stopped.set_result(None)
+        if self.out and self.coalescer is not None and self.batch is None:
+            self.settled = True  # withdrawn: the coalescer skips it
+            self.out = False
+
+    async def idle(self) -> None:
+        """Return once no beat is out (a sent one answered, failed or timed out)."""
+        if not self.out:
+            return
+        if self.task is not None:
+            await asyncio.wait([self.task], timeout=self.config.beat_timeout)
+            return
+        if self._idle is None:
+            self._idle = self.loop.create_future()
+        await self._idle
+
+
+class _Expiry:
+    """A ticker entry checking a heartbeat's deadline (only when a beat is still out as
+    its deadline nears, or with a timeout shorter than the interval)."""
+
+    __slots__ = ("heartbeat",)
+
+    def __init__(self, heartbeat: _Heartbeat) -> None:
+        self.heartbeat = heartbeat
+
+    def tick(self, slot: int) -> None:
+        """Check the deadline (the ticker calls this)."""
+        self.heartbeat.expire(slot)
 
 
 async def claim(
