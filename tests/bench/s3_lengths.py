@@ -5,7 +5,9 @@ alternating rounds against one single-threaded moto server::
     python -m tests.bench.s3_lengths --lengths 100,100000 --calls 20 --rounds 4
 
 ``--concurrent`` measures with ``concurrent_requests=true``; ``--threaded`` serves moto
-threaded (requests in parallel, as a real endpoint serves them).
+threaded (requests in parallel, as a real endpoint serves them); ``--latency-ms N`` holds
+every request N ms before moto serves it (threaded, so held requests overlap), the round
+trip of an endpoint across a network, where requests sent together cost one wait.
 
 How the long transcripts are built: through HTTP, one message costs about three requests
 (its id checked, then copied out to its message object and its id object once it leaves
@@ -159,7 +161,20 @@ async def seed(
     return stats
 
 
-def serve_seeded(port: int, lengths: Sequence[int], shorts: int, threaded: bool = False) -> None:
+class Delayed:
+    """A WSGI app that holds every request ``seconds`` before ``app`` serves it."""
+
+    def __init__(self, app: Any, seconds: float) -> None:
+        self.app, self.seconds = app, seconds
+
+    def __call__(self, environ: Any, start_response: Any) -> Any:
+        time.sleep(self.seconds)
+        return self.app(environ, start_response)
+
+
+def serve_seeded(
+    port: int, lengths: Sequence[int], shorts: int, threaded: bool = False, latency: float = 0
+) -> None:
     """Seed the transcripts in this process's moto backend, then serve it over HTTP on
     127.0.0.1:``port``, single-threaded (as tests/servers/moto.py serves), or threaded:
     requests served concurrently, as a real endpoint serves them (moto's conditional
@@ -174,7 +189,9 @@ def serve_seeded(port: int, lengths: Sequence[int], shorts: int, threaded: bool 
     stats = asyncio.run(seed(BackendClient(backend), url, lengths, shorts))
     report = {"seed_seconds": round(time.perf_counter() - began, 1), **stats.snapshot()}
     print(json.dumps(report), flush=True)
-    app = DomainDispatcherApplication(create_backend_app)
+    app: Any = DomainDispatcherApplication(create_backend_app)
+    if latency:
+        app = Delayed(app, latency)
     run_simple("127.0.0.1", port, app, threaded=threaded, use_reloader=False)
 
 
@@ -277,13 +294,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="store_true",
         help="serve requests concurrently (as a real endpoint does), not one at a time",
     )
+    parser.add_argument(
+        "--latency-ms",
+        type=float,
+        default=0,
+        help="hold every request this long before serving it (a network round trip; "
+        "implies --threaded)",
+    )
     parser.add_argument("--serve", type=int, metavar="PORT", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     lengths = [int(n) for n in args.lengths.split(",") if n]
+    args.threaded = args.threaded or args.latency_ms > 0
     use_test_credentials()
     shorts = args.calls * args.rounds
     if args.serve is not None:
-        serve_seeded(args.serve, lengths, shorts, args.threaded)
+        serve_seeded(args.serve, lengths, shorts, args.threaded, args.latency_ms / 1000)
         return 0
     port = free_port()
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -291,6 +316,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     command = [sys.executable, "-m", "tests.bench.s3_lengths", "--serve", str(port)]
     command += ["--lengths", args.lengths, "--calls", str(args.calls), "--rounds", str(args.rounds)]
     command += ["--threaded"] if args.threaded else []
+    command += ["--latency-ms", str(args.latency_ms)]
     server = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, text=True)
     try:
         assert server.stdout is not None
