@@ -7,14 +7,21 @@ The message documents and their layout are in :mod:`.transcript`.
 from __future__ import annotations
 
 import asyncio
+import functools
 import uuid
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 from pymongo import ASCENDING, DESCENDING
 from pymongo.errors import BulkWriteError
 
-from agentstores.errors import AgentStoresError, Refusal, refusal_error
+from agentstores.errors import (
+    AgentStoresError,
+    BackendUnavailableError,
+    Refusal,
+    refusal_error,
+)
 from agentstores.keys import ConversationKey
 from agentstores.models import (
     ConversationInfo,
@@ -105,6 +112,53 @@ def _info(key: ConversationKey, h: Header) -> ConversationInfo:
         shared_with=frozenset(d.get("sh") or ()),
         metadata=decode_metadata(_stored_metadata(conv)),
     )
+
+
+READ_ATTEMPTS = 32
+"""How often a read starts again from a fresh header when the transcript changed under
+it, before it gives up with ``BackendUnavailableError``."""
+
+M = TypeVar("M", bound=Callable[..., Awaitable[Any]])
+
+
+class _Moved(Exception):
+    """A message document the read's header covers is gone, or was written after that
+    header (a truncation committed and cut it, and an append may have reused the
+    position): the transcript changed under the read."""
+
+
+def _covered(h: Header, docs: list[dict[str, Any]], expected: int) -> list[dict[str, Any]]:
+    """``docs`` when they are the ``expected`` documents of ``h``'s transcript (each
+    written before ``h``'s commit: ``b < rev``), else :class:`_Moved`."""
+    if len(docs) != expected or any(d["b"] >= h.rev for d in docs):
+        raise _Moved
+    return docs
+
+
+def _one_covered(h: Header, doc: dict[str, Any] | None) -> dict[str, Any]:
+    """``doc`` when ``h``'s transcript holds it (see :func:`_covered`), else :class:`_Moved`."""
+    if doc is None or doc["b"] >= h.rev:
+        raise _Moved
+    return doc
+
+
+def snapshot_read(method: M) -> M:
+    """Run a transcript read again from a fresh header while the documents its header
+    covers were cut or rewritten under it, so a read returns one committed state, never
+    a mix of a header and a later truncation's cut."""
+
+    @functools.wraps(method)
+    async def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
+        for _ in range(READ_ATTEMPTS):
+            try:
+                return await method(self, *args, **kwargs)
+            except _Moved:
+                continue
+        raise BackendUnavailableError(
+            f"the transcript changed under {READ_ATTEMPTS} reads in a row; try again"
+        )
+
+    return wrapper  # type: ignore[return-value]
 
 
 class MongoConversationStore(MongoStoreBase, ConversationStore):
@@ -484,6 +538,7 @@ class MongoConversationStore(MongoStoreBase, ConversationStore):
         return h
 
     @resent
+    @snapshot_read
     async def _read_messages(
         self, key: ConversationKey, principal: str, start: int, limit: int | None
     ) -> list[StoredMessage]:
@@ -493,7 +548,8 @@ class MongoConversationStore(MongoStoreBase, ConversationStore):
         assert h.gen is not None and h.conv is not None
         n = h.conv["n"]
         end = n if limit is None else min(n, start + limit)
-        return [stored(d) for d in await self._range(h.gen, start, end)]
+        docs = _covered(h, await self._range(h.gen, start, end), max(0, end - start))
+        return [stored(d) for d in docs]
 
     async def _range(self, gen: str, start: int, end: int) -> list[dict[str, Any]]:
         """The messages at positions ``start <= s < end``, a page of ``_id``s at a time."""
@@ -502,20 +558,24 @@ class MongoConversationStore(MongoStoreBase, ConversationStore):
             found.extend(await self._at(gen, list(range(lo, min(end, lo + PAGE)))))
         return found
 
-    async def _first_at_or_after(self, gen: str, count: int, moment_us: int) -> int:
-        """The first position whose ``created_at`` is at or after ``moment_us``: a binary
-        search by position (``created_at`` never decreases along the transcript)."""
+    async def _first_at_or_after(self, h: Header, count: int, moment_us: int) -> int:
+        """The first position of ``h``'s transcript whose ``created_at`` is at or after
+        ``moment_us``: a binary search by position (``created_at`` never decreases along
+        the transcript)."""
+        assert h.gen is not None
         low, high = 0, count
         while low < high:
             middle = (low + high) // 2
-            doc = await self.ctx.messages.find_one({"_id": mid(gen, middle)}, {"at": 1})
-            if doc is None or doc["at"] >= moment_us:
+            found = await self.ctx.messages.find_one({"_id": mid(h.gen, middle)}, {"at": 1, "b": 1})
+            doc = _one_covered(h, found)
+            if doc["at"] >= moment_us:
                 high = middle
             else:
                 low = middle + 1
         return low
 
     @resent
+    @snapshot_read
     async def _get_transcript(
         self, key: ConversationKey, principal: str, query: TranscriptQuery
     ) -> list[TranscriptMessage]:
@@ -531,8 +591,8 @@ class MongoConversationStore(MongoStoreBase, ConversationStore):
             if not 0 <= i < size:
                 return []
             where = {"_id": mid(gen, i)} if speaker == "all" else {"q": rank_key(gen, speaker, i)}
-            doc = await self._committed(where, conv["n"])
-            return [] if doc is None else [transcript_row(i, doc)]
+            doc = _one_covered(h, await self._committed(where, conv["n"]))
+            return [transcript_row(i, doc)]
         rank = "s" if speaker == "all" else "rk"
         position, end = 0, conv["n"]
         last_us = None
@@ -541,12 +601,11 @@ class MongoConversationStore(MongoStoreBase, ConversationStore):
             if first > last:
                 return []
             last_us = kit.to_micros(last)
-            position = await self._first_at_or_after(gen, end, kit.to_micros(first))
+            position = await self._first_at_or_after(h, end, kit.to_micros(first))
         rows: list[TranscriptMessage] = []
         while position < end:
-            page = await self._at(gen, list(range(position, min(end, position + PAGE))))
-            if not page:
-                break
+            want = list(range(position, min(end, position + PAGE)))
+            page = _covered(h, await self._at(gen, want), len(want))
             for d in page:
                 if last_us is not None and d["at"] > last_us:
                     return rows
@@ -558,6 +617,7 @@ class MongoConversationStore(MongoStoreBase, ConversationStore):
         return rows
 
     @resent
+    @snapshot_read
     async def _recent(
         self, key: ConversationKey, principal: str, limit: int
     ) -> list[StoredMessage]:
@@ -570,19 +630,21 @@ class MongoConversationStore(MongoStoreBase, ConversationStore):
         end = conv["n"]
         while end > 0 and len(found) < limit:
             start = max(0, end - PAGE)
-            page = await self._at(gen, list(range(start, end)))
+            page = _covered(h, await self._at(gen, list(range(start, end))), end - start)
             found[:0] = [d for d in page if d["r"] in ("user", "assistant")]
             end = start
         return [stored(d) for d in found[-limit:]]
 
     @resent
+    @snapshot_read
     async def _history(self, key: ConversationKey, principal: str) -> list[StoredMessage]:
         h = await self._visible(key, principal)
         if h is None:
             return []
         conv, gen = h.conv, h.gen
         assert conv is not None and gen is not None
-        return [stored(d) for d in await self._range(gen, max(conv["lc"], 0), conv["n"])]
+        start, end = max(conv["lc"], 0), conv["n"]
+        return [stored(d) for d in _covered(h, await self._range(gen, start, end), end - start)]
 
     @resent
     async def _get_conversation(
