@@ -202,7 +202,12 @@ async def _check_read(
     for generic in (False, True):
         for key in (corpus.long, corpus.short):
             plan = await _plan(admin, text, (key.tenant, key.session_id, P, *extra), generic)
-            assert _message_indexes(plan) == indexes, (name, generic)
+            try:
+                used = _message_indexes(plan)
+            except AssertionError as exc:
+                where = f"{name} on {key.session_id}, generic plan: {generic}"
+                raise AssertionError(f"{where}: {exc}\n{json.dumps(plan, indent=1)}") from exc
+            assert used == indexes, (name, generic)
     long_args = (corpus.long.tenant, corpus.long.session_id, P, *extra)
     short_args = (corpus.short.tenant, corpus.short.session_id, P, *extra)
     await admin.fetch(text, *long_args)  # warm the session's catalog caches
