@@ -23,7 +23,7 @@ import hashlib
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NoReturn
 
 from redis.asyncio import BlockingConnectionPool, Redis
 from redis.asyncio.cluster import ClusterNode, RedisCluster
@@ -358,6 +358,17 @@ class RedisClient:
         except TimeoutError as exc:
             raise ReplyTimeout(f"no reply within {limit} s (socket_timeout)") from exc
 
+    async def _lost(self, conn: Connection, exc: BaseException, during: str = "") -> NoReturn:
+        """After ``exc`` broke an exchange on ``conn`` once its commands were sent: drop
+        the connection (its replies can no longer be matched to requests), look the
+        cluster's topology up again before the next call, and raise :class:`Uncertain`
+        (the commands may or may not have run); a cancellation is raised as it is."""
+        await _drop(conn)
+        self._refresh = self.cluster
+        if isinstance(exc, Exception):
+            raise Uncertain(f"connection lost{during}: {exc}") from exc
+        raise exc
+
     def _wait_commands(self) -> list[tuple[EncodableT, ...]]:
         o = self.options
         cmds: list[tuple[EncodableT, ...]] = []
@@ -378,11 +389,7 @@ class RedisClient:
                 try:
                     replies = await self._exchange(conn, [evalsha, *waits])
                 except BaseException as exc:
-                    await _drop(conn)
-                    self._refresh = self.cluster
-                    if isinstance(exc, Exception):
-                        raise Uncertain(f"connection lost during {script.name}: {exc}") from exc
-                    raise
+                    await self._lost(conn, exc, f" during {script.name}")
                 first = replies[0]
                 if isinstance(first, NoScriptError):
                     try:
@@ -465,11 +472,7 @@ class RedisClient:
                         replies[i] = reply
                     wait_replies = again[len(loads) + len(missing) :]
             except BaseException as exc:
-                await _drop(conn)
-                self._refresh = self.cluster
-                if isinstance(exc, Exception):
-                    raise Uncertain(f"connection lost during a write pipeline: {exc}") from exc
-                raise
+                await self._lost(conn, exc, " during a write pipeline")
         finally:
             await release(conn)
         out: list[Any] = []
@@ -562,11 +565,7 @@ class RedisClient:
             try:
                 return await self._exchange(conn, cmds, buffered=True)
             except BaseException as exc:
-                await _drop(conn)
-                self._refresh = self.cluster
-                if isinstance(exc, Exception):
-                    raise Uncertain(f"connection lost: {exc}") from exc
-                raise
+                await self._lost(conn, exc)
         finally:
             await release(conn)
 
@@ -639,11 +638,7 @@ class RedisClient:
                     for i, reply in zip(missing, again[len(loads) :], strict=True):
                         replies[i] = reply
             except BaseException as exc:
-                await _drop(conn)
-                self._refresh = self.cluster
-                if isinstance(exc, Exception):
-                    raise Uncertain(f"connection lost: {exc}") from exc
-                raise
+                await self._lost(conn, exc)
             return replies
         finally:
             await release(conn)
