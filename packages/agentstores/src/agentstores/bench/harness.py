@@ -33,6 +33,7 @@ import os
 import platform
 import random
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -561,11 +562,16 @@ async def _run(
         for name in cfg.ops:
             note(f"operation {name}")
             if name == "cas" and floor is not None:
-                adapter, raw = await _alternate(clients, floor, cfg)
+                adapter, raw, rounds = await _alternate(clients, floor, cfg)
                 result["operations"]["cas"] = adapter.summary(cfg.clients)
                 result["floor"] = {"name": floor.name or type(floor).__name__}
                 result["floor"]["cas"] = raw.summary(cfg.clients)
                 result["ratio"] = _ratio(result["operations"]["cas"], result["floor"]["cas"])
+                result["ratio"]["rounds"] = rounds
+                ratios = sorted(r for r in rounds if r is not None)
+                result["ratio"]["rounds_median"] = (
+                    round(statistics.median(ratios), 3) if ratios else None
+                )
                 continue
             op = _OPS[name]
             await _run_clients(clients, op, cfg.warmup)
@@ -590,20 +596,28 @@ async def _run(
 
 async def _alternate(
     clients: list[_Client], floor: RawFloor, cfg: BenchConfig
-) -> tuple[Sample, Sample]:
-    """Adapter CAS and floor CAS in alternating rounds (A F, F A, ...), after warming both."""
+) -> tuple[Sample, Sample, list[float | None]]:
+    """Adapter CAS and floor CAS in alternating rounds (A F, F A, ...), after warming both;
+    also each round's adapter/floor throughput ratio (a round's two windows are next to
+    each other, so load that drifts across the run moves both)."""
     raw_op = _floor_op(floor)
     await _run_clients(clients, _op_cas, cfg.warmup)
     await _run_clients(clients, raw_op, cfg.warmup)
     adapter, raw = Sample(), Sample()
+    ratios: list[float | None] = []
     window = cfg.seconds / cfg.rounds
     for r in range(cfg.rounds):
         order: list[tuple[Op, Sample]] = [(_op_cas, adapter), (raw_op, raw)]
         if r % 2:
             order.reverse()
+        got: dict[int, float] = {}
         for op, into in order:
-            into.merge(await _run_clients(clients, op, window))
-    return adapter, raw
+            sample = await _run_clients(clients, op, window)
+            into.merge(sample)
+            got[id(into)] = sample.ops_per_s()
+        a, f = got[id(adapter)], got[id(raw)]
+        ratios.append(round(a / f, 3) if f > 0 else None)
+    return adapter, raw, ratios
 
 
 def _ratio(adapter: dict[str, Any], raw: dict[str, Any]) -> dict[str, Any]:

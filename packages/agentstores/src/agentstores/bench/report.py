@@ -64,6 +64,12 @@ def render(result: dict[str, Any]) -> str:
             f"{_cell(ratio['cas_ops_per_s'])}x, p50 latency {_cell(ratio['cas_p50'])}x, "
             f"p99 latency {_cell(ratio['cas_p99'])}x"
         )
+        if ratio.get("rounds"):
+            out.append(
+                f"throughput by round ({len(ratio['rounds'])}): "
+                + " ".join(_cell(r) for r in ratio["rounds"])
+                + f"; median {_cell(ratio['rounds_median'])}x"
+            )
         out.append("")
         if result["floor"]["cas"].get("first_error"):
             problems.append(f"raw floor: {result['floor']['cas']['first_error']}")
