@@ -61,6 +61,10 @@ def check_result(r: dict[str, Any], backend: str, *, expect_floor: bool) -> None
         check_summary(r["floor"]["cas"], TINY["clients"])
         ratio = dict(r["ratio"])
         rounds, median = ratio.pop("rounds"), ratio.pop("rounds_median")
+        usage = ratio.pop("client_usage")
+        assert set(usage) == {"adapter", "floor"}
+        for side in usage.values():
+            assert side["cpu_ms_per_op"] >= 0 and side["voluntary_switches_per_op"] >= 0
         assert set(ratio) == {"cas_ops_per_s", "cas_p50", "cas_p99"}
         assert all(isinstance(v, float) and v > 0 for v in ratio.values())
         assert len(rounds) == TINY["rounds"]
