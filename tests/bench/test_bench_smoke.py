@@ -59,8 +59,17 @@ def check_result(r: dict[str, Any], backend: str, *, expect_floor: bool) -> None
     if expect_floor:
         assert isinstance(r["floor"]["name"], str) and r["floor"]["name"]
         check_summary(r["floor"]["cas"], TINY["clients"])
-        assert set(r["ratio"]) == {"cas_ops_per_s", "cas_p50", "cas_p99"}
-        assert all(isinstance(v, float) and v > 0 for v in r["ratio"].values())
+        ratio = dict(r["ratio"])
+        rounds, median = ratio.pop("rounds"), ratio.pop("rounds_median")
+        usage = ratio.pop("client_usage")
+        assert set(usage) == {"adapter", "floor"}
+        for side in usage.values():
+            assert side["cpu_ms_per_op"] >= 0 and side["voluntary_switches_per_op"] >= 0
+        assert set(ratio) == {"cas_ops_per_s", "cas_p50", "cas_p99"}
+        assert all(isinstance(v, float) and v > 0 for v in ratio.values())
+        assert len(rounds) == TINY["rounds"]
+        assert all(isinstance(v, float) and v > 0 for v in rounds)
+        assert min(rounds) <= median <= max(rounds)
     else:
         assert r["floor"] is None and r["ratio"] is None
     assert [e["length"] for e in r["lengths"]] == list(TINY["lengths"])

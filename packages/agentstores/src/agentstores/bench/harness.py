@@ -33,6 +33,7 @@ import os
 import platform
 import random
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -561,11 +562,17 @@ async def _run(
         for name in cfg.ops:
             note(f"operation {name}")
             if name == "cas" and floor is not None:
-                adapter, raw = await _alternate(clients, floor, cfg)
+                adapter, raw, rounds, usage = await _alternate(clients, floor, cfg)
                 result["operations"]["cas"] = adapter.summary(cfg.clients)
                 result["floor"] = {"name": floor.name or type(floor).__name__}
                 result["floor"]["cas"] = raw.summary(cfg.clients)
                 result["ratio"] = _ratio(result["operations"]["cas"], result["floor"]["cas"])
+                result["ratio"]["rounds"] = rounds
+                ratios = sorted(r for r in rounds if r is not None)
+                result["ratio"]["rounds_median"] = (
+                    round(statistics.median(ratios), 3) if ratios else None
+                )
+                result["ratio"]["client_usage"] = usage
                 continue
             op = _OPS[name]
             await _run_clients(clients, op, cfg.warmup)
@@ -590,20 +597,58 @@ async def _run(
 
 async def _alternate(
     clients: list[_Client], floor: RawFloor, cfg: BenchConfig
-) -> tuple[Sample, Sample]:
-    """Adapter CAS and floor CAS in alternating rounds (A F, F A, ...), after warming both."""
+) -> tuple[Sample, Sample, list[float | None], dict[str, Any] | None]:
+    """Adapter CAS and floor CAS in alternating rounds (A F, F A, ...), after warming both;
+    also each round's adapter/floor throughput ratio (a round's two windows are next to
+    each other, so load that drifts across the run moves both), and what this process
+    spent per operation on each side (:func:`_usage`)."""
     raw_op = _floor_op(floor)
     await _run_clients(clients, _op_cas, cfg.warmup)
     await _run_clients(clients, raw_op, cfg.warmup)
     adapter, raw = Sample(), Sample()
+    ratios: list[float | None] = []
+    spent: dict[int, list[float]] = {id(adapter): [0.0, 0.0], id(raw): [0.0, 0.0]}
     window = cfg.seconds / cfg.rounds
     for r in range(cfg.rounds):
         order: list[tuple[Op, Sample]] = [(_op_cas, adapter), (raw_op, raw)]
         if r % 2:
             order.reverse()
+        got: dict[int, float] = {}
         for op, into in order:
-            into.merge(await _run_clients(clients, op, window))
-    return adapter, raw
+            before = _usage()
+            sample = await _run_clients(clients, op, window)
+            after = _usage()
+            if before is not None and after is not None:
+                spent[id(into)][0] += after[0] - before[0]
+                spent[id(into)][1] += after[1] - before[1]
+            into.merge(sample)
+            got[id(into)] = sample.ops_per_s()
+        a, f = got[id(adapter)], got[id(raw)]
+        ratios.append(round(a / f, 3) if f > 0 else None)
+    usage: dict[str, Any] | None = None
+    if _usage() is not None and adapter.latencies_ns and raw.latencies_ns:
+        usage = {}
+        for side, sample in (("adapter", adapter), ("floor", raw)):
+            cpu, switches = spent[id(sample)]
+            ops = len(sample.latencies_ns)
+            usage[side] = {
+                "cpu_ms_per_op": round(cpu / ops * 1000, 3),
+                "voluntary_switches_per_op": round(switches / ops, 2),
+            }
+    return adapter, raw, ratios, usage
+
+
+def _usage() -> tuple[float, float] | None:
+    """This process's CPU seconds (user + system, every thread) and voluntary context
+    switches so far; None where ``resource`` is missing (Windows). Per operation they
+    say what the client side costs, which a machine's load moves much less than it
+    moves throughput (a server in another process is not counted)."""
+    try:
+        import resource
+    except ImportError:
+        return None
+    u = resource.getrusage(resource.RUSAGE_SELF)
+    return u.ru_utime + u.ru_stime, float(u.ru_nvcsw)
 
 
 def _ratio(adapter: dict[str, Any], raw: dict[str, Any]) -> dict[str, Any]:

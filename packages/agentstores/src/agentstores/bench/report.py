@@ -64,6 +64,21 @@ def render(result: dict[str, Any]) -> str:
             f"{_cell(ratio['cas_ops_per_s'])}x, p50 latency {_cell(ratio['cas_p50'])}x, "
             f"p99 latency {_cell(ratio['cas_p99'])}x"
         )
+        if ratio.get("rounds"):
+            out.append(
+                f"throughput by round ({len(ratio['rounds'])}): "
+                + " ".join(_cell(r) for r in ratio["rounds"])
+                + f"; median {_cell(ratio['rounds_median'])}x"
+            )
+        usage = ratio.get("client_usage")
+        if usage:
+            a, f = usage["adapter"], usage["floor"]
+            out.append(
+                f"this process per CAS: CPU {_cell(a['cpu_ms_per_op'])} ms against the "
+                f"floor's {_cell(f['cpu_ms_per_op'])} ms, voluntary context switches "
+                f"{_cell(a['voluntary_switches_per_op'])} against "
+                f"{_cell(f['voluntary_switches_per_op'])}"
+            )
         out.append("")
         if result["floor"]["cas"].get("first_error"):
             problems.append(f"raw floor: {result['floor']['cas']['first_error']}")

@@ -38,6 +38,10 @@ class Sample:
         if self.first_error is None:
             self.first_error = other.first_error
 
+    def ops_per_s(self) -> float:
+        """Successful operations per second of wall time (0 before any time passed)."""
+        return len(self.latencies_ns) / (self.elapsed_ns / 1e9) if self.elapsed_ns > 0 else 0.0
+
     def summary(self, clients: int) -> dict[str, Any]:
         """The report figures (ops/s, p50, p99, max, errors) for ``clients`` concurrent clients,
         with a note when there are too few operations for p99 to mean anything."""
