@@ -198,3 +198,30 @@ def test_run_all_driver_benches_the_file_backend(capsys: pytest.CaptureFixture[s
     (run,) = data["runs"]
     assert run["backend"] == "file" and set(run["operations"]) == {"cas", "read"}
     assert run["lengths"] == [] and run["capacity"] is None
+
+
+async def test_a_cas_takes_its_staged_row_only_for_the_next_epoch() -> None:
+    """Rows are built before a window for the epochs ahead; a client whose epoch moved
+    on without them (a row taken by a call that then failed) builds its own instead of
+    writing a stale one."""
+    import random
+
+    from agentstores.bench.harness import STAGED_ROWS, _Client, _op_cas, _prepare, _stage_cas_rows
+    from agentstores.memory.stores import MemoryStores
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", EphemeralStoreWarning)
+        stores = MemoryStores(f"memory://staged-{uuid.uuid4().hex}")
+        await stores.open()
+    client = _Client(0, stores, "t", "me", random.Random(0))
+    await _prepare(client, ("cas",))
+    _stage_cas_rows([client])
+    assert [r.epoch for r in list(client.cas_rows)[:3]] == [2, 3, 4]
+    await _op_cas(client)
+    assert client.cas_epoch == 2 and len(client.cas_rows) == STAGED_ROWS - 1
+    client.cas_rows.popleft()  # taken by a call that failed: epoch 3 was never written
+    await _op_cas(client)
+    assert client.cas_epoch == 3
+    view = await stores.supervision.read(client.key("cas"), "me")
+    assert view.row is not None and view.row.epoch == 3
+    await stores.close()

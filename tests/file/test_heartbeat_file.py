@@ -236,3 +236,29 @@ async def test_a_format_1_directory_is_read_then_migrated_on_write(tmp_path: Pat
             clock.now,
         )
     verify_store(str(tmp_path))
+
+
+def test_a_forked_child_draws_other_generations_on_a_pool_of_its_own() -> None:
+    """Generations come from a per-process generator and calls run on a process-wide
+    pool, both kept without a system call per use: a forked child must reseed the one
+    (or it would give a takeover the generation its parent gives next, so the parent's
+    slots would read as the child's row) and make the other anew (its threads are gone)."""
+    from agentstores_file._base import shared_pool
+    from agentstores_file.supervision import _generations
+
+    parent_pool = shared_pool()
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child
+        os.close(read)
+        fresh = shared_pool() is not parent_pool and shared_pool().submit(int, "7").result() == 7
+        drawn = [_generations.getrandbits(63) for _ in range(8)]
+        os.write(write, json.dumps([fresh, drawn]).encode())
+        os._exit(0)
+    os.close(write)
+    with os.fdopen(read, "rb") as pipe:
+        fresh, child = json.loads(pipe.read())
+    os.waitpid(pid, 0)
+    assert fresh
+    parent = [_generations.getrandbits(63) for _ in range(8)]
+    assert not set(child) & set(parent)

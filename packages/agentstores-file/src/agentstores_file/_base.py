@@ -24,19 +24,30 @@ DEFAULT_WORKERS = 32
 """Threads of the process-wide pool where blocking file calls (flock waits, fsync) run.
 One pool for every bundle of a process, so many bundles do not multiply threads."""
 
-_shared: tuple[int, ThreadPoolExecutor] | None = None
+_shared: ThreadPoolExecutor | None = None
 _shared_lock = threading.Lock()
+
+
+def _forget_shared() -> None:
+    global _shared
+    _shared = None
+
+
+# A pool's threads do not survive into a forked child: the child makes its own.
+os.register_at_fork(after_in_child=_forget_shared)
 
 
 def shared_pool() -> ThreadPoolExecutor:
     """The process-wide pool every bundle without ``workers`` uses (made anew after a
-    fork: a pool's threads do not survive into the child)."""
+    fork). Once made, no lock and no system call: this is on every store call."""
     global _shared
+    pool = _shared
+    if pool is not None:
+        return pool
     with _shared_lock:
-        if _shared is None or _shared[0] != os.getpid():
-            pool = ThreadPoolExecutor(DEFAULT_WORKERS, thread_name_prefix="agentstores-file")
-            _shared = (os.getpid(), pool)
-        return _shared[1]
+        if _shared is None:
+            _shared = ThreadPoolExecutor(DEFAULT_WORKERS, thread_name_prefix="agentstores-file")
+        return _shared
 
 
 class Runner:

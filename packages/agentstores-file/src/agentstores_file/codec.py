@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from .transcript import corrupt
@@ -10,9 +11,30 @@ from .transcript import corrupt
 _ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
 
 
+def _make_encode() -> Callable[[Any], str]:
+    """``_ENCODER.encode`` without building its C encoder anew on every call (a header is
+    encoded on every write, and building it cost as much as the encoding). No cycle
+    check: what is encoded here is built by the backend from decoded JSON and checked
+    arguments, never cyclic."""
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is None:
+        return _ENCODER.encode
+    chunks = make(
+        None, _ENCODER.default, json.encoder.encode_basestring, None, ":", ",", False, False, True
+    )
+
+    def encode(value: Any) -> str:
+        return "".join(chunks(value, 0))
+
+    return encode
+
+
+_encode = _make_encode()
+
+
 def dumps(value: Any) -> bytes:
     """Compact UTF-8 JSON of a header or record metadata the backend itself built."""
-    return _ENCODER.encode(value).encode()
+    return _encode(value).encode()
 
 
 def reencode(value: Any) -> bytes:

@@ -151,7 +151,8 @@ class FileIO:
                 data = b"".join(chunks)
         finally:
             os.close(fd)
-        self._count("reads", 1, "read_bytes", len(data))
+        if self.stats is not None:
+            self._count("reads", 1, "read_bytes", len(data))
         return data
 
     def pread(self, fd: int, size: int, offset: int) -> bytes:
@@ -175,12 +176,16 @@ class FileIO:
 
     def pwrite(self, fd: int, data: bytes | bytearray | memoryview, offset: int) -> None:
         self.step("pwrite", str(fd))
-        view = memoryview(data)
-        while view:
-            written = os.pwrite(fd, view, offset)
-            view = view[written:]
+        written = os.pwrite(fd, data, offset)
+        if written < len(data):  # a short write: the rest, until all of it is written
+            view = memoryview(data)[written:]
             offset += written
-        self._count("writes", 1, "write_bytes", len(data))
+            while view:
+                written = os.pwrite(fd, view, offset)
+                view = view[written:]
+                offset += written
+        if self.stats is not None:
+            self._count("writes", 1, "write_bytes", len(data))
 
     def truncate(self, fd: int, size: int) -> None:
         self.step("truncate", str(fd))
@@ -192,7 +197,8 @@ class FileIO:
             return
         self.step("sync", str(fd))
         _sync_data(fd)
-        self._count("syncs", 1)
+        if self.stats is not None:
+            self._count("syncs", 1)
 
     def sync_dir(self, path: str) -> None:
         """Make renames, creations and unlinks in ``path`` durable."""
@@ -207,7 +213,8 @@ class FileIO:
                 raise
         finally:
             os.close(fd)
-        self._count("syncs", 1)
+        if self.stats is not None:
+            self._count("syncs", 1)
 
     def tmp_path(self, path: str) -> str:
         """The temp file a replace of ``path`` writes first (same directory)."""
@@ -227,7 +234,8 @@ class FileIO:
         self.step("replace", path)
         os.replace(tmp, path)  # raises only when nothing was renamed
         self._committing()
-        self._count("replaces", 1)
+        if self.stats is not None:
+            self._count("replaces", 1)
         if sync_dir:
             self.sync_dir(path[: path.rfind(os.sep)] or os.sep)
 

@@ -280,7 +280,13 @@ class FileRoot:
         h: Head | None, status: str, principal: str, epoch: int | None
     ) -> Refusal | None:
         """The kit's key-header rule for a write by ``principal`` at ``epoch``."""
-        return kit.judge_write(**_rule_fields(h, status), principal=principal, epoch=epoch)
+        if status == LIVE and h is not None:
+            return kit.judge_write(
+                owner=h["owner"], fence=h["fence"], erased=False, principal=principal, epoch=epoch
+            )
+        return kit.judge_write(
+            owner=None, fence=0, erased=status == ERASED, principal=principal, epoch=epoch
+        )
 
     @staticmethod
     def check_write(

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-import secrets
+import random
 from typing import Any
 
 from agentstores.errors import (
@@ -36,6 +36,12 @@ HEADS_KEPT = 4096
 read back byte for byte as this process last read or wrote it is not parsed again (a
 heartbeat leaves the header as it was, and a compare-and-swap reads what the previous
 one wrote)."""
+
+_generations = random.Random()
+"""Where a new row's generation comes from: seeded from the OS once per process (again
+in a forked child), so generations are as unlikely to repeat as with ``secrets``, with
+no system call on every claim and takeover."""
+os.register_at_fork(after_in_child=_generations.seed)
 
 _READ_TRIES = 2
 """Lock-free tries of a read before it takes the key's shared lock (a try fails only
@@ -80,7 +86,21 @@ class FileSupervisionStore(FileStoreBase, SupervisionStore):
 
     def __init__(self, root: FileRoot, runner: Runner) -> None:
         super().__init__(root, runner)
-        self._heads: dict[str, tuple[bytes, Head]] = {}
+        self._heads: dict[str, tuple[bytes, Head, ConversationKey]] = {}
+        self._paths: dict[ConversationKey, tuple[str, str, str]] = {}
+
+    def _key_paths(self, key: ConversationKey) -> tuple[str, str, str]:
+        """The key's directory, lock file and header file, built once per key (kept as
+        many as the headers): on every call, and each a few string operations."""
+        paths = self._paths.get(key)
+        if paths is None:
+            root = self.root
+            kdir = root.key_dir(key)
+            paths = (kdir, root.lock_path(kdir), root.head_path(kdir))
+            if len(self._paths) >= HEADS_KEPT:
+                self._paths.clear()
+            self._paths[key] = paths
+        return paths
 
     def _parsed(self, raw: bytes | None, kdir: str, key: ConversationKey) -> Head | None:
         """The header ``raw`` holds, checked against ``key``: a fresh top-level copy that
@@ -89,36 +109,36 @@ class FileSupervisionStore(FileStoreBase, SupervisionStore):
             return None
         kept = self._heads.get(kdir)
         if kept is not None and kept[0] == raw:
+            if kept[2] is key:  # these very bytes were checked against this key
+                return dict(kept[1])
             return self.root.checked_head(dict(kept[1]), key)
         h = self.root.checked_head(self.root.parse_head(raw, kdir), key)
         if h is not None:
-            self._keep(kdir, raw, h)
+            self._keep(kdir, raw, h, key)
             h = dict(h)
         return h
 
-    def _keep(self, kdir: str, raw: bytes, h: Head) -> None:
+    def _keep(self, kdir: str, raw: bytes, h: Head, key: ConversationKey) -> None:
+        """Keep ``h``, the header of ``key`` that ``raw`` holds (checked, or written for
+        ``key`` by this process)."""
         heads = self._heads
         if len(heads) >= HEADS_KEPT:
             heads.clear()
-        heads[kdir] = (raw, h)
+        heads[kdir] = (raw, h, key)
 
-    def _head(self, kdir: str, key: ConversationKey, now: int) -> tuple[Head | None, str]:
-        """:meth:`FileRoot.head` through the kept parsed headers."""
-        root = self.root
-        return root.head_status(
-            self._parsed(root.io.read_file(root.head_path(kdir)), kdir, key), now
-        )
-
-    def _put_head(self, kdir: str, h: Head, blank_beat: bool) -> None:
-        """Replace the key's header with ``h`` (which is then never changed) and keep it;
-        with ``blank_beat``, create a heartbeat file with no slot written first (one
-        directory sync for both; a crash between leaves a blank file, read as none)."""
+    def _put_head(
+        self, kdir: str, key: ConversationKey, h: Head, blank_beat: bool, path: str | None = None
+    ) -> None:
+        """Replace the key's header (at ``path``, when known) with ``h`` (which is then
+        never changed) and keep it; with ``blank_beat``, create a heartbeat file with no
+        slot written first (one directory sync for both; a crash between leaves a blank
+        file, read as none)."""
         raw = dumps(h)
         io = self.root.io
         if blank_beat:
             io.replace_file(beat_path(kdir), beat.BLANK, sync_dir=False)
-        io.replace_file(self.root.head_path(kdir), raw)
-        self._keep(kdir, raw, h)
+        io.replace_file(self.root.head_path(kdir) if path is None else path, raw)
+        self._keep(kdir, raw, h, key)
 
     def _decide(
         self,
@@ -127,6 +147,7 @@ class FileSupervisionStore(FileStoreBase, SupervisionStore):
         principal: str,
         expected_epoch: int | None,
         row: SupervisionRow,
+        head_path: str | None = None,
     ) -> tuple[Head, bool] | Beat | None:
         """What one compare-and-swap writes: a heartbeat slot; a new header, and whether a
         blank heartbeat file goes with it (a claim of a key that has none, so that its
@@ -141,7 +162,8 @@ class FileSupervisionStore(FileStoreBase, SupervisionStore):
         """
         root = self.root
         now = root.now_us()
-        h, status = self._head(kdir, key, now)
+        raw = root.io.read_file(root.head_path(kdir) if head_path is None else head_path)
+        h, status = root.head_status(self._parsed(raw, kdir, key), now)
         refusal = root.judge_write(h, status, principal, row.epoch)
         if refusal is Refusal.NOT_OWNED:
             raise refusal_error(refusal, key=key)
@@ -167,7 +189,7 @@ class FileSupervisionStore(FileStoreBase, SupervisionStore):
             "m": row.message_id,
             "e": row.epoch,
             "hb": now,
-            "g": secrets.randbits(63),
+            "g": _generations.getrandbits(63),
         }
         return new, current is None and not os.path.exists(beat_path(kdir))
 
@@ -198,23 +220,53 @@ class FileSupervisionStore(FileStoreBase, SupervisionStore):
         """One compare-and-swap: one locked header replace, or one locked in-place
         heartbeat (blocking)."""
         root = self.root
-        kdir = root.key_dir(key)
-        with root.locked(kdir, exclusive=True, create=True):
-            new = self._decide(kdir, key, principal, expected_epoch, row)
-            if new is None:
-                return False
-            if not isinstance(new, Beat):
-                self._put_head(kdir, *new)
-                return True
-            fd = self._put_beat(kdir, new)
-            if fd is None:
-                root.io.replace_file(beat_path(kdir), self.first_beat(new))
-                return True
+        io = root.io
+        kdir, lock, head = self._key_paths(key)
+        fd = io.open_lock(lock)
+        if fd is None:  # a new key: the general lock makes its directory
+            with root.locked(kdir, exclusive=True, create=True):
+                return self._swap_locked(kdir, head, key, principal, expected_epoch, row)
+        # FileRoot.locked spelled out, as this is every lease's heartbeat and takeover.
+        try:
+            io.lock(fd, exclusive=True)
+            before = io.commits
             try:
-                root.io.sync(fd)
-            finally:
-                os.close(fd)
+                return self._swap_locked(kdir, head, key, principal, expected_epoch, row)
+            except OSError as exc:
+                if io.commits != before:
+                    raise UnknownOutcomeError(
+                        f"the write may or may not have taken effect: {exc}"
+                    ) from exc
+                raise
+        finally:
+            os.close(fd)
+
+    def _swap_locked(
+        self,
+        kdir: str,
+        head: str,
+        key: ConversationKey,
+        principal: str,
+        expected_epoch: int | None,
+        row: SupervisionRow,
+    ) -> bool:
+        """:meth:`_swap` under the key's exclusive lock."""
+        new = self._decide(kdir, key, principal, expected_epoch, row, head)
+        if new is None:
+            return False
+        if not isinstance(new, Beat):
+            self._put_head(kdir, key, *new, path=head)
             return True
+        fd = self._put_beat(kdir, new)
+        io = self.root.io
+        if fd is None:
+            io.replace_file(beat_path(kdir), self.first_beat(new))
+            return True
+        try:
+            io.sync(fd)
+        finally:
+            os.close(fd)
+        return True
 
     _compare_and_swap = off_loop(_swap)
 
@@ -318,7 +370,7 @@ class FileSupervisionStore(FileStoreBase, SupervisionStore):
                 if failure is None:
                     out[i] = SwapOutcome(True)
                     if i in heads:
-                        self._keep(heads[i][0], data, heads[i][1])
+                        self._keep(heads[i][0], data, heads[i][1], sw.key)
                 elif renamed or purged:
                     out[i] = SwapOutcome(False, self._unknown(failure, sw))
                 else:

@@ -8,7 +8,9 @@ alternating rounds) rather than with numbers from elsewhere.
   :class:`~agentstores.stores.Stores` bundle (so its own connections), each on its own
   keys, run one operation flat out for ``seconds`` after a ``warmup``.
 - **Floor**: the backend's :class:`~agentstores.bench.floor.RawFloor` CAS runs with the
-  same clients in rounds alternating with the adapter's CAS (A F, F A, ...).
+  same clients in rounds alternating with the adapter's CAS (A F, F A, ...). Neither
+  builds its arguments in the timed window: each client's key is built once, and the
+  rows of the CAS epochs ahead before each window (the floor's are ints).
 - **Lengths**: one client appends to and reads by index from a transcript of each
   length, built beforehand with batched appends of up to 1000 messages. Each timed
   append is followed by an untimed ``truncate`` back to the length, so every append
@@ -26,6 +28,7 @@ alternating rounds) rather than with numbers from elsewhere.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import itertools
 import math
@@ -69,6 +72,8 @@ BATCH = 1000
 READ_LENGTH = 100
 LIST_OWNED = 25
 SNAPSHOT = "x" * 1000
+STAGED_ROWS = 2048
+"""CAS rows built ahead per client before each timed window."""
 
 
 @dataclass
@@ -127,16 +132,23 @@ class _Client:
     principal: str
     rng: random.Random
     cas_epoch: int = 1
+    cas_rows: collections.deque[SupervisionRow] = field(default_factory=collections.deque)
+    """Rows for the next CAS epochs, built before a timed window (:func:`_stage_cas_rows`)."""
     hb_epoch: int = 1
     rec_index: int = 0
     appended: int = 0
     floor_op: int = 0
     keys: dict[ConversationKey, None] = field(default_factory=dict)
     """Every key this client wrote under, in order (for cleanup)."""
+    named: dict[str, ConversationKey] = field(default_factory=dict)
 
     def key(self, what: str) -> ConversationKey:
-        key = ConversationKey(self.tenant, f"{what}-{self.index}")
-        self.keys.setdefault(key)
+        """The client's key named ``what``, built once (a timed operation then builds no
+        key, as the raw floor builds no path)."""
+        key = self.named.get(what)
+        if key is None:
+            key = self.named[what] = ConversationKey(self.tenant, f"{what}-{self.index}")
+            self.keys[key] = None
         return key
 
 
@@ -186,8 +198,24 @@ async def _prepare(client: _Client, ops: tuple[str, ...]) -> None:
             await s.conversations.append_messages(client.key(f"list{n}"), p, _messages("l", 0, 1))
 
 
+def _stage_cas_rows(clients: list[_Client]) -> None:
+    """Build the rows the next CAS window will write, untimed: a timed CAS then builds no
+    argument, as the raw floor, whose value is an int, builds none. A client that uses
+    them all builds the rest in the window."""
+    for c in clients:
+        rows = c.cas_rows
+        epoch = rows[-1].epoch if rows else c.cas_epoch
+        while len(rows) < STAGED_ROWS:
+            epoch += 1
+            rows.append(SupervisionRow("running", "turn", epoch))
+
+
 async def _op_cas(c: _Client) -> None:
-    row = SupervisionRow("running", "turn", c.cas_epoch + 1)
+    rows = c.cas_rows
+    row = rows.popleft() if rows else None
+    if row is None or row.epoch != c.cas_epoch + 1:
+        rows.clear()
+        row = SupervisionRow("running", "turn", c.cas_epoch + 1)
     if not await c.stores.supervision.compare_and_swap(c.key("cas"), c.principal, c.cas_epoch, row):
         raise BenchFailure(f"CAS at epoch {c.cas_epoch} refused on the client's own key")
     c.cas_epoch += 1
@@ -576,6 +604,8 @@ async def _run(
                 continue
             op = _OPS[name]
             await _run_clients(clients, op, cfg.warmup)
+            if name == "cas":
+                _stage_cas_rows(clients)
             sample = await _run_clients(clients, op, cfg.seconds)
             result["operations"][name] = sample.summary(cfg.clients)
         for length in cfg.lengths:
@@ -615,6 +645,8 @@ async def _alternate(
             order.reverse()
         got: dict[int, float] = {}
         for op, into in order:
+            if op is _op_cas:
+                _stage_cas_rows(clients)
             before = _usage()
             sample = await _run_clients(clients, op, window)
             after = _usage()

@@ -47,6 +47,30 @@ class StoreBase:
         """
         return TranslatingErrors(self, operation, key)
 
+    def translated(
+        self, exc: Exception, operation: str, key: ConversationKey | None = None
+    ) -> AgentStoresError | None:
+        """What :meth:`translating_errors` raises for ``exc`` (a driver error, typed, with
+        its context), or None when ``exc`` propagates unchanged (typed already, or not
+        known to :meth:`translate_error`). For a hot path's ``except Exception`` in
+        place of the ``async with``::
+
+            except Exception as exc:
+                translated = self.translated(exc, "store.call", key)
+                if translated is None:
+                    raise
+                raise translated from exc
+        """
+        if isinstance(exc, AgentStoresError):
+            return None
+        translated = self.translate_error(exc)
+        if translated is None:
+            return None
+        translated.context.setdefault("operation", operation)
+        if key is not None:
+            translated.context.setdefault("key", key)
+        return translated
+
 
 class TranslatingErrors:
     """The ``async with`` of :meth:`StoreBase.translating_errors`: a plain class, since
@@ -67,15 +91,11 @@ class TranslatingErrors:
         tb: TracebackType | None,
     ) -> None:
         # Returning None never swallows: what is not translated propagates unchanged.
-        if exc is None or isinstance(exc, AgentStoresError) or not isinstance(exc, Exception):
+        if not isinstance(exc, Exception):
             return
-        translated = self.store.translate_error(exc)
-        if translated is None:
-            return
-        translated.context.setdefault("operation", self.operation)
-        if self.key is not None:
-            translated.context.setdefault("key", self.key)
-        raise translated from exc
+        translated = self.store.translated(exc, self.operation, self.key)
+        if translated is not None:
+            raise translated from exc
 
 
 def check_key(key: object) -> ConversationKey:
