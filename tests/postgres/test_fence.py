@@ -85,3 +85,57 @@ async def test_refusals_carry_what_the_write_carried_and_what_refused_it(pg: PgS
                 key, "stranger", 8, SupervisionRow("running", "b", 9)
             )
         assert stranger.value.key == key
+
+
+@pytest.mark.parametrize(
+    "batch",
+    [
+        [Message("x2", "tool", "late")],  # one row on the expected tail: the one-statement path
+        [Message("q2", "user", "late")],  # a speaker's message: the judged path
+    ],
+    ids=["one-statement", "judged"],
+)
+async def test_an_append_waits_for_a_takeover_in_flight_and_is_fenced_by_it(
+    pg: PgServer, batch: list[Message]
+) -> None:
+    """The takeover CAS updates the supervision row alone (no header lock). An append
+    judged against the epoch while that CAS is uncommitted waits for it and is fenced by
+    the new epoch; reading the epoch unlocked, it landed under the takeover."""
+    import asyncio
+
+    import asyncpg
+
+    key = _key()
+    schema = pg.installation.schema
+    async with PostgresStores(pg.url) as stores:
+        conv = stores.conversations
+        assert await stores.supervision.compare_and_swap(
+            key, P, None, SupervisionRow("running", "a", 1)
+        )
+        await conv.append_messages(key, P, [Message("x1", "tool", "t")], epoch=1)
+        takeover = await asyncpg.connect(pg.admin_url)
+        try:
+            tx = takeover.transaction()
+            await tx.start()
+            await takeover.execute(
+                f'UPDATE "{schema}".supervision SET epoch = 2, message_id = $3'
+                " WHERE tenant = $1 AND session_id = $2",
+                key.tenant,
+                key.session_id,
+                "b",
+            )
+            late = asyncio.ensure_future(
+                conv.append_messages(key, P, batch, expected_last_message_id="x1", epoch=1)
+            )
+            await asyncio.sleep(0.5)
+            assert not late.done(), "the append did not wait for the takeover in flight"
+            await tx.commit()
+            with pytest.raises(FencedError) as info:
+                await late
+            assert info.value.fence == 2
+        finally:
+            if "late" in locals() and not late.done():
+                late.cancel()
+            await takeover.close()
+        rows = await conv.read_messages(key, P, start=0, limit=10)
+        assert [m.id for m in rows] == ["x1"]

@@ -213,6 +213,7 @@ RELEASED_FINGERPRINTS = {
     2: "843b57d6c86d5539",
     3: "809da028dc80d851",
     4: "a0e2ad1c1968a33a",
+    5: "8de013772043e249",
 }
 """What installed schemas record: a released migration file must never change."""
 
@@ -223,11 +224,11 @@ def test_released_migrations_are_unchanged() -> None:
         assert fingerprint(version) == recorded, f"migration {version} was edited"
 
 
-@pytest.mark.parametrize("written_at", [3, 4])
+@pytest.mark.parametrize("written_at", [3, 4, 5])
 async def test_a_conversation_written_by_an_older_conv_append_goes_on_after_migrating(
     pg: PgServer, bare: Installation, written_at: int
 ) -> None:
-    """Migrations 4 and 5 replace conv_append: a transcript written by an older function
+    """Migrations 4, 5 and 6 replace conv_append: a transcript written by an older function
     keeps its positions, counters, tail and metadata, and its ids stay idempotent."""
     import uuid
     from datetime import timedelta
