@@ -139,3 +139,47 @@ async def test_an_append_waits_for_a_takeover_in_flight_and_is_fenced_by_it(
             await takeover.close()
         rows = await conv.read_messages(key, P, start=0, limit=10)
         assert [m.id for m in rows] == ["x1"]
+
+
+async def test_a_state_save_waits_for_a_takeover_in_flight_and_is_fenced_by_it(
+    pg: PgServer,
+) -> None:
+    """Every write other than the append locks the header through ``lock_header``; a
+    fenced one judged while a takeover CAS is uncommitted waits for it and is fenced by
+    the new epoch (migration 7). Reading the epoch unlocked, it landed under the
+    takeover: the takeover had returned, and a write of the old epoch still landed."""
+    import asyncio
+
+    import asyncpg
+
+    key = _key()
+    schema = pg.installation.schema
+    async with PostgresStores(pg.url) as stores:
+        assert await stores.supervision.compare_and_swap(
+            key, P, None, SupervisionRow("running", "a", 1)
+        )
+        await stores.state.save(key, P, {"v": 1}, epoch=1)
+        takeover = await asyncpg.connect(pg.admin_url)
+        late: asyncio.Future[object] | None = None
+        try:
+            tx = takeover.transaction()
+            await tx.start()
+            await takeover.execute(
+                f'UPDATE "{schema}".supervision SET epoch = 2, message_id = $3'
+                " WHERE tenant = $1 AND session_id = $2",
+                key.tenant,
+                key.session_id,
+                "b",
+            )
+            late = asyncio.ensure_future(stores.state.save(key, P, {"v": 2}, epoch=1))
+            await asyncio.sleep(0.5)
+            assert not late.done(), "the save did not wait for the takeover in flight"
+            await tx.commit()
+            with pytest.raises(FencedError) as info:
+                await late
+            assert info.value.fence == 2
+        finally:
+            if late is not None and not late.done():
+                late.cancel()
+            await takeover.close()
+        assert (await stores.state.load(key, P)) == {"v": 1}

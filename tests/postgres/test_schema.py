@@ -214,6 +214,7 @@ RELEASED_FINGERPRINTS = {
     3: "809da028dc80d851",
     4: "a0e2ad1c1968a33a",
     5: "8de013772043e249",
+    6: "bd530f9ddf33edf6",
 }
 """What installed schemas record: a released migration file must never change."""
 
