@@ -1,15 +1,18 @@
 """Reading messages builds each :class:`StoredMessage` by setting its slots directly (the
 hot path of every read); the result must be the very message the dataclass's own
-constructor makes, field for field."""
+constructor makes, field for field. recent() merges the two speakers' slices here."""
 
 from __future__ import annotations
 
 import dataclasses
 from datetime import timedelta
 
+from hypothesis import given
+from hypothesis import strategies as st
+
 from agentstores.models import StoredMessage
 from agentstores.stores.kit import UNIX_EPOCH
-from agentstores_redis.conversations import _stored_many
+from agentstores_redis.conversations import _last_merged, _stored_many
 
 
 def _record(created_us: int, mid: str, body: bytes) -> bytes:
@@ -60,3 +63,19 @@ def test_decoded_messages_equal_constructed_ones() -> None:
 
 def test_an_empty_reply_decodes_to_no_messages() -> None:
     assert _stored_many([], []) == []
+
+
+@given(st.lists(st.booleans(), max_size=30), st.integers(min_value=1, max_value=40))
+def test_recent_merges_the_last_of_both_speakers(speakers: list[bool], limit: int) -> None:
+    """recent()'s merge of the two speakers' last ``limit`` (``ZRANGE -limit -1
+    WITHSCORES`` replies) is the last ``limit`` of all of them, in seq order."""
+    users = [seq for seq, is_user in enumerate(speakers) if is_user][-limit:]
+    assistants = [seq for seq, is_user in enumerate(speakers) if not is_user][-limit:]
+
+    def reply(seqs: list[int]) -> list[bytes]:
+        return [x for s in seqs for x in (b"record %d" % s, b"%d" % s)]
+
+    seqs, records = _last_merged(reply(users), reply(assistants), limit)
+    expected = sorted(users + assistants)[-limit:]
+    assert [int(s) for s in seqs] == expected
+    assert list(records) == [b"record %d" % s for s in expected]

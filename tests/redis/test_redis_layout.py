@@ -1,8 +1,7 @@
-"""Conversations written by the earlier transcript layouts (first every record in one hash
-by seq, the speakers' sets holding seqs; then each record once, in its role's set, with
-no set of the turns) read and write exactly as the same messages written by this
-version, whichever call touches them first; the first touch converts them once, keeping
-a temporary conversation's expiry."""
+"""Conversations written by the previous transcript layout (every record in one hash by
+seq, the speakers' sets holding seqs) read and write exactly as the same messages
+written by this version, whichever call touches them first; the first touch converts
+them once, keeping a temporary conversation's expiry."""
 
 from __future__ import annotations
 
@@ -26,14 +25,7 @@ PREVIOUS_APPEND = Script(
     (Path(__file__).parent / "previous_layout_append.lua").read_text("utf-8"),
     write=True,
 )
-"""The append script of the first layout: through today's call it writes that layout."""
-ROLE_SETS_APPEND = Script(
-    "conv_append_role_sets",
-    (Path(__file__).parent / "role_sets_layout_append.lua").read_text("utf-8"),
-    write=True,
-)
-"""The append script of the role-sets layout (the one before this)."""
-LAYOUTS = {"first": PREVIOUS_APPEND, "role sets": ROLE_SETS_APPEND}
+"""The append script of the previous layout: through today's call it writes that layout."""
 
 MESSAGES = [
     Message("s0", "system", "be brief"),
@@ -49,17 +41,11 @@ MESSAGES = [
 OWNER = "owner"
 
 
-@pytest.fixture(params=sorted(LAYOUTS))
-def layout(request: pytest.FixtureRequest) -> str:
-    """Each earlier layout."""
-    return str(request.param)
-
-
 @contextlib.contextmanager
-def previous_layout(layout: str) -> Iterator[None]:
-    """Appends made inside write the earlier ``layout``."""
+def previous_layout() -> Iterator[None]:
+    """Appends made inside write the previous layout."""
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(conversations, "CONV_APPEND", LAYOUTS[layout])
+        patch.setattr(conversations, "CONV_APPEND", PREVIOUS_APPEND)
         yield
 
 
@@ -99,12 +85,8 @@ async def _views(conv: ConversationStore, key: ConversationKey) -> dict[str, Any
 
 
 async def _legacy_keys(s: RedisStores, key: ConversationKey) -> int:
-    """1 while ``key`` holds an earlier layout: the first's hash, or no layout mark."""
     names = s.keys.conv(key)
-    if await s.client.command(names.header, "EXISTS", names.legacy_records):
-        return 1
-    mark = await s.client.command(names.header, "HGET", names.header, "layout")
-    return int(mark != b"3")
+    return int(await s.client.command(names.header, "EXISTS", names.legacy_records))
 
 
 FirstTouch = Callable[[RedisStores, ConversationKey], Awaitable[Any]]
@@ -126,11 +108,11 @@ FIRST_TOUCHES: dict[str, FirstTouch] = {
 
 
 @pytest.mark.parametrize("touch", sorted(FIRST_TOUCHES))
-async def test_reads_see_what_this_version_wrote(url: str, layout: str, touch: str) -> None:
+async def test_reads_see_what_this_version_wrote(url: str, touch: str) -> None:
     tenant = f"t-{uuid.uuid4().hex[:8]}"
     old, twin = ConversationKey(tenant, "old"), ConversationKey(tenant, "twin")
     async with RedisStores(url) as s:
-        with previous_layout(layout):
+        with previous_layout():
             await s.conversations.append_messages(old, OWNER, MESSAGES[:4], title="t")
             await s.conversations.append_messages(old, OWNER, MESSAGES[4:])
         await s.conversations.append_messages(twin, OWNER, MESSAGES[:4], title="t")
@@ -144,14 +126,13 @@ async def test_reads_see_what_this_version_wrote(url: str, layout: str, touch: s
             ]
         elif touch != "info":
             assert first == await FIRST_TOUCHES[touch](s, old), "a second read differs"
-            if layout == "first" or touch == "recent":  # the others read the role sets
-                assert await _legacy_keys(s, old) == 0, "the read did not convert"
+            assert await _legacy_keys(s, old) == 0, "the read did not convert"
         assert await _views(s.conversations, old) == await _views(s.conversations, twin)
         assert await _legacy_keys(s, old) == 0
         await s.purge()
 
 
-async def test_writes_convert_then_apply(url: str, layout: str) -> None:
+async def test_writes_convert_then_apply(url: str) -> None:
     tenant = f"t-{uuid.uuid4().hex[:8]}"
     async with RedisStores(url) as s:
         conv = s.conversations
@@ -161,7 +142,7 @@ async def test_writes_convert_then_apply(url: str, layout: str) -> None:
             if name.startswith("twin"):
                 await conv.append_messages(key, OWNER, MESSAGES)
             else:
-                with previous_layout(layout):
+                with previous_layout():
                     await conv.append_messages(key, OWNER, MESSAGES)
         for prefix in ("", "twin-"):
             appended, truncated = keys[prefix + "appended"], keys[prefix + "truncated"]
@@ -176,10 +157,10 @@ async def test_writes_convert_then_apply(url: str, layout: str) -> None:
         await s.purge()
 
 
-async def test_a_stranger_sees_nothing_and_converts_nothing_visible(url: str, layout: str) -> None:
+async def test_a_stranger_sees_nothing_and_converts_nothing_visible(url: str) -> None:
     key = ConversationKey(f"t-{uuid.uuid4().hex[:8]}", "old")
     async with RedisStores(url) as s:
-        with previous_layout(layout):
+        with previous_layout():
             await s.conversations.append_messages(key, OWNER, MESSAGES)
         assert await s.conversations.recent(key, "stranger", 5) == []
         assert await s.conversations.get_transcript(key, "stranger", index=0, speaker="user") == []
@@ -188,33 +169,26 @@ async def test_a_stranger_sees_nothing_and_converts_nothing_visible(url: str, la
         await s.purge()
 
 
-async def test_a_temporary_conversation_keeps_its_expiry(url: str, layout: str) -> None:
+async def test_a_temporary_conversation_keeps_its_expiry(url: str) -> None:
     key = ConversationKey(f"t-{uuid.uuid4().hex[:8]}", "old")
     async with RedisStores(url) as s:
         names = s.keys.conv(key)
         expires = await s.now() + timedelta(hours=2)
-        with previous_layout(layout):
+        with previous_layout():
             await s.conversations.append_messages(key, OWNER, MESSAGES, expires_at=expires)
-        deadline = await s.client.command(names.header, "PEXPIRETIME", names.meta)
+        deadline = await s.client.command(names.header, "PEXPIRETIME", names.legacy_records)
         assert deadline > 0
         await s.conversations.recent(key, OWNER, 3)
         assert await _legacy_keys(s, key) == 0
-        for records in (
-            names.user_records,
-            names.assistant_records,
-            names.other_records,
-            names.turn_records,
-        ):
+        for records in (names.user_records, names.assistant_records, names.other_records):
             assert await s.client.command(names.header, "PEXPIRETIME", records) == deadline
         await s.purge()
 
 
-async def test_erasing_an_unconverted_conversation_leaves_only_its_tombstone(
-    url: str, layout: str
-) -> None:
+async def test_erasing_an_unconverted_conversation_leaves_only_its_tombstone(url: str) -> None:
     key = ConversationKey(f"t-{uuid.uuid4().hex[:8]}", "old")
     async with RedisStores(url) as s:
-        with previous_layout(layout):
+        with previous_layout():
             await s.conversations.append_messages(key, OWNER, MESSAGES)
         assert await s.conversations.delete(key, OWNER)
         names = s.keys.conv(key)
@@ -245,7 +219,6 @@ async def test_every_transcript_key_of_a_temporary_conversation_expires_with_it(
             names.assistant_records,
             names.other_records,
             names.compaction_seqs,
-            names.turn_records,
         ):
             assert await s.client.command(names.header, "PEXPIRETIME", part) == deadline, part
         await s.purge()

@@ -9,12 +9,10 @@ alternating rounds, at each transcript length.
   ``json.loads`` as that session does (no check at all);
 - ``first-user``: ``get_transcript(index=0, speaker="user")`` through the store;
 - ``append`` and ``append-previous``: one message appended by this version's script and
-  by the previous layout's, the role sets' (``tests/redis/role_sets_layout_append.lua``:
-  each record once, no turns' set; through the same call), each on its own
-  conversation of the same length;
-- last, once each: the first read of a conversation of that length written by each
-  earlier layout, which converts it (the conversion script's server time beside the
-  call's).
+  by the previous layout's (``tests/redis/previous_layout_append.lua``, through the same
+  call), each on its own conversation of the same length;
+- last, once: the first read of a conversation of that length written by the previous
+  layout, which converts it (the conversion script's server time beside the call's).
 
 Each line gives the p50 per round, the median of those, the client process's CPU per
 call and the server's own time per call (``INFO commandstats`` over each round's timed
@@ -49,13 +47,7 @@ PREVIOUS_APPEND = Script(
     (Path(__file__).parents[2] / "redis" / "previous_layout_append.lua").read_text("utf-8"),
     write=True,
 )
-"""The first layout's append script, which the tests write that layout with."""
-ROLE_SETS_APPEND = Script(
-    "conv_append_role_sets",
-    (Path(__file__).parents[2] / "redis" / "role_sets_layout_append.lua").read_text("utf-8"),
-    write=True,
-)
-"""The role-sets layout's (the one before the turns' set)."""
+"""The previous layout's append script, which the tests write that layout with."""
 
 Case = Callable[[], Awaitable[object]]
 
@@ -90,7 +82,7 @@ async def _server_us(raw: Any) -> tuple[float, float]:
 async def _at_length(url: str, length: int, rounds: int, calls: int) -> None:
     import redis.asyncio as aioredis
 
-    previous = ROLE_SETS_APPEND
+    previous = PREVIOUS_APPEND
     stores = create_stores(url)
     await stores.open()
     raw = aioredis.from_url(url)
@@ -111,9 +103,10 @@ async def _at_length(url: str, length: int, rounds: int, calls: int) -> None:
     names = conv._key_names(keys["c"])  # type: ignore[attr-defined]
     client = conv.ctx.client  # type: ignore[attr-defined]
     transaction = [
-        ("HMGET", names.header, "owner", "erased_at", "drop_at", f"shared:{who}", "layout"),
+        ("HMGET", names.header, "owner", "erased_at", "drop_at", f"shared:{who}"),
         ("TIME",),
-        ("ZRANGE", names.turn_records, -20, -1, "WITHSCORES"),
+        ("ZRANGE", names.user_records, -20, -1, "WITHSCORES"),
+        ("ZRANGE", names.assistant_records, -20, -1, "WITHSCORES"),
     ]
     counter = [10_000_000]
 
@@ -159,21 +152,18 @@ async def _at_length(url: str, length: int, rounds: int, calls: int) -> None:
             medians[name].append(p50)
             cpus[name].append(cpu)
     server = {name: statistics.median(values) for name, values in servers.items()}
-    # one conversation of each earlier layout, converted by its first read
-    converted: dict[str, tuple[float, float]] = {}
-    for layout, script in (("first layout", PREVIOUS_APPEND), ("role sets", ROLE_SETS_APPEND)):
-        unconverted = ConversationKey("reads", f"unconverted {layout}")
-        conversations.CONV_APPEND = script
-        for start in range(0, length, 1000):
-            batch = [_message(n) for n in range(start, min(length, start + 1000))]
-            await conv.append_messages(unconverted, who, batch)
-        conversations.CONV_APPEND = current
-        await raw.config_resetstat()
-        began = time.perf_counter()
-        await conv.recent(unconverted, who, 20)
-        converted_ms = (time.perf_counter() - began) * 1e3
-        _total, upgrade_us = await _server_us(raw)
-        converted[layout] = (converted_ms, upgrade_us)
+    # one conversation of the previous layout, converted by its first read
+    unconverted = ConversationKey("reads", "unconverted")
+    conversations.CONV_APPEND = previous
+    for start in range(0, length, 1000):
+        batch = [_message(n) for n in range(start, min(length, start + 1000))]
+        await conv.append_messages(unconverted, who, batch)
+    conversations.CONV_APPEND = current
+    await raw.config_resetstat()
+    began = time.perf_counter()
+    await conv.recent(unconverted, who, 20)
+    converted_ms = (time.perf_counter() - began) * 1e3
+    _total, upgrade_us = await _server_us(raw)
     await raw.aclose()
     await stores.close()
     print(f"at {length:,} messages, p50 ms per round ({rounds} rounds of {calls} calls):")
@@ -184,11 +174,10 @@ async def _at_length(url: str, length: int, rounds: int, calls: int) -> None:
             f" {statistics.median(cpus[name]):5.1f} µs   server {server[name]:5.1f} µs"
             f"   rounds {rounds_text}"
         )
-    for layout, (converted_ms, upgrade_us) in converted.items():
-        print(
-            f"  converting the {layout} (first read): {converted_ms:.1f} ms,"
-            f" {upgrade_us / 1e3:.1f} ms of it the conversion script on the server"
-        )
+    print(
+        f"  converting the previous layout (first read): {converted_ms:.1f} ms,"
+        f" {upgrade_us / 1e3:.1f} ms of it the conversion script on the server"
+    )
     for a, b, extra in (("recent", "lrange", ()), ("append", "append-previous", ("script",))):
         shown = {"p50": medians, "server time": servers, "script": scripts}
         for what in ("p50", "server time", *extra):

@@ -3,15 +3,14 @@
 The transcript's layout keeps every per-message operation independent of its length:
 ``message_ids`` (message id -> seq) makes appends idempotent; the records are partitioned
 by role into ``user_records``, ``assistant_records`` and ``other_records``, sorted sets
-scored by seq, so a message by seq and a speaker's k-th message are O(log n) slices;
-``turn_records`` holds the user and assistant records again in one set, so the recent
-turns are one slice; ``by_time`` (created_at, seq) maps a time range to a seq range,
+scored by seq, so a message by seq, a speaker's k-th message and the recent turns are
+O(log n) slices; ``by_time`` (created_at, seq) maps a time range to a seq range,
 ``compaction_seqs`` finds the latest compaction.
 
 The hot reads (recent turns, a speaker's k-th message) are one ``MULTI``/``EXEC`` of plain
 reads: the header fields the read rule needs, the server clock and the slices, one
 atomic snapshot in one round trip, the rule applied here (:func:`_visible`). The other
-reads are read-only scripts. A conversation still holding an earlier layout (see
+reads are read-only scripts. A conversation still holding the previous layout (see
 ``scripts/include/legacy_layout.lua``) is converted by ``conv_upgrade`` when a read finds
 it, then read again.
 
@@ -370,20 +369,13 @@ class RedisConversationStore(RedisStoreBase, ConversationStore):
     # --- reads ----------------------------------------------------------------------
 
     async def _visible(
-        self,
-        names: ConvKeys,
-        principal: str,
-        reads: Sequence[tuple[EncodableT, ...]],
-        *,
-        marked: bool = False,
+        self, names: ConvKeys, principal: str, reads: Sequence[tuple[EncodableT, ...]]
     ) -> list[Any] | None:
         """The replies of the plain ``reads``, in one ``MULTI``/``EXEC`` behind the header
         fields and the server clock that decide whether ``principal`` may read (the
         scripts' ``can_read``: an owner, not erased, before a temporary conversation's
         drop deadline, and the principal its owner or shared with); None when not, which
-        the caller answers exactly as an absent conversation. ``marked``: reads that need
-        this layout's mark (the turns' set) get :data:`_UNMARKED` when the conversation
-        holds an earlier layout."""
+        the caller answers exactly as an absent conversation."""
         header, clock, *replies = await self.ctx.client.transaction(
             names.header,
             [
@@ -394,25 +386,22 @@ class RedisConversationStore(RedisStoreBase, ConversationStore):
                     "erased_at",
                     "drop_at",
                     "shared:" + principal,
-                    "layout",
                 ),
                 _TIME,
                 *reads,
             ],
         )
-        owner, erased_at, drop_at, shared, layout = header
+        owner, erased_at, drop_at, shared = header
         if owner is None or erased_at is not None:
             return None
         if drop_at is not None and int(drop_at) <= int(clock[0]) * 1_000_000 + int(clock[1]):
             return None
         if shared is None and owner != principal.encode():
             return None
-        if marked and layout != _LAYOUT:
-            return _UNMARKED
         return replies
 
     async def _upgrade(self, names: ConvKeys) -> None:
-        """Convert a conversation a read found in an earlier layout (idempotent: a lost
+        """Convert a conversation a read found in the previous layout (idempotent: a lost
         reply is settled by reading again)."""
         with contextlib.suppress(Uncertain, NotDurable):
             await self.ctx.client.write(CONV_UPGRADE, names.all, ())
@@ -505,19 +494,22 @@ class RedisConversationStore(RedisStoreBase, ConversationStore):
     async def _recent(
         self, key: ConversationKey, principal: str, limit: int
     ) -> list[StoredMessage]:
-        """The last ``limit`` user/assistant messages: the last ``limit`` of the turns'
-        sorted set, in one atomic snapshot with the read rule."""
+        """The last ``limit`` user/assistant messages: the last ``limit`` of each speaker's
+        sorted set, merged by seq here, in one atomic snapshot with the read rule."""
         names = self._key_names(key)
-        reads = [("ZRANGE", names.turn_records, -limit, -1, "WITHSCORES")]
+        reads: list[tuple[EncodableT, ...]] = [
+            ("ZRANGE", names.user_records, -limit, -1, "WITHSCORES"),
+            ("ZRANGE", names.assistant_records, -limit, -1, "WITHSCORES"),
+        ]
         for _attempt in range(2):
-            replies = await self._visible(names, principal, reads, marked=True)
+            replies = await self._visible(names, principal, reads)
             if replies is None:
                 return []
-            if replies is _UNMARKED:
-                await self._upgrade(names)  # an earlier layout: convert, read again
+            users, assistants = replies
+            if (users and b"|" not in users[0]) or (assistants and b"|" not in assistants[0]):
+                await self._upgrade(names)  # previous-layout seqs: convert, read again
                 continue
-            rows = replies[0]
-            return _stored_many(rows[1::2], rows[0::2])
+            return _stored_many(*_last_merged(users, assistants, limit))
         raise RuntimeError("the conversation was not converted")
 
     async def _history(self, key: ConversationKey, principal: str) -> list[StoredMessage]:
@@ -562,11 +554,6 @@ class RedisConversationStore(RedisStoreBase, ConversationStore):
 
 
 _TIME: tuple[EncodableT, ...] = ("TIME",)
-_LAYOUT = b"3"
-"""The header's ``layout`` once a conversation holds this layout (``legacy_layout.lua``)."""
-_UNMARKED: list[Any] = []
-""":meth:`RedisConversationStore._visible`'s answer for a conversation of an earlier
-layout, to reads that need this one's."""
 _LEGACY = [b"legacy"]
 """A read script's reply for a conversation still in the previous layout."""
 
@@ -575,6 +562,36 @@ def _transcript_message(position: bytes | int, record: bytes) -> TranscriptMessa
     created, mid, body = _split(record)
     role, content, _metadata, _compaction = json.loads(body)
     return TranscriptMessage(int(position), role, content, mid, _moment(created))
+
+
+def _last_merged(
+    users: list[bytes], assistants: list[bytes], limit: int
+) -> tuple[Sequence[bytes | int], Sequence[bytes]]:
+    """``(seqs, records)``, ascending, of the last ``limit`` of two ``ZRANGE ...
+    WITHSCORES`` replies (each ascending by seq, a seq in only one of them), merged from
+    their ends."""
+    if not assistants or not users:  # one speaker: already the last ``limit``
+        rows = users or assistants
+        return rows[1::2], rows[0::2]
+    u_seqs, a_seqs = users[1::2], assistants[1::2]
+    i, j = len(u_seqs), len(a_seqs)
+    u, a = int(u_seqs[-1]), int(a_seqs[-1])
+    seqs: list[int] = []
+    records: list[bytes] = []
+    for _ in range(min(limit, i + j)):
+        if u > a:
+            i -= 1
+            seqs.append(u)
+            records.append(users[2 * i])
+            u = int(u_seqs[i - 1]) if i else -1
+        else:
+            j -= 1
+            seqs.append(a)
+            records.append(assistants[2 * j])
+            a = int(a_seqs[j - 1]) if j else -1
+    seqs.reverse()
+    records.reverse()
+    return seqs, records
 
 
 def _no_message(key: ConversationKey, message_id: str) -> Exception:

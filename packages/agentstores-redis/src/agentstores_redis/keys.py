@@ -9,18 +9,15 @@ Layout (``P`` is the key prefix, ``D`` the conversation's ``ConversationKey.dige
     P:{D}:m      conversation metadata        P:{D}:ids   message id -> seq
     P:{D}:u      user message records         P:{D}:a     assistant message records
     P:{D}:o      every other role's records   P:{D}:t     time index (created_at, seq)
-    P:{D}:cp     compaction messages by seq   P:{D}:msg   the first layout's records
-    P:{D}:r      the turns: user and assistant records again, in one set
+    P:{D}:cp     compaction messages by seq   P:{D}:msg   the previous layout's records
 
     P:ix:{sha(tenant, owner)}       an owner's conversations in a tenant, by updated_at
     P:sw:{sN}:idle / :exp / :own    sweeper indexes, sharded N = 0..15
 
 The records of a transcript are partitioned by role into three sorted sets scored by
-seq, so a speaker's k-th message is a plain ``ZRANGE`` slice; ``r`` holds the user and
-assistant records a second time, in one set scored by seq, so the recent turns are one
-slice too. Two earlier layouts are converted on first touch: the role sets without
-``r`` (the header has no ``layout`` field), and before them ``msg`` (seq -> record,
-with ``u``/``a`` holding only seqs).
+seq (each record stored once), so the recent turns and a speaker's k-th message are
+plain ``ZRANGE`` slices. ``msg`` (seq -> record, with ``u``/``a`` holding only seqs) is
+the layout before that: a conversation still holding it is converted on first touch.
 
 Names are built only from hex digests and a validated prefix: raw ids never appear in
 a key name (they appear only as members and field names, which are binary-safe).
@@ -54,7 +51,6 @@ CONV_PARTS: tuple[tuple[str, str], ...] = (
     ("assistant_records", "a"),
     ("compaction_seqs", "cp"),
     ("other_records", "o"),
-    ("turn_records", "r"),
 )
 """``(attribute, key name suffix)`` of every key of one conversation, in the order
 scripts receive them when they need all of them."""
@@ -89,7 +85,6 @@ class ConvKeys:
     assistant_records: str
     compaction_seqs: str
     other_records: str
-    turn_records: str
 
     @property
     def all(self) -> list[str]:

@@ -39,7 +39,7 @@ if md_n > 0 then
   local too_big = md_refusal(md_first, md_n, md_max)
   if too_big then return too_big end
 end
-upgrade_layout(hd)
+upgrade_layout()
 local count = tonumber(stored[2] or '0')
 local created = now
 if stored[3] and tonumber(stored[3]) > created then created = tonumber(stored[3]) end

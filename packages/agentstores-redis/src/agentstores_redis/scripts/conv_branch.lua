@@ -1,8 +1,6 @@
 #!lua
 --! include header.lua
---! include messages.lua
 --! include conversation_keys.lua
---! include legacy_layout.lua
 -- Create a branch: a new conversation holding the given messages, owned by the caller.
 -- KEYS: every key of the new conversation. ARGV: nonce, principal, tenant, session_id,
 -- title ('' none, '=<title>'), message count, then per message: id, role, compaction
@@ -23,5 +21,5 @@ if title ~= '' then fields[#fields + 1] = 'title'; fields[#fields + 1] = string.
 redis.call('HSET', meta, unpack(fields))
 md_apply(8 + 4 * n, tonumber(ARGV[7 + 4 * n]))
 redis.call('HSET', h, 'owner', principal, 'tenant', tenant, 'session_id', session_id,
-  'last_write', nonce, 'last_result', fmt(now), 'layout', LAYOUT)
+  'last_write', nonce, 'last_result', fmt(now))
 return {'ok', fmt(now)}

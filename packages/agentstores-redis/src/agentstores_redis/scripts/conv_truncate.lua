@@ -14,7 +14,7 @@ local refusal = judge_existing(hd, now, principal, epoch)
 if refusal then return refusal end
 local seq = redis.call('HGET', message_ids, message_id)
 if not seq then return {'no_message'} end
-upgrade_layout(hd)
+upgrade_layout()
 seq = tonumber(seq)
 local cut = seq
 if #redis.call('ZRANGE', user_records, fmt(seq), fmt(seq), 'BYSCORE') == 0 then cut = seq + 1 end
@@ -28,7 +28,6 @@ if cut < count then
     end
     redis.call('ZREMRANGEBYSCORE', z, fmt(cut), '+inf')
   end
-  redis.call('ZREMRANGEBYSCORE', turn_records, fmt(cut), '+inf')
   for s = cut, count - 1 do redis.call('ZREM', by_time, pad(s)) end
   redis.call('ZREMRANGEBYSCORE', compaction_seqs, fmt(cut), '+inf')
   removed = count - cut

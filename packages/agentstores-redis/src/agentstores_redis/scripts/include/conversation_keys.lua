@@ -4,22 +4,19 @@
 -- created_at, updated_at, status (last turn status), title, expires_at, and per name of
 -- the conversation metadata 'md:<name>' holding its value's canonical JSON.
 -- The records (see messages.lua) are in user_records, assistant_records and
--- other_records, by role, scored by seq; turn_records holds the user and assistant
--- records a second time, in one set scored by seq (the recent turns are its last ones).
--- legacy_records and a header without the layout mark are earlier layouts'
+-- other_records, by role, scored by seq; legacy_records is the previous layout's
 -- (legacy_layout.lua).
 local h, meta, message_ids, legacy_records = KEYS[1], KEYS[6], KEYS[7], KEYS[8]
 local by_time, user_records, assistant_records, compaction_seqs = KEYS[9], KEYS[10],
   KEYS[11], KEYS[12]
-local other_records, turn_records = KEYS[13], KEYS[14]
--- the role sets: each record is in exactly one of them
+local other_records = KEYS[13]
 local RECORDS = {user_records, assistant_records, other_records}
 -- every key but the header
 local DATA = {KEYS[2], KEYS[3], KEYS[4], KEYS[5], meta, message_ids, legacy_records, by_time,
-  user_records, assistant_records, compaction_seqs, other_records, turn_records}
+  user_records, assistant_records, compaction_seqs, other_records}
 -- the keys of the transcript
 local TRANSCRIPT = {meta, message_ids, legacy_records, by_time, user_records,
-  assistant_records, compaction_seqs, other_records, turn_records}
+  assistant_records, compaction_seqs, other_records}
 -- the sorted set holding the records of a role
 local function records_of(role)
   if role == 'user' then return user_records end
@@ -28,10 +25,8 @@ local function records_of(role)
 end
 local function add_message(seq, created, id, role, compaction, body)
   local s = fmt(seq)
-  local record = fmt(created) .. '|' .. #id .. '|' .. id .. body
   redis.call('HSET', message_ids, id, s)
-  redis.call('ZADD', records_of(role), s, record)
-  if role == 'user' or role == 'assistant' then redis.call('ZADD', turn_records, s, record) end
+  redis.call('ZADD', records_of(role), s, fmt(created) .. '|' .. #id .. '|' .. id .. body)
   redis.call('ZADD', by_time, fmt(created), pad(seq))
   if compaction == '1' then redis.call('ZADD', compaction_seqs, s, s) end
 end

@@ -10,7 +10,6 @@
 --   tenant, session_id       the raw conversation key (key names hold only its digest)
 --   last_write, last_result  nonce and result of the last write, for reconciling a reply
 --                            lost with its connection
---   layout                   the transcript's layout (legacy_layout.lua), once written
 local function now_us()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000000 + tonumber(t[2])
@@ -28,9 +27,8 @@ local function decimal_lt(a, b)
   return false
 end
 local function read_header(h)
-  local v = redis.call('HMGET', h, 'owner', 'fence', 'erased_at', 'drop_at', 'layout')
-  return {key = h, owner = v[1], fence = v[2] or '0', erased_at = v[3], drop_at = v[4],
-    layout = v[5]}
+  local v = redis.call('HMGET', h, 'owner', 'fence', 'erased_at', 'drop_at')
+  return {key = h, owner = v[1], fence = v[2] or '0', erased_at = v[3], drop_at = v[4]}
 end
 -- whether anything was ever written under the key (a tombstone counts)
 local function header_exists(hd) return (hd.owner ~= false) or (hd.erased_at ~= false) end

@@ -1,19 +1,15 @@
--- The earlier layouts. The first: every record in legacy_records (a hash, seq -> record),
--- and user_records / assistant_records holding only the seqs of their role. The second
--- (the role sets): each record once, in its role's sorted set, no turn_records. The
--- header's 'layout' field is LAYOUT once a conversation holds this layout; a
--- conversation written by an earlier version is converted in place, once: by the first
--- write that touches its transcript (append, truncate), or by conv_upgrade when a read
--- finds it (the read scripts, which use only the role sets, reply 'legacy' for the first
--- layout; the recent turns' plain read checks the mark). What a reader sees does not
--- change. Reads never convert (they cannot write).
-local LAYOUT = '3'
+-- The previous layout: every record in legacy_records (a hash, seq -> record), and
+-- user_records / assistant_records holding only the seqs of their role. A conversation
+-- written by that version is converted in place, once: by the first write that touches
+-- its transcript (append, truncate), or by conv_upgrade when a read finds it. Each record
+-- moves into its role's sorted set, scored by its seq, and the hash goes; what a reader
+-- sees does not change. Reads never convert (they cannot write): they reply 'legacy'.
 
--- whether the conversation still holds the first layout
+-- whether the conversation still holds the previous layout
 local function is_legacy() return redis.call('EXISTS', legacy_records) == 1 end
--- the first layout's records into the role sets (a no-op on a later layout)
-local function upgrade_first_layout()
-  if not is_legacy() then return end
+-- convert it (a no-op on the current layout); returns whether anything was converted
+local function upgrade_layout()
+  if not is_legacy() then return false end
   -- a member without '|' is a previous seq (a record always holds one)
   for _, z in ipairs({user_records, assistant_records}) do
     local seqs = {}
@@ -41,16 +37,5 @@ local function upgrade_first_layout()
   redis.call('DEL', legacy_records)
   -- a temporary conversation's new keys vanish with it, as the old ones would have
   expire_with_header(read_header(h), RECORDS)
-end
--- convert a conversation of an earlier layout (the header hd without the mark) and mark
--- it; a conversation about to be created is only marked. Returns whether anything was
--- converted or marked.
-local function upgrade_layout(hd)
-  if hd.layout == LAYOUT then return false end
-  upgrade_first_layout()
-  redis.call('ZUNIONSTORE', turn_records, 2, user_records, assistant_records)
-  redis.call('HSET', h, 'layout', LAYOUT)
-  hd.layout = LAYOUT
-  expire_with_header(hd, {turn_records})
   return true
 end
