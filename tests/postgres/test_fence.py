@@ -3,8 +3,11 @@ copy on the supervision row so that a CAS reads and writes that row alone."""
 
 from __future__ import annotations
 
+import asyncio
 import uuid
+from collections.abc import Awaitable, Callable
 
+import asyncpg
 import pytest
 
 from agentstores.errors import FencedError, NotOwnedError, StaleWriteError
@@ -87,6 +90,37 @@ async def test_refusals_carry_what_the_write_carried_and_what_refused_it(pg: PgS
         assert stranger.value.key == key
 
 
+async def _fenced_by_a_takeover_in_flight(
+    pg: PgServer, key: ConversationKey, write: Callable[[], Awaitable[object]]
+) -> None:
+    """Start a takeover of ``key`` to epoch 2 shaped like the CAS (the supervision row
+    alone, no header lock) and leave it uncommitted; start ``write`` (of epoch 1), check
+    it waits, commit the takeover, and check the write is fenced by epoch 2."""
+    takeover = await asyncpg.connect(pg.admin_url)
+    late: asyncio.Future[object] | None = None
+    try:
+        tx = takeover.transaction()
+        await tx.start()
+        await takeover.execute(
+            f'UPDATE "{pg.installation.schema}".supervision SET epoch = 2, message_id = $3'
+            " WHERE tenant = $1 AND session_id = $2",
+            key.tenant,
+            key.session_id,
+            "b",
+        )
+        late = asyncio.ensure_future(write())
+        await asyncio.sleep(0.5)
+        assert not late.done(), "the write did not wait for the takeover in flight"
+        await tx.commit()
+        with pytest.raises(FencedError) as info:
+            await late
+        assert info.value.fence == 2
+    finally:
+        if late is not None and not late.done():
+            late.cancel()
+        await takeover.close()
+
+
 @pytest.mark.parametrize(
     "batch",
     [
@@ -100,43 +134,20 @@ async def test_an_append_waits_for_a_takeover_in_flight_and_is_fenced_by_it(
 ) -> None:
     """The takeover CAS updates the supervision row alone (no header lock). An append
     judged against the epoch while that CAS is uncommitted waits for it and is fenced by
-    the new epoch; reading the epoch unlocked, it landed under the takeover."""
-    import asyncio
-
-    import asyncpg
-
+    the new epoch (migration 6); reading the epoch unlocked, it landed under the
+    takeover."""
     key = _key()
-    schema = pg.installation.schema
     async with PostgresStores(pg.url) as stores:
         conv = stores.conversations
         assert await stores.supervision.compare_and_swap(
             key, P, None, SupervisionRow("running", "a", 1)
         )
         await conv.append_messages(key, P, [Message("x1", "tool", "t")], epoch=1)
-        takeover = await asyncpg.connect(pg.admin_url)
-        try:
-            tx = takeover.transaction()
-            await tx.start()
-            await takeover.execute(
-                f'UPDATE "{schema}".supervision SET epoch = 2, message_id = $3'
-                " WHERE tenant = $1 AND session_id = $2",
-                key.tenant,
-                key.session_id,
-                "b",
-            )
-            late = asyncio.ensure_future(
-                conv.append_messages(key, P, batch, expected_last_message_id="x1", epoch=1)
-            )
-            await asyncio.sleep(0.5)
-            assert not late.done(), "the append did not wait for the takeover in flight"
-            await tx.commit()
-            with pytest.raises(FencedError) as info:
-                await late
-            assert info.value.fence == 2
-        finally:
-            if "late" in locals() and not late.done():
-                late.cancel()
-            await takeover.close()
+        await _fenced_by_a_takeover_in_flight(
+            pg,
+            key,
+            lambda: conv.append_messages(key, P, batch, expected_last_message_id="x1", epoch=1),
+        )
         rows = await conv.read_messages(key, P, start=0, limit=10)
         assert [m.id for m in rows] == ["x1"]
 
@@ -148,38 +159,13 @@ async def test_a_state_save_waits_for_a_takeover_in_flight_and_is_fenced_by_it(
     fenced one judged while a takeover CAS is uncommitted waits for it and is fenced by
     the new epoch (migration 7). Reading the epoch unlocked, it landed under the
     takeover: the takeover had returned, and a write of the old epoch still landed."""
-    import asyncio
-
-    import asyncpg
-
     key = _key()
-    schema = pg.installation.schema
     async with PostgresStores(pg.url) as stores:
         assert await stores.supervision.compare_and_swap(
             key, P, None, SupervisionRow("running", "a", 1)
         )
         await stores.state.save(key, P, {"v": 1}, epoch=1)
-        takeover = await asyncpg.connect(pg.admin_url)
-        late: asyncio.Future[object] | None = None
-        try:
-            tx = takeover.transaction()
-            await tx.start()
-            await takeover.execute(
-                f'UPDATE "{schema}".supervision SET epoch = 2, message_id = $3'
-                " WHERE tenant = $1 AND session_id = $2",
-                key.tenant,
-                key.session_id,
-                "b",
-            )
-            late = asyncio.ensure_future(stores.state.save(key, P, {"v": 2}, epoch=1))
-            await asyncio.sleep(0.5)
-            assert not late.done(), "the save did not wait for the takeover in flight"
-            await tx.commit()
-            with pytest.raises(FencedError) as info:
-                await late
-            assert info.value.fence == 2
-        finally:
-            if late is not None and not late.done():
-                late.cancel()
-            await takeover.close()
+        await _fenced_by_a_takeover_in_flight(
+            pg, key, lambda: stores.state.save(key, P, {"v": 2}, epoch=1)
+        )
         assert (await stores.state.load(key, P)) == {"v": 1}
