@@ -62,15 +62,10 @@ class SupervisionStore(StoreBase, ABC):
         expected_epoch = check_epoch(expected_epoch)
         if not isinstance(row, SupervisionRow):
             raise UsageError(f"row must be a SupervisionRow, got {type(row).__name__}")
-        # translating_errors spelled out: this is every lease's heartbeat and takeover,
-        # and the context manager's two coroutines cost more than the checks above.
-        try:
+        # Through translating_errors, never spelled out: an adapter's edge may do more
+        # than translate (MongoDB's raises again a cancellation its driver swallowed).
+        async with self.translating_errors("supervision.compare_and_swap", key):
             return await self._compare_and_swap(key, principal, expected_epoch, row)
-        except Exception as exc:
-            translated = self.translated(exc, "supervision.compare_and_swap", key)
-            if translated is None:
-                raise
-            raise translated from exc
 
     async def compare_and_swap_many(self, swaps: Sequence[Swap]) -> list[SwapOutcome]:
         """Do every swap of ``swaps``, each its own :meth:`compare_and_swap`, in one call.
