@@ -106,7 +106,7 @@ _STORED = "SELECT m.message_id, m.role, m.content, m.metadata, m.compaction, m.s
 _RECENT = f"""{_STORED} {_FROM_VISIBLE}
    AND m.turn_pos >= (SELECT x.turn_count - $4 FROM __S__.conversations x
                        WHERE x.tenant = $1 AND x.session_id = $2)
- ORDER BY m.turn_pos"""
+ ORDER BY m.turn_pos LIMIT $4"""
 _HISTORY = f"""{_STORED} {_FROM_VISIBLE}
    AND m.seq >= coalesce((SELECT max(x.seq) FROM __S__.messages x
                            WHERE x.tenant = $1 AND x.session_id = $2 AND x.compaction), 0)
