@@ -52,15 +52,10 @@ class StoreBase:
     ) -> AgentStoresError | None:
         """What :meth:`translating_errors` raises for ``exc`` (a driver error, typed, with
         its context), or None when ``exc`` propagates unchanged (typed already, or not
-        known to :meth:`translate_error`). For a hot path's ``except Exception`` in
-        place of the ``async with``::
-
-            except Exception as exc:
-                translated = self.translated(exc, "store.call", key)
-                if translated is None:
-                    raise
-                raise translated from exc
-        """
+        known to :meth:`translate_error`). Core's calls go through
+        :meth:`translating_errors`, never around it: an adapter may override that edge to
+        do more than translate (MongoDB's raises again a cancellation its driver
+        swallowed)."""
         if isinstance(exc, AgentStoresError):
             return None
         translated = self.translate_error(exc)
