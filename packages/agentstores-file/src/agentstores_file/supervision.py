@@ -291,11 +291,9 @@ class FileSupervisionStore(FileStoreBase, SupervisionStore):
         """The typed error a row's failure becomes (anything untyped is a bug: raised)."""
         if isinstance(exc, AgentStoresError):
             return exc
-        err = self.translate_error(exc)
+        err = self.translated(exc, "supervision.compare_and_swap_many", sw.key)
         if err is None:
             raise exc
-        err.context.setdefault("operation", "supervision.compare_and_swap_many")
-        err.context.setdefault("key", sw.key)
         err.__cause__ = exc
         return err
 
