@@ -246,13 +246,31 @@ async def test_time_range_reads_only_the_range(corpus: Corpus, admin: asyncpg.Co
     assert await _buffers(admin, text, args) <= 40
 
 
-async def test_history_starts_at_the_compaction(corpus: Corpus, admin: asyncpg.Connection) -> None:
+async def _check_history(corpus: Corpus, admin: asyncpg.Connection) -> int:
+    """History's plan (by index, generic or not) and rows; the number of rows."""
     sql = corpus.sql(conv_sql._HISTORY)
     for generic in (False, True):
         plan = await _plan(admin, sql, (corpus.long.tenant, corpus.long.session_id, P), generic)
-        assert _message_indexes(plan) == {"messages_seq", "messages_compaction"}
+        try:
+            used = _message_indexes(plan)
+        except AssertionError as exc:
+            raise AssertionError(f"history, generic plan {generic}: {exc}\n{plan}") from exc
+        assert used == {"messages_seq", "messages_compaction"}
     rows = await admin.fetch(sql, corpus.long.tenant, corpus.long.session_id, P)
-    assert len(rows) == BATCH // 2 and rows[0]["compaction"]
+    count = await admin.fetchval(
+        corpus.sql(
+            "SELECT message_count FROM __S__.conversations WHERE tenant = $1 AND session_id = $2"
+        ),
+        corpus.long.tenant,
+        corpus.long.session_id,
+    )
+    assert [r["seq"] for r in rows] == list(range(rows[0]["seq"], count))
+    assert rows[0]["compaction"] and not any(r["compaction"] for r in rows[1:])
+    return len(rows)
+
+
+async def test_history_starts_at_the_compaction(corpus: Corpus, admin: asyncpg.Connection) -> None:
+    assert await _check_history(corpus, admin) == BATCH // 2
 
 
 async def test_append_costs_the_same_at_100k(corpus: Corpus, admin: asyncpg.Connection) -> None:
@@ -340,7 +358,8 @@ async def test_supervision_listing_and_sweeper_plans(
 async def test_reads_stay_put_once_statistics_are_true(
     corpus: Corpus, admin: asyncpg.Connection
 ) -> None:
-    """Last in the module: ANALYZE (what autovacuum would do), then every read again.
+    """Last in the module: ANALYZE (what autovacuum would do, at a moment no test picks),
+    then every read again.
     Every row is sampled, so the statistics are the true ones on every run (the default
     sample of 30,000 rows varies from run to run, and a generic plan on a sampled
     estimate of the conversations' count flipped to a parallel scan now and then)."""
@@ -352,3 +371,4 @@ async def test_reads_stay_put_once_statistics_are_true(
         await admin.execute("RESET default_statistics_target")
     for name, sql, extra, indexes in READS:
         await _check_read(corpus, admin, name, sql, extra, indexes)
+    await _check_history(corpus, admin)

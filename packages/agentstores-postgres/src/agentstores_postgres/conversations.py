@@ -103,6 +103,12 @@ def _transcript_sql(speaker: str, mode: str) -> str:
 
 
 _STORED = "SELECT m.message_id, m.role, m.content, m.metadata, m.compaction, m.seq, m.created_at"
+# History's lower bound (the last compaction) and recent's (the turn count less n) come
+# from rows read at run time, so the planner guesses a third of the conversation. Each
+# carries a LIMIT it can never reach (recent: n; history: the message count, as every
+# position is below it), and a LIMIT that is not a constant is costed as a tenth of the
+# rows: the ordered scan of the index, which stops early, then beats a sequential or
+# bitmap scan and a sort (after an ANALYZE, a 100,000-message conversation flipped).
 _RECENT = f"""{_STORED} {_FROM_VISIBLE}
    AND m.turn_pos >= (SELECT x.turn_count - $4 FROM __S__.conversations x
                        WHERE x.tenant = $1 AND x.session_id = $2)
@@ -110,7 +116,9 @@ _RECENT = f"""{_STORED} {_FROM_VISIBLE}
 _HISTORY = f"""{_STORED} {_FROM_VISIBLE}
    AND m.seq >= coalesce((SELECT max(x.seq) FROM __S__.messages x
                            WHERE x.tenant = $1 AND x.session_id = $2 AND x.compaction), 0)
- ORDER BY m.seq"""
+ ORDER BY m.seq
+ LIMIT (SELECT x.message_count FROM __S__.conversations x
+         WHERE x.tenant = $1 AND x.session_id = $2)"""
 _READ_MESSAGES = f"""{_STORED} {_FROM_VISIBLE} AND m.seq >= $4 ORDER BY m.seq LIMIT $5"""
 
 _INFO = """c.tenant, c.session_id, c.owner, c.title, c.created_at, c.updated_at, c.expires_at,
