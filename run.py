@@ -14,8 +14,10 @@ A nox session skipped for any reason (a missing interpreter above all) fails the
 
 from __future__ import annotations
 
+import collections
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -41,6 +43,11 @@ on servers and on the suite's own short sleeps, so two lanes fill two cores)."""
 MINUTES = {"tests-core": 8, "tests-s3": 8, "tests-postgres": 4, "tests-redis": 4}
 MINUTES |= {"tests-mongo": 4, "tests-zav": 3, "typecheck": 1}
 """Rough minutes per session on two cores, to balance the lanes (others count 1)."""
+TAIL_LINES = 60
+"""How many of a failing lane's last lines the run repeats at its end."""
+FAILURE_LINE = re.compile(r"(FAILED|ERROR) [\w./-]+\.py|nox > Session \S+ (failed|aborted|interrupted)")
+"""A line naming a failed test (pytest's short summary) or a failed session (nox)."""
+
 
 
 def _version_of(python: str) -> tuple[int, int] | None:
@@ -182,6 +189,8 @@ def run_lanes(
     line prefixed with its lane; fails when any lane fails or skips a session."""
     lock = threading.Lock()
     codes: list[int] = [0] * len(lanes)
+    summaries: list[list[str]] = [[] for _ in lanes]
+    tails: list[collections.deque[str]] = [collections.deque(maxlen=TAIL_LINES) for _ in lanes]
 
     def lane(index: int, sessions: Sequence[str]) -> None:
         with tempfile.TemporaryDirectory(prefix="agentstores-lane-") as tmp:
@@ -198,19 +207,26 @@ def run_lanes(
             )
             assert proc.stdout is not None
             for line in proc.stdout:
+                tagged = f"[lane {index + 1}] {line}"
+                tails[index].append(tagged)
+                if FAILURE_LINE.match(line):
+                    summaries[index].append(tagged)
                 with lock:
-                    sys.stdout.write(f"[lane {index + 1}] {line}")
+                    sys.stdout.write(tagged)
                     sys.stdout.flush()
             code = proc.wait()
             results = json.loads(report.read_text())["sessions"] if report.exists() else []
         with lock:
             for session in results:
                 result = session.get("result")
-                print(f"[lane {index + 1}] {session['name']}: {result}", flush=True)
+                verdict = f"[lane {index + 1}] {session['name']}: {result}\n"
+                summaries[index].append(verdict)
+                sys.stdout.write(verdict)
                 if result == "skipped":
                     reason = session.get("reason") or "no reason given"
                     print(f"run.py: session {session['name']} was skipped ({reason})")
                     code = code or 1
+            sys.stdout.flush()
         codes[index] = code
 
     print("run.py: lanes: " + "; ".join(", ".join(lane) for lane in lanes), flush=True)
@@ -220,6 +236,16 @@ def run_lanes(
     for thread in threads:
         thread.join()
     failed = [i + 1 for i, code in enumerate(codes) if code]
+    if failed:
+        # A CI log is often read from its end: repeat each failing lane's last lines there,
+        # since the lane that failed first has long scrolled away.
+        for number in failed:
+            print(f"run.py: the last {TAIL_LINES} lines of lane {number}:")
+            sys.stdout.writelines(tails[number - 1])
+    print("run.py: summary (sessions, and failing tests as pytest named them):")
+    for lines in summaries:
+        sys.stdout.writelines(lines)
+    sys.stdout.flush()
     if failed:
         print(f"run.py: failing: lane(s) {failed} failed", file=sys.stderr)
     return next((code for code in codes if code), 0)

@@ -149,3 +149,30 @@ def test_a_session_skipped_in_any_lane_fails_the_run(
     assert code != 0, out
     assert "[lane 1] lint: skipped" in out and "[lane 2] docs: skipped" in out, out
     assert "session lint was skipped" in out and "session docs was skipped" in out, out
+
+
+_FAKE_NOX = """
+import sys, time
+failing = "broken" in sys.argv
+if failing:
+    print("FAILED tests/core/test_x.py::test_it - assert 1 == 2")
+    print("nox > Session broken failed.")
+else:
+    time.sleep(0.5)
+for n in range(200):
+    print(f"filler {n}")
+sys.exit(1 if failing else 0)
+"""
+
+
+def test_a_failing_lane_is_named_again_at_the_end_of_the_run(
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    nox = [sys.executable, "-c", _FAKE_NOX]
+    code = run.run_lanes(nox, [["broken"], ["fine"]], [], dict(os.environ), cwd=ROOT)
+    out = "".join(capfd.readouterr())
+    assert code != 0, out
+    ending = out[out.rindex("[lane 2] filler 199") :]
+    assert "[lane 1] FAILED tests/core/test_x.py::test_it" in ending, out
+    assert "[lane 1] nox > Session broken failed." in ending, out
+    assert "lane(s) [1] failed" in ending, out
