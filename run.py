@@ -45,9 +45,10 @@ MINUTES |= {"tests-mongo": 4, "tests-zav": 3, "typecheck": 1}
 """Rough minutes per session on two cores, to balance the lanes (others count 1)."""
 TAIL_LINES = 60
 """How many of a failing lane's last lines the run repeats at its end."""
-FAILURE_LINE = re.compile(r"(FAILED|ERROR) [\w./-]+\.py|nox > Session \S+ (failed|aborted|interrupted)")
+FAILURE_LINE = re.compile(
+    r"(FAILED|ERROR) [\w./-]+\.py|nox > Session \S+ (failed|aborted|interrupted)"
+)
 """A line naming a failed test (pytest's short summary) or a failed session (nox)."""
-
 
 
 def _version_of(python: str) -> tuple[int, int] | None:

@@ -5,14 +5,19 @@ a format 1 directory is read as is and migrated on write."""
 
 from __future__ import annotations
 
+import ctypes
+import errno
 import json
 import os
 import shutil
 from pathlib import Path
 
+import pytest
+
+from agentstores.errors import UnknownOutcomeError
 from agentstores.keys import ConversationKey
-from agentstores.models import Message, SupervisionRow
-from agentstores_file import beat
+from agentstores.models import Message, SupervisionRow, Swap, SwapOutcome
+from agentstores_file import beat, fsio
 from agentstores_file.codec import dumps
 from agentstores_file.fsio import FileIO, IOStats
 from agentstores_file.stores import FileStores
@@ -262,3 +267,57 @@ def test_a_forked_child_draws_other_generations_on_a_pool_of_its_own() -> None:
     assert fresh
     parent = [_generations.getrandbits(63) for _ in range(8)]
     assert not set(child) & set(parent)
+
+
+BATCH = [ConversationKey("t", f"batch{i}") for i in range(8)]
+
+
+async def _beat_batch(stores: FileStores, clock: ManualClock, status: str) -> list[SwapOutcome]:
+    """Claim every key of BATCH (once), then one batch of heartbeats over all of them."""
+    sup = stores.supervision
+    for key in BATCH:
+        if (await sup.read(key, OWNER)).row is None:
+            assert await sup.compare_and_swap(key, OWNER, None, _row(2))
+    clock.advance(1)
+    beats = [Swap(k, OWNER, 2, _row(2, "turn", status)) for k in BATCH]
+    return list(await sup.compare_and_swap_many(beats))
+
+
+async def test_a_batch_of_heartbeats_is_made_durable_by_one_flush(tmp_path: Path) -> None:
+    """Eight beats in place, one syncfs for all (where the OS has it: Linux 5.8 and
+    later), and every row reads its own beat."""
+    stats, clock = IOStats(), ManualClock()
+    async with FileStores(f"file://{tmp_path}", io_stats=stats, clock=clock) as stores:
+        await _beat_batch(stores, clock, "running")
+        stats.reset()
+        outcomes = await _beat_batch(stores, clock, "done")
+        assert [o.swapped for o in outcomes] == [True] * len(BATCH)
+        assert (stats.replaces, stats.writes) == (0, len(BATCH))
+        assert stats.syncs == (1 if fsio._syncfs is not None else len(BATCH))
+        for key in BATCH:
+            view = await stores.supervision.read(key, OWNER)
+            assert view.row is not None and view.row.status == "done"
+            assert view.row.heartbeat_at == clock.now
+
+
+async def test_a_failed_flush_leaves_every_beat_of_the_batch_unknown(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """syncfs failing (a writeback error on the filesystem) is never reported as a
+    durable beat: every row it was to flush is an unknown outcome."""
+    if fsio._syncfs is None:
+        pytest.skip("no syncfs(2) here: beats are fdatasynced one by one")
+    clock = ManualClock()
+    async with FileStores(f"file://{tmp_path}", clock=clock) as stores:
+        await _beat_batch(stores, clock, "running")
+
+        def failing(fd: int) -> int:
+            ctypes.set_errno(errno.EIO)
+            return -1
+
+        monkeypatch.setattr(fsio, "_syncfs", failing)
+        outcomes = await _beat_batch(stores, clock, "done")
+    for outcome in outcomes:
+        assert not outcome.swapped
+        assert isinstance(outcome.error, UnknownOutcomeError)
+        assert "syncfs" in str(outcome.error)

@@ -8,9 +8,11 @@ and a subclass can override :meth:`FileIO.step` to stop the process at any step.
 
 from __future__ import annotations
 
+import ctypes
 import errno
 import fcntl
 import os
+import sys
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor, wait
@@ -21,6 +23,35 @@ _sync_data = getattr(os, "fdatasync", os.fsync)
 _O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _O_DIRECTORY = getattr(os, "O_DIRECTORY", 0)
 _READ_SIZE = 1 << 16
+
+SYNCFS_FROM = 4
+"""Fewest files one :meth:`FileIO.sync_all` makes durable with ``syncfs(2)`` rather than
+an fdatasync each: one call flushes the whole filesystem once, where each fdatasync is a
+thread hand-off (a GIL round trip) and a device flush (pwrite then sync of 2,000 files
+in batches of 128, on this project's VM disk: 55,000 a second and 11 us of CPU each with
+syncfs, 10,000-17,000 and 70-120 us on 32 threads). Below it, fdatasync is cheaper: it
+flushes no one else's dirty pages."""
+
+
+def _load_syncfs() -> Callable[[int], int] | None:
+    """libc's ``syncfs(2)``, where it reports the writeback errors it meets (Linux 5.8
+    and later; before, it returned 0 after a failed writeback, which would report a lost
+    write as durable); else None (then every file is fdatasynced)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        major, minor = (int(part) for part in os.uname().release.split(".")[:2])
+        if (major, minor) < (5, 8):
+            return None
+        syncfs = ctypes.CDLL(None, use_errno=True).syncfs
+    except (OSError, AttributeError, ValueError):
+        return None
+    syncfs.argtypes = [ctypes.c_int]
+    syncfs.restype = ctypes.c_int
+    return syncfs
+
+
+_syncfs = _load_syncfs()
 
 SYNC_WORKERS = 32
 """Threads that fsync the files of one group commit together: concurrent fsyncs share the
@@ -199,6 +230,31 @@ class FileIO:
         _sync_data(fd)
         if self.stats is not None:
             self._count("syncs", 1)
+
+    def sync_all(self, fds: Sequence[int]) -> list[Exception | None]:
+        """:meth:`sync` for many files at once, the error each met (or None): one
+        ``syncfs(2)`` per filesystem they live on for :data:`SYNCFS_FROM` files or more
+        where the OS has it, else an fdatasync each, side by side (:func:`each`). A failed
+        syncfs fails every file it was to make durable."""
+        if not self.fsync or _syncfs is None or len(fds) < SYNCFS_FROM:
+            return each(self.sync, fds)
+        out: list[Exception | None] = [None] * len(fds)
+        filesystems: dict[int, list[int]] = {}
+        for i, fd in enumerate(fds):
+            try:
+                self.step("sync", str(fd))
+                filesystems.setdefault(os.fstat(fd).st_dev, []).append(i)
+            except OSError as exc:
+                out[i] = exc
+        for rows in filesystems.values():
+            if _syncfs(fds[rows[0]]) != 0:
+                code = ctypes.get_errno()
+                failed = OSError(code, f"syncfs: {os.strerror(code)}")
+                for i in rows:
+                    out[i] = failed
+        if self.stats is not None:
+            self._count("syncs", len(filesystems))
+        return out
 
     def sync_dir(self, path: str) -> None:
         """Make renames, creations and unlinks in ``path`` durable."""

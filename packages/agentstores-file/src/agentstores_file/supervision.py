@@ -24,7 +24,6 @@ from agentstores.stores import SupervisionStore, kit
 from . import beat
 from ._base import FileStoreBase, Runner, off_loop
 from .codec import dumps
-from .fsio import each
 from .header import LIVE, FileRoot, Head
 
 GROUP_MAX = 128
@@ -311,8 +310,9 @@ class FileSupervisionStore(FileStoreBase, SupervisionStore):
         Each row is still its own compare-and-swap: its key's exclusive lock is taken,
         its header read and judged, and the lock held until its write is durable. What
         the rows share is the durability barriers: the heartbeats written in place are
-        fdatasynced side by side, and the files replaced (:meth:`FileIO.replace_many`)
-        share one round of fsyncs for every temp file and one for every directory.
+        made durable together (:meth:`FileIO.sync_all`: one syncfs on Linux), and the
+        files replaced (:meth:`FileIO.replace_many`) share one round of fsyncs for every
+        temp file and one for every directory.
         Locks are only tried, never waited for while others are held (so groups cannot
         deadlock with each other or with multi-key writers); a row whose key is busy
         runs through the single path once the group is done.
@@ -356,7 +356,7 @@ class FileSupervisionStore(FileStoreBase, SupervisionStore):
                 except Exception as exc:
                     typed = self._unknown if io.commits != before else self._row_error
                     out[i] = SwapOutcome(False, typed(exc, sw))
-            synced = each(io.sync, [fd for _, fd in beats])
+            synced = io.sync_all([fd for _, fd in beats])
             for (i, _), failure in zip(beats, synced, strict=True):
                 failed = None if failure is None else self._unknown(failure, swaps[i])
                 out[i] = SwapOutcome(failure is None, failed)
