@@ -6,6 +6,7 @@ nothing here asserts a speed.
 
 from __future__ import annotations
 
+import gc
 import json
 import math
 import os
@@ -113,7 +114,7 @@ def test_cli_json_on_the_default_file_backend(tmp_path: Path) -> None:
     args = ["bench", "--json", "--quiet", "--clients", "2", "--seconds", "0.2"]
     args += ["--warmup", "0.05", "--rounds", "2", "--lengths", "3,25", "--capacity"]
     args += ["--capacity-window", "1", "--capacity-budget", "10"]
-    args += ["--capacity-start", "2", "--capacity-max", "4"]
+    args += ["--capacity-start", "2", "--capacity-max", "4", "--capacity-gc-freeze"]
     env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTSTORES_")}
     env["TMPDIR"] = str(tmp_path)
     out = subprocess.run(
@@ -133,7 +134,19 @@ def test_cli_json_on_the_default_file_backend(tmp_path: Path) -> None:
     run = data["runs"][0]
     assert run["url"].startswith("file://") and run["temporary_store"] is True
     check_result(run, "file", expect_floor=info.bench_floor is not None)
+    assert run["capacity"]["gc_freeze"] is True
     assert list(tmp_path.iterdir()) == []  # the temporary store is removed
+
+
+async def test_capacity_with_the_collector_frozen_thaws_it_after_each_step() -> None:
+    cfg = BenchConfig(
+        url=f"memory://bench-{uuid.uuid4().hex}", **{**TINY, "capacity_gc_freeze": True}
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", EphemeralStoreWarning)
+        result = await run_bench(cfg)
+    assert result["capacity"]["gc_freeze"] is True and result["capacity"]["steps"]
+    assert gc.get_freeze_count() == 0
 
 
 def test_cli_reports_usage_errors() -> None:

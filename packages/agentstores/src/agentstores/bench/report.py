@@ -134,6 +134,8 @@ def render(result: dict[str, Any]) -> str:
         headers = ["K", "beats", "expected", "p50 ms", "p99 ms", "late p99", "sent p99"]
         headers += ["CPU µs/beat", "errors", "ok"]
         path = cap.get("path", "per-call")
+        if cap.get("gc_freeze"):
+            path += ", collector frozen once the leases are claimed"
         out += [
             f"Heartbeat capacity (K leases beating once a second, {path}, "
             f"p99 from due to answered < {cap['p99_ms_threshold']} ms; late: due to sent, "

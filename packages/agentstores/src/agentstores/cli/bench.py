@@ -95,6 +95,13 @@ def register(subparsers: Any) -> None:
         help="also run the heartbeat capacity search (default: off)",
     )
     p.add_argument(
+        "--capacity-gc-freeze",
+        action="store_true",
+        help="move every object alive once the leases are claimed out of the garbage "
+        "collector's passes (gc.freeze()) while beats are measured, as a server holding "
+        "many leases may (default: off)",
+    )
+    p.add_argument(
         "--capacity-per-call",
         action="store_true",
         help="capacity beats as one CAS each instead of through the heartbeat coalescer's "
@@ -192,6 +199,7 @@ def _config(args: argparse.Namespace, url: str | None, progress: Any) -> BenchCo
         capacity_window=args.capacity_window,
         capacity_start=args.capacity_start,
         capacity_max=args.capacity_max,
+        capacity_gc_freeze=args.capacity_gc_freeze,
         keep=args.keep,
         seed=args.seed,
         progress=None if args.quiet else progress,
