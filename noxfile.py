@@ -196,6 +196,26 @@ def tests_s3(session: nox.Session) -> None:
     _pytest(session, "tests/s3")
 
 
+@nox.session(name="tests-s3-ceph", python=PYTHON)
+def tests_s3_ceph(session: nox.Session) -> None:
+    """S3 on a real S3 server: the whole contract suite against Ceph's RADOS gateway
+    (Debian's radosgw 16, one memstore OSD, started by tests/servers/ceph.py), and what
+    RGW does with conditional requests. Installs Debian's Ceph packages first when they
+    are missing (as root); fails, never skips, when it cannot."""
+    packages = ("ceph-mon", "ceph-osd", "radosgw", "ceph-common")  # tests/servers/ceph.py
+    if not all(shutil.which(p) for p in ("ceph-mon", "ceph-osd", "radosgw", "ceph")):
+        if os.geteuid() != 0:
+            session.error(f"install Debian's {' '.join(packages)} (apt-get, as root)")
+        apt = {"DEBIAN_FRONTEND": "noninteractive"}
+        session.run(
+            *("apt-get", "install", "-y", "-q", "--no-install-recommends", *packages),
+            external=True,
+            env=apt,
+        )
+    session.install(*CORE, "-e", "packages/agentstores-s3", *TEST_TOOLS)
+    _pytest(session, "tests/ceph")
+
+
 LANGGRAPH_TOOLS = [
     "langgraph>=1.0,<2",
     "langgraph-checkpoint-conformance==0.0.2",

@@ -10,6 +10,8 @@ from collections.abc import Iterator
 import pytest
 
 from agentstores_contract import BackendUnderTest, ContractSuite
+from agentstores_contract.concurrency import ConcurrencyContract
+from agentstores_contract.fencing import FencingContract
 from agentstores_contract.lifetimes import LifetimeContract
 from agentstores_contract.oauth import OAuthContract
 from tests.servers.moto import MotoServer
@@ -46,5 +48,19 @@ class TestMotoTombstoneDeletes(OAuthContract, LifetimeContract):
     @classmethod
     def backend(cls, moto_server: MotoServer) -> Iterator[BackendUnderTest]:
         url = with_prefix(moto_server.url(BUCKET)) + "&conditional_delete=false"
+        yield BackendUnderTest.from_url(url)
+        purge(url)
+
+
+class TestMotoBareIfMatch(ConcurrencyContract, FencingContract):
+    """``quoted_if_match=false`` (for stores that compare ``If-Match`` to the bare ETag,
+    such as Ceph RGW 16): compare-and-swap races and fencing with every conditional write
+    carrying its ETag unquoted (moto takes both forms; ``test_s3_if_match.py`` shows what
+    is sent)."""
+
+    @pytest.fixture(scope="class")
+    @classmethod
+    def backend(cls, moto_server: MotoServer) -> Iterator[BackendUnderTest]:
+        url = with_prefix(moto_server.url(BUCKET)) + "&quoted_if_match=false"
         yield BackendUnderTest.from_url(url)
         purge(url)

@@ -120,6 +120,12 @@ def error_code(exc: ClientError) -> str:
     return str(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", ""))
 
 
+def bare_etag(etag: str) -> str:
+    """An ETag without the double quotes of its HTTP form (``W/`` weak tags are never
+    made by S3 for objects)."""
+    return etag[1:-1] if len(etag) >= 2 and etag[0] == etag[-1] == '"' else etag
+
+
 def _status(exc: ClientError) -> int:
     return int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0)
 
@@ -200,11 +206,13 @@ class S3IO:
         *,
         endpoint: str = "",
         reconnect_window: float = DEFAULT_RECONNECT_WINDOW,
+        quoted_if_match: bool = True,
     ):
         self.client = client
         self.bucket = bucket
         self.prefix = prefix
         self.stats = stats
+        self.quoted_if_match = quoted_if_match
         self.clock = shared_clock(endpoint, bucket)
         self.reconnect_window = reconnect_window
 
@@ -294,6 +302,12 @@ class S3IO:
                 if now - cut_since >= self.reconnect_window:
                     raise
 
+    def _if_match(self, etag: str) -> str:
+        """``etag`` as the ``If-Match`` header carries it: quoted as the server sent it
+        (RFC 9110, AWS), or bare for stores that compare the header to the bare ETag and
+        refuse the quoted form (Ceph RGW 16, DigitalOcean Spaces)."""
+        return etag if self.quoted_if_match else bare_etag(etag)
+
     def put(
         self,
         name: str,
@@ -305,7 +319,7 @@ class S3IO:
         """Write ``body``; the new ETag, or None when the precondition did not hold."""
         kwargs: dict[str, Any] = {"Bucket": self.bucket, "Key": self.prefix + name, "Body": body}
         if if_match is not None:
-            kwargs["IfMatch"] = if_match
+            kwargs["IfMatch"] = self._if_match(if_match)
         if if_none_match:
             kwargs["IfNoneMatch"] = "*"
         try:
@@ -323,7 +337,7 @@ class S3IO:
         """Remove the object; False when ``if_match`` did not hold."""
         kwargs: dict[str, Any] = {"Bucket": self.bucket, "Key": self.prefix + name}
         if if_match is not None:
-            kwargs["IfMatch"] = if_match
+            kwargs["IfMatch"] = self._if_match(if_match)
         try:
             self._call("deletes", "delete_object", **kwargs)
         except ClientError as exc:

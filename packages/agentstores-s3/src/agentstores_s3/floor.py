@@ -14,7 +14,8 @@ from botocore.exceptions import ClientError
 
 from agentstores.bench.floor import RawFloor
 
-from .stores import make_client, parse_url
+from .client import bare_etag
+from .stores import flag_option, make_client, parse_url
 
 
 class S3Floor(RawFloor):
@@ -25,11 +26,13 @@ class S3Floor(RawFloor):
         self.pool: ThreadPoolExecutor | None = None
         self.bucket = ""
         self.names: list[str] = []
+        self.quoted_if_match = True
 
     async def setup(self, url: str, clients: int) -> None:
         bucket, prefix, options = parse_url(url, {})
         options["workers"] = clients
         self.bucket = bucket
+        self.quoted_if_match = flag_option(options.get("quoted_if_match", True), "quoted_if_match")
         self.pool = ThreadPoolExecutor(clients, thread_name_prefix="agentstores-s3-floor")
         self.client = await self._run(make_client, options)
         run = secrets.token_hex(4)
@@ -43,7 +46,7 @@ class S3Floor(RawFloor):
     def _put(self, name: str, body: bytes, etag: str | None) -> bool:
         kwargs: dict[str, Any] = {"Bucket": self.bucket, "Key": name, "Body": body}
         if etag is not None:
-            kwargs["IfMatch"] = etag
+            kwargs["IfMatch"] = etag if self.quoted_if_match else bare_etag(etag)
         try:
             self.client.put_object(**kwargs)
         except ClientError as exc:

@@ -10,7 +10,9 @@ standard retry mode, which backs off on throttling and 5xx), ``connect_timeout``
 while the endpoint refuses connections, as during a server restart; 0 to fail at once),
 ``tombstone_ttl`` (seconds or a timedelta; 30 days),
 ``conditional_delete`` (``true``: deletes use ``DeleteObject`` with ``If-Match``; ``false``
-for stores that ignore it, e.g. MinIO: a conditional tombstone write instead) and
+for stores that ignore it, e.g. MinIO and Ceph RGW: a conditional tombstone write
+instead), ``quoted_if_match`` (``true``: ``If-Match`` carries the ETag quoted, as the
+server sent it; ``false`` for stores that refuse that form, e.g. Ceph RGW 16) and
 ``concurrent_requests`` (``false``: a call's requests go one after another; ``true``:
 those that do not depend on each other go together, guessed from the header the bundle
 saw last where they follow from it: see the README).
@@ -56,12 +58,13 @@ URL_OPTIONS = (
     "reconnect_window",
     "tombstone_ttl",
     "conditional_delete",
+    "quoted_if_match",
     "concurrent_requests",
 )
 _HINT = " (credentials come from the standard boto3 chain; clock is a keyword argument)"
 
 
-def _flag(value: Any, name: str) -> bool:
+def flag_option(value: Any, name: str) -> bool:
     if isinstance(value, bool):
         return value
     text = str(value).lower()
@@ -194,17 +197,20 @@ class S3Stores(Stores):
             reconnect_window=_seconds(
                 merged.get("reconnect_window", DEFAULT_RECONNECT_WINDOW), "reconnect_window"
             ),
+            quoted_if_match=flag_option(merged.get("quoted_if_match", True), "quoted_if_match"),
         )
         self.root = self.root_class(
             self.io,
             clock=clock,
             tombstone_ttl=ttl,
-            conditional_delete=_flag(merged.get("conditional_delete", True), "conditional_delete"),
+            conditional_delete=flag_option(
+                merged.get("conditional_delete", True), "conditional_delete"
+            ),
         )
         self.runner = Runner(
             workers,
             stats,
-            _flag(merged.get("concurrent_requests", False), "concurrent_requests"),
+            flag_option(merged.get("concurrent_requests", False), "concurrent_requests"),
         )
         self.supervision = S3SupervisionStore(self.root, self.runner)
         self.recording = S3RecordingStore(self.root, self.runner)
