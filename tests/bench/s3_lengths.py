@@ -10,7 +10,9 @@ every request N ms before moto serves it (threaded, so held requests overlap), t
 trip of an endpoint across a network, where requests sent together cost one wait.
 ``--url s3://bucket/prefix?endpoint_url=...`` measures on another endpoint (Ceph RGW,
 MinIO, AWS) instead of moto, seeding it over HTTP with the adapter's own appends (a few
-minutes for 100,000 messages on a local Ceph RGW); the transcripts are removed after.
+minutes for 100,000 messages on a local Ceph RGW; ``--both`` then measures without and
+with ``concurrent_requests``, and ``--latency-ms N`` through a relay holding each reply
+N ms); the transcripts are removed after.
 
 How the long transcripts are built: through HTTP, one message costs about three requests
 (its id checked, then copied out to its message object and its id object once it leaves
@@ -50,6 +52,7 @@ from agentstores.keys import ConversationKey
 from agentstores.models import Message
 from agentstores_s3 import RequestStats, S3Stores
 from tests.servers.moto import free_port, use_test_credentials
+from tests.servers.relay import Relay
 
 BATCH = 1000
 BUCKET = "agentstores-bench"
@@ -312,6 +315,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--url",
         help="measure on this s3:// URL (a real endpoint) instead of a seeded moto server",
     )
+    parser.add_argument(
+        "--both",
+        action="store_true",
+        help="with --url: measure without concurrent_requests, then with (one seeding)",
+    )
     parser.add_argument("--serve", type=int, metavar="PORT", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     lengths = [int(n) for n in args.lengths.split(",") if n]
@@ -349,21 +357,59 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
+class HeldReplies(Relay):
+    """A relay that holds the first chunk of every reply ``seconds`` (a network round
+    trip: requests on different connections overlap, as on a network)."""
+
+    def __init__(self, host: str, port: int, seconds: float) -> None:
+        super().__init__(host, port)
+        self.seconds = seconds
+
+    def request(self, data: bytes, marks: list[Any]) -> bool:
+        if not marks:  # HTTP/1.1: one request at a time per connection
+            marks.append(True)
+        return True
+
+    async def reply(self, data: bytes, mark: Any | None) -> bool:
+        if mark is not None:
+            await asyncio.sleep(self.seconds)
+        return True
+
+
 async def on_endpoint(base: str, lengths: Sequence[int], shorts: int, args: Any) -> None:
-    """Seed and measure under a fresh prefix of ``base``, then delete that prefix."""
+    """Seed and measure under a fresh prefix of ``base``, then delete that prefix; with
+    ``--latency-ms``, measured through a :class:`HeldReplies` relay."""
+    from urllib.parse import parse_qsl, urlencode, urlsplit
+
     from tests.s3.conftest import purge, with_prefix
 
     url = with_prefix(base, f"{PREFIX}-{os.urandom(4).hex()}")
     url += "&" if "?" in url else "?"
     seeding = url + "concurrent_requests=true&workers=64"
+    relay: HeldReplies | None = None
+    measured_base = url
+    if args.latency_ms:
+        head, _, query = url.rstrip("&?").partition("?")
+        options = dict(parse_qsl(query))
+        target = urlsplit(options["endpoint_url"])
+        relay = HeldReplies(
+            target.hostname or "127.0.0.1", target.port or 80, args.latency_ms / 1000
+        )
+        await relay.start()
+        options["endpoint_url"] = f"http://127.0.0.1:{relay.port}"
+        measured_base = f"{head}?{urlencode(options)}&"
     began = time.perf_counter()
     try:
         stats = await seed(None, seeding, lengths, shorts)
         report = {"seed_seconds": round(time.perf_counter() - began, 1), **stats.snapshot()}
         print(json.dumps({"seeded": report}), flush=True)
-        measured = url + f"concurrent_requests={str(args.concurrent).lower()}"
-        await run(measured, lengths, args.calls, args.rounds)
+        for concurrent in (False, True) if args.both else (args.concurrent,):
+            print(json.dumps({"concurrent_requests": concurrent}), flush=True)
+            measured = measured_base + f"concurrent_requests={str(concurrent).lower()}"
+            await run(measured, lengths, args.calls, args.rounds)
     finally:
+        if relay is not None:
+            await relay.close()
         purge(url)
 
 

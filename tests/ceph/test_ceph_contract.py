@@ -21,3 +21,16 @@ class TestCephGateway(ContractSuite):
         url = with_prefix(gateway.url(BUCKET))
         yield BackendUnderTest.from_url(url)
         purge(url)
+
+
+class TestCephGatewayConcurrentRequests(ContractSuite):
+    """The same with ``concurrent_requests=true``: an append's id checks and copy-out and
+    a read's message GET sent with the header's read, on a server that serves them at
+    once."""
+
+    @pytest.fixture(scope="class")
+    @classmethod
+    def backend(cls, gateway: CephGateway) -> Iterator[BackendUnderTest]:
+        url = with_prefix(gateway.url(BUCKET)) + "&concurrent_requests=true"
+        yield BackendUnderTest.from_url(url)
+        purge(url)

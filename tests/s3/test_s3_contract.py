@@ -1,6 +1,7 @@
 """The whole contract suite against moto served single-threaded (with ``If-Match``
-deletes, and again with conditional tombstones for the sections that delete), and
-against ``AGENTSTORES_TEST_S3_URL`` when set."""
+deletes, and again with conditional tombstones for the sections that delete; the
+conversation sections again with ``concurrent_requests=false``), and against
+``AGENTSTORES_TEST_S3_URL`` when set."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import pytest
 
 from agentstores_contract import BackendUnderTest, ContractSuite
 from agentstores_contract.concurrency import ConcurrencyContract
+from agentstores_contract.conversations import ConversationContract
 from agentstores_contract.fencing import FencingContract
 from agentstores_contract.lifetimes import LifetimeContract
 from agentstores_contract.oauth import OAuthContract
@@ -62,5 +64,18 @@ class TestMotoBareIfMatch(ConcurrencyContract, FencingContract):
     @classmethod
     def backend(cls, moto_server: MotoServer) -> Iterator[BackendUnderTest]:
         url = with_prefix(moto_server.url(BUCKET)) + "&quoted_if_match=false"
+        yield BackendUnderTest.from_url(url)
+        purge(url)
+
+
+class TestMotoOneRequestAtATime(ConversationContract):
+    """``concurrent_requests=false``: the transcript's calls with every request sent
+    after the one before (the default sends an append's id checks and copy-out, and a
+    read's message GET, with the header's read)."""
+
+    @pytest.fixture(scope="class")
+    @classmethod
+    def backend(cls, moto_server: MotoServer) -> Iterator[BackendUnderTest]:
+        url = with_prefix(moto_server.url(BUCKET)) + "&concurrent_requests=false"
         yield BackendUnderTest.from_url(url)
         purge(url)

@@ -136,7 +136,7 @@ class Runner:
     use)."""
 
     def __init__(
-        self, workers: int, stats: RequestStats | None = None, concurrent: bool = False
+        self, workers: int, stats: RequestStats | None = None, concurrent: bool = True
     ) -> None:
         self.workers = workers
         self.stats = stats

@@ -13,9 +13,10 @@ while the endpoint refuses connections, as during a server restart; 0 to fail at
 for stores that ignore it, e.g. MinIO and Ceph RGW: a conditional tombstone write
 instead), ``quoted_if_match`` (``true``: ``If-Match`` carries the ETag quoted, as the
 server sent it; ``false`` for stores that refuse that form, e.g. Ceph RGW 16) and
-``concurrent_requests`` (``false``: a call's requests go one after another; ``true``:
-those that do not depend on each other go together, guessed from the header the bundle
-saw last where they follow from it: see the README).
+``concurrent_requests`` (``true``: a call's requests that do not depend on each other go
+together, guessed from the header the bundle saw last where they follow from it, so an
+append waits for the server twice and a read by index once at any length; ``false``:
+one after another; see the README).
 
 Credentials always come from boto3's standard chain (environment, shared files, instance
 roles); none is taken from the URL, and neither the URL nor a credential is ever logged.
@@ -154,7 +155,30 @@ def make_client(options: dict[str, Any]) -> Any:
         response_checksum_validation="when_required",
     )
     with _sessions_lock:  # a boto3 session is not thread-safe; its clients are
-        return session.client("s3", endpoint_url=options.get("endpoint_url"), config=config)
+        client = session.client("s3", endpoint_url=options.get("endpoint_url"), config=config)
+    # after botocore's own handler, which listens on the whole service
+    client.meta.events.register_last("before-call.s3", _send_small_bodies_at_once)
+    return client
+
+
+EXPECT_CONTINUE_FROM = 1 << 20
+"""Bodies from this size are announced with ``Expect: 100-continue`` (as botocore does for
+every PUT), so a refused request does not send them; smaller ones go with their headers."""
+
+
+def _send_small_bodies_at_once(model: Any, params: dict[str, Any], **_: Any) -> None:
+    """botocore asks for ``100 Continue`` before every PUT body: one more round trip per
+    write (measured 10 ms more per PUT behind a 10 ms relay, 39 ms for an append of two
+    requests instead of 27). Headers, records and message objects are small; only large
+    bodies (state blobs) keep the handshake."""
+    from botocore.utils import determine_content_length
+
+    headers = params.get("headers", {})
+    if model.name != "PutObject" or headers.get("Expect") is None:
+        return
+    size = determine_content_length(params.get("body"))
+    if size is not None and size < EXPECT_CONTINUE_FROM:
+        del headers["Expect"]
 
 
 class S3Stores(Stores):
@@ -210,7 +234,7 @@ class S3Stores(Stores):
         self.runner = Runner(
             workers,
             stats,
-            flag_option(merged.get("concurrent_requests", False), "concurrent_requests"),
+            flag_option(merged.get("concurrent_requests", True), "concurrent_requests"),
         )
         self.supervision = S3SupervisionStore(self.root, self.runner)
         self.recording = S3RecordingStore(self.root, self.runner)
