@@ -4,7 +4,8 @@ alternating rounds against one single-threaded moto server::
 
     python -m tests.bench.s3_lengths --lengths 100,100000 --calls 20 --rounds 4
 
-``--concurrent`` measures with ``concurrent_requests=true``; ``--threaded`` serves moto
+``--concurrent`` measures with ``concurrent_requests=true`` (without it: ``false``, one
+request after another, though the adapter's default is ``true``); ``--threaded`` serves moto
 threaded (requests in parallel, as a real endpoint serves them); ``--latency-ms N`` holds
 every request N ms before moto serves it (threaded, so held requests overlap), the round
 trip of an endpoint across a network, where requests sent together cost one wait.
@@ -349,7 +350,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         endpoint = f"http://127.0.0.1:{port}"
         _await_server(endpoint, server)
         url = f"s3://{BUCKET}/{PREFIX}?region=us-east-1&endpoint_url={endpoint}"
-        url += "&concurrent_requests=true" if args.concurrent else ""
+        url += f"&concurrent_requests={str(args.concurrent).lower()}"
         asyncio.run(run(url, lengths, args.calls, args.rounds))
     finally:
         server.terminate()
