@@ -21,13 +21,27 @@ from tests.servers.moto import MotoServer
 from .conftest import BUCKET, S3_URL_ENV, purge, with_prefix
 
 
-class TestMoto(ContractSuite):
+def fresh_backend(base: str, options: str) -> Iterator[BackendUnderTest]:
+    """The backend at a fresh prefix of ``base`` with ``options`` (``&name=value...``),
+    purged after the class."""
+    url = with_prefix(base) + options
+    yield BackendUnderTest.from_url(url)
+    purge(url)
+
+
+class OnMoto:
+    """Sections run against the single-threaded moto server, with :attr:`options`."""
+
+    options = ""
+
     @pytest.fixture(scope="class")
     @classmethod
     def backend(cls, moto_server: MotoServer) -> Iterator[BackendUnderTest]:
-        url = with_prefix(moto_server.url(BUCKET))
-        yield BackendUnderTest.from_url(url)
-        purge(url)
+        yield from fresh_backend(moto_server.url(BUCKET), cls.options)
+
+
+class TestMoto(OnMoto, ContractSuite):
+    pass
 
 
 if os.environ.get(S3_URL_ENV):  # collected only when named: no skipped copy otherwise
@@ -36,46 +50,30 @@ if os.environ.get(S3_URL_ENV):  # collected only when named: no skipped copy oth
         @pytest.fixture(scope="class")
         @classmethod
         def backend(cls, real_s3_base: str) -> Iterator[BackendUnderTest]:
-            url = with_prefix(real_s3_base)
-            yield BackendUnderTest.from_url(url)
-            purge(url)
+            yield from fresh_backend(real_s3_base, "")
 
 
-class TestMotoTombstoneDeletes(OAuthContract, LifetimeContract):
+class TestMotoTombstoneDeletes(OnMoto, OAuthContract, LifetimeContract):
     """``conditional_delete=false`` (for stores that ignore ``If-Match`` on delete, such
-    as MinIO): the sections whose calls take the guarded-delete path, OAuth deletes and
-    the reuse of a key after its tombstone lapses, written as conditional tombstones."""
+    as MinIO and Ceph RGW): the sections whose calls take the guarded-delete path, OAuth
+    deletes and the reuse of a key after its tombstone lapses, written as conditional
+    tombstones."""
 
-    @pytest.fixture(scope="class")
-    @classmethod
-    def backend(cls, moto_server: MotoServer) -> Iterator[BackendUnderTest]:
-        url = with_prefix(moto_server.url(BUCKET)) + "&conditional_delete=false"
-        yield BackendUnderTest.from_url(url)
-        purge(url)
+    options = "&conditional_delete=false"
 
 
-class TestMotoBareIfMatch(ConcurrencyContract, FencingContract):
+class TestMotoBareIfMatch(OnMoto, ConcurrencyContract, FencingContract):
     """``quoted_if_match=false`` (for stores that compare ``If-Match`` to the bare ETag,
     such as Ceph RGW 16): compare-and-swap races and fencing with every conditional write
     carrying its ETag unquoted (moto takes both forms; ``test_s3_if_match.py`` shows what
     is sent)."""
 
-    @pytest.fixture(scope="class")
-    @classmethod
-    def backend(cls, moto_server: MotoServer) -> Iterator[BackendUnderTest]:
-        url = with_prefix(moto_server.url(BUCKET)) + "&quoted_if_match=false"
-        yield BackendUnderTest.from_url(url)
-        purge(url)
+    options = "&quoted_if_match=false"
 
 
-class TestMotoOneRequestAtATime(ConversationContract):
+class TestMotoOneRequestAtATime(OnMoto, ConversationContract):
     """``concurrent_requests=false``: the transcript's calls with every request sent
     after the one before (the default sends an append's id checks and copy-out, and a
     read's message GET, with the header's read)."""
 
-    @pytest.fixture(scope="class")
-    @classmethod
-    def backend(cls, moto_server: MotoServer) -> Iterator[BackendUnderTest]:
-        url = with_prefix(moto_server.url(BUCKET)) + "&concurrent_requests=false"
-        yield BackendUnderTest.from_url(url)
-        purge(url)
+    options = "&concurrent_requests=false"
