@@ -66,6 +66,8 @@ _HINT = " (credentials come from the standard boto3 chain; clock is a keyword ar
 
 
 def flag_option(value: Any, name: str) -> bool:
+    """A boolean option given as a bool or as URL text (``true``/``false``, ``1``/``0``,
+    ``yes``/``no``, ``on``/``off``); anything else is a :class:`UsageError`."""
     if isinstance(value, bool):
         return value
     text = str(value).lower()
