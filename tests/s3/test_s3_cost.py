@@ -2,8 +2,8 @@
 the server): an append and a read by index make the same requests at 1,000 messages as at
 100 (the header, the new message's id check, the copy-out of the message leaving the
 header's window, the commit; the header and the message object), and no more at 10,
-where the whole transcript is in the header. With ``concurrent_requests`` they also wait
-for the server as many times at 10 as at 1,000 (2 and 1)."""
+where the whole transcript is in the header. With ``concurrent_requests`` (the default)
+they also wait for the server as many times at 10 as at 1,000 (2 and 1)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,9 @@ from agentstores.models import Message
 from agentstores_s3 import RequestStats, S3Stores
 
 
-def _costs(url: str, length: int, concurrent: bool = False) -> dict[str, dict[str, int]]:
+def _costs(url: str, length: int, concurrent: bool | None) -> dict[str, dict[str, int]]:
+    """What each call costs at ``length``; ``concurrent`` None: the default setting."""
+
     async def main() -> dict[str, dict[str, int]]:
         stats = RequestStats()
         async with S3Stores(url, stats=stats, concurrent_requests=concurrent) as stores:
@@ -51,7 +53,7 @@ def _counts(gets: int, puts: int, rounds: int) -> dict[str, int]:
 
 
 def test_append_and_indexed_read_cost_the_same_at_any_length(url: str) -> None:
-    tiny, short, long = _costs(url, 10), _costs(url, 100), _costs(url, 1000)
+    tiny, short, long = (_costs(url, n, concurrent=False) for n in (10, 100, 1000))
     assert short == long, f"at 100 messages: {short}\nat 1,000 messages: {long}"
     assert all(_total(tiny[call]) <= _total(long[call]) for call in long), (tiny, long)
     assert long["append"] == _counts(gets=2, puts=3, rounds=5)
@@ -60,11 +62,11 @@ def test_append_and_indexed_read_cost_the_same_at_any_length(url: str) -> None:
     assert long["index last"] == tiny["index middle"] == _counts(gets=1, puts=0, rounds=1)
 
 
-def test_concurrent_requests_wait_as_often_at_10_as_at_1000(url: str) -> None:
-    """``concurrent_requests``: the same requests, sent together where they follow from
-    the header the bundle saw last, so an append waits for the server twice and a read
-    by index once at any length."""
-    tiny, short, long = (_costs(url, n, concurrent=True) for n in (10, 100, 1000))
+def test_by_default_calls_wait_as_often_at_10_as_at_1000(url: str) -> None:
+    """``concurrent_requests``, on by default: the same requests, sent together where
+    they follow from the header the bundle saw last, so an append waits for the server
+    twice and a read by index once at any length."""
+    tiny, short, long = (_costs(url, n, concurrent=None) for n in (10, 100, 1000))
     assert short == long, f"at 100 messages: {short}\nat 1,000 messages: {long}"
     assert all(tiny[call]["rounds"] == long[call]["rounds"] for call in long), (tiny, long)
     assert long["append"] == _counts(gets=2, puts=3, rounds=2)
