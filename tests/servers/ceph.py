@@ -117,15 +117,16 @@ rgw data = {d}/rgw
         return done.stdout
 
     def _spawn(self, *args: str) -> None:
-        log = open(self.directory / "log" / f"{args[0]}.out", "ab")  # noqa: SIM115
-        self.processes.append(
-            subprocess.Popen(
-                [*args, "-f", "-c", str(self.directory / "ceph.conf")],
-                stdout=log,
-                stderr=log,
-                start_new_session=True,
+        # the child keeps its own copy of the log's descriptor; ours closes at once
+        with open(self.directory / "log" / f"{args[0]}.out", "ab") as log:
+            self.processes.append(
+                subprocess.Popen(
+                    [*args, "-f", "-c", str(self.directory / "ceph.conf")],
+                    stdout=log,
+                    stderr=log,
+                    start_new_session=True,
+                )
             )
-        )
 
     def _wait(self, what: str, check: Callable[[], bool]) -> None:
         deadline = time.monotonic() + self.start_timeout
