@@ -225,9 +225,7 @@ def store_floor(stores: Any, name: str) -> dict[str, Callable[[], Awaitable[Any]
             Message(f"b{n}", "other", {"value": "m" * (PAYLOAD * 4 // 3)}, {"kind": "blob"}),
             Message(f"c{n}", "other", {"checkpoint": "c" * 600}, {"kind": "checkpoint"}),
         ]
-        await stores.conversations.append_messages(
-            key, "", rows, expected_last_message_id=state["tail"]
-        )
+        await stores.conversations.append_messages(key, "", rows, expected_tail=state["tail"])
         state["tail"] = f"c{n}"
 
     async def read() -> None:

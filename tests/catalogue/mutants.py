@@ -35,7 +35,7 @@ from agentstores.memory.data import MemoryData, StoredRecord
 from agentstores.memory.stores import (
     MemoryAgentStateStore,
     MemoryConversationStore,
-    MemoryOAuthRepository,
+    MemoryOAuthStore,
     MemoryPauseTokenStore,
     MemoryRecordingStore,
     MemoryStores,
@@ -571,7 +571,7 @@ class TokenPutIgnoresEpoch(MemoryPauseTokenStore):
 # --- OAuth --------------------------------------------------------------------------
 
 
-class StaleStateIndex(MemoryOAuthRepository):
+class StaleStateIndex(MemoryOAuthStore):
     """Looks pending states up in an index that saves add to but never clean."""
 
     async def _save_user_integration(self, record: UserIntegration) -> None:

@@ -15,7 +15,7 @@ from agentstores.errors import (
     StaleWriteError,
 )
 from agentstores.keys import ConversationKey
-from agentstores.memory.data import Conversation, Header, MessageRow
+from agentstores.memory.data import ConversationRecord, Header, MessageRow
 from agentstores.memory.stores import MemoryConversationStore, _stored, _yield
 from agentstores.models import StoredMessage
 from agentstores.stores import AppendRequest, OverCap, SweepRule
@@ -132,7 +132,9 @@ class BranchCopiesAcrossAwait(MemoryConversationStore):
             raise ConflictError("the branch's key is already in use", key=new_key)
         await asyncio.sleep(0)
         now = d.now()
-        copy = Conversation(owner=principal, created_at=now, updated_at=now, title=source.title)
+        copy = ConversationRecord(
+            owner=principal, created_at=now, updated_at=now, title=source.title
+        )
         for row in source.messages[: positions[0] + 1]:
             copy.add(
                 MessageRow(
@@ -204,7 +206,7 @@ class AppendBatchInterleaves(MemoryConversationStore):
                 raise StaleWriteError(f"transcript tail is {tail!r}", key=key, tail=tail)
         now = d.now()
         if conv is None:
-            conv = Conversation(owner=principal, created_at=now, updated_at=now)
+            conv = ConversationRecord(owner=principal, created_at=now, updated_at=now)
             d.conversations[key] = conv
         d.commit_write(key, principal, epoch)
         stored: list[StoredMessage] = []

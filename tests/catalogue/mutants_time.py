@@ -8,11 +8,11 @@ from datetime import UTC, datetime
 
 from agentstores.errors import AlreadyClaimedError, ExpiredError
 from agentstores.keys import ConversationKey
-from agentstores.memory.data import Conversation, Header, MemoryData
+from agentstores.memory.data import ConversationRecord, Header, MemoryData
 from agentstores.memory.stores import (
     MemoryAgentStateStore,
     MemoryConversationStore,
-    MemoryOAuthRepository,
+    MemoryOAuthStore,
     MemoryPauseTokenStore,
     MemorySupervisionStore,
 )
@@ -112,7 +112,7 @@ class TokenClaimableAtExpiry(MemoryPauseTokenStore):
 class ExpiredAfterExpiresAt(MemoryConversationStore):
     """``Expired()`` matches only after ``expires_at`` (``<``), not from it on."""
 
-    def _matches(self, key: ConversationKey, conv: Conversation, rule: SweepRule) -> bool:
+    def _matches(self, key: ConversationKey, conv: ConversationRecord, rule: SweepRule) -> bool:
         if isinstance(rule, Expired):
             return conv.expires_at is not None and conv.expires_at < self.data.now()
         return super()._matches(key, conv, rule)
@@ -121,7 +121,7 @@ class ExpiredAfterExpiresAt(MemoryConversationStore):
 class IdleSinceCreation(MemoryConversationStore):
     """``IdleFor`` measured from ``created_at``: a conversation still in use is swept."""
 
-    def _matches(self, key: ConversationKey, conv: Conversation, rule: SweepRule) -> bool:
+    def _matches(self, key: ConversationKey, conv: ConversationRecord, rule: SweepRule) -> bool:
         if isinstance(rule, IdleFor):
             return conv.created_at < self.data.now() - rule.duration
         return super()._matches(key, conv, rule)
@@ -142,7 +142,7 @@ class ExpiresAtSetOnlyOnCreate(MemoryConversationStore):
 # --- OAuth -------------------------------------------------------------------------
 
 
-class PendingExpiryToTheSecond(MemoryOAuthRepository):
+class PendingExpiryToTheSecond(MemoryOAuthStore):
     """Stores a pending authorization's ``expires_at`` cut to whole seconds (a column
     without fractions): it expires up to a second early."""
 

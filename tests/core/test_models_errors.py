@@ -84,11 +84,8 @@ def test_models_are_frozen() -> None:
 STDLIB_BASES = {
     "UsageError": ValueError,
     "InvalidKeyError": ValueError,
-    "NotOwnedError": PermissionError,
     "NotFoundError": LookupError,
     "ErasedError": LookupError,
-    "BackendUnavailableError": ConnectionError,
-    "UnknownOutcomeError": ConnectionError,
     "UnsupportedError": NotImplementedError,
 }
 
@@ -113,6 +110,9 @@ def test_every_error_is_an_agentstores_error(name: str) -> None:
     assert issubclass(cls, AgentStoresError)
     if name in STDLIB_BASES:
         assert issubclass(cls, STDLIB_BASES[name])
+    # An adapter's `except OSError` (what drivers and the system raise) must never catch
+    # one of ours: NotOwnedError and BackendUnavailableError are not Permission/Connection.
+    assert not issubclass(cls, OSError)
 
 
 def test_specific_relations() -> None:
@@ -121,9 +121,18 @@ def test_specific_relations() -> None:
     assert issubclass(errors.UnknownOutcomeError, errors.BackendUnavailableError)
     # Outcomes a caller must tell apart are not subclasses of one another.
     apart = [errors.BusyError, errors.StaleWriteError, errors.FencedError, errors.ConflictError]
+    apart += [errors.AlreadyClaimedError, errors.LeaseLostError]
     for a in apart:
         for b in apart:
             assert issubclass(a, b) == (a is b)
+    # Contention refusals share a parent ("re-read and decide again"); a fence does not.
+    contention = [errors.BusyError, errors.StaleWriteError, errors.ConflictError]
+    contention += [errors.AlreadyClaimedError]
+    assert all(issubclass(c, errors.ContentionError) for c in contention)
+    assert not issubclass(errors.FencedError, errors.ContentionError)
+    assert not issubclass(errors.LeaseLostError, errors.ContentionError)
+    # A heartbeat that timed out is a lost lease, told apart by its type.
+    assert issubclass(errors.HeartbeatTimeoutError, errors.LeaseLostError)
 
 
 def test_errors_carry_context() -> None:

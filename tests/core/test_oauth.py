@@ -1,4 +1,4 @@
-"""OAuthIntegrationStore against the in-memory repository: expiry, flow rules, encryption."""
+"""OAuthVault against the in-memory repository: expiry, flow rules, encryption."""
 
 from __future__ import annotations
 
@@ -20,8 +20,8 @@ from agentstores.memory.stores import EphemeralStoreWarning, MemoryStores
 from agentstores.models import ClientInfo, PendingAuthorization, UserIntegration
 from agentstores.oauth import (
     ENVELOPE,
-    OAuthIntegrationStore,
     OAuthSecretError,
+    OAuthVault,
     PlaintextSecretsWarning,
     generate_key,
     keys_from_env,
@@ -60,8 +60,8 @@ def key() -> str:
 
 
 @pytest.fixture
-def store(stores: MemoryStores, key: str) -> OAuthIntegrationStore:
-    return OAuthIntegrationStore.from_stores(stores, keys=[key])
+def store(stores: MemoryStores, key: str) -> OAuthVault:
+    return OAuthVault.from_stores(stores, keys=[key])
 
 
 def pending(clock: Clock, state: str = "state-1", ttl: float = 600) -> PendingAuthorization:
@@ -79,7 +79,7 @@ def raw_text(record: Any) -> str:
     return json.dumps(asdict(record), default=str)
 
 
-async def test_flow_round_trip_and_state_lookup(store: OAuthIntegrationStore, clock: Clock) -> None:
+async def test_flow_round_trip_and_state_lookup(store: OAuthVault, clock: Clock) -> None:
     await store.start_authorization("t", "alice", "github", pending(clock))
     found = await store.find_by_pending_state("state-1")
     assert found is not None and found.user == "alice" and found.server_name == "github"
@@ -95,7 +95,7 @@ async def test_flow_round_trip_and_state_lookup(store: OAuthIntegrationStore, cl
 
 
 async def test_secrets_are_encrypted_at_rest(
-    store: OAuthIntegrationStore, stores: MemoryStores, clock: Clock
+    store: OAuthVault, stores: MemoryStores, clock: Clock
 ) -> None:
     await store.start_authorization("t", "alice", "github", pending(clock))
     raw = await stores.oauth.get_user_integration("t", "alice", "github")
@@ -118,7 +118,7 @@ async def test_secrets_are_encrypted_at_rest(
 
 
 async def test_pending_expires_on_store_clock_and_is_cleaned_up(
-    store: OAuthIntegrationStore, stores: MemoryStores, clock: Clock
+    store: OAuthVault, stores: MemoryStores, clock: Clock
 ) -> None:
     await store.start_authorization("t", "alice", "github", pending(clock, ttl=60))
     clock.now += timedelta(seconds=59)
@@ -130,7 +130,7 @@ async def test_pending_expires_on_store_clock_and_is_cleaned_up(
 
 
 async def test_expired_pending_keeps_existing_tokens(
-    store: OAuthIntegrationStore, stores: MemoryStores, clock: Clock
+    store: OAuthVault, stores: MemoryStores, clock: Clock
 ) -> None:
     await store.save_tokens("t", "alice", "github", TOKENS)
     await store.start_authorization("t", "alice", "github", pending(clock, ttl=10))
@@ -149,7 +149,7 @@ async def test_expired_pending_keeps_existing_tokens(
 
 
 async def test_expiry_cleanup_does_not_wipe_a_newer_pending(
-    store: OAuthIntegrationStore, stores: MemoryStores, clock: Clock
+    store: OAuthVault, stores: MemoryStores, clock: Clock
 ) -> None:
     old = await stores.oauth.get_user_integration("t", "alice", "github")
     assert old is None
@@ -162,9 +162,7 @@ async def test_expiry_cleanup_does_not_wipe_a_newer_pending(
     assert await store.find_by_pending_state("new") is not None
 
 
-async def test_list_hides_expired_and_keeps_live(
-    store: OAuthIntegrationStore, clock: Clock
-) -> None:
+async def test_list_hides_expired_and_keeps_live(store: OAuthVault, clock: Clock) -> None:
     await store.start_authorization("t", "alice", "a", pending(clock, "s-a", ttl=5))
     await store.start_authorization("t", "alice", "b", pending(clock, "s-b", ttl=500))
     await store.save_tokens("t", "alice", "c", TOKENS)
@@ -175,30 +173,28 @@ async def test_list_hides_expired_and_keeps_live(
 
 async def test_key_rotation(stores: MemoryStores, clock: Clock) -> None:
     old, new = generate_key(), generate_key()
-    await OAuthIntegrationStore.from_stores(stores, keys=[old]).save_tokens(
-        "t", "alice", "github", TOKENS
-    )
-    await OAuthIntegrationStore.from_stores(stores, keys=[old]).save_client_info(
+    await OAuthVault.from_stores(stores, keys=[old]).save_tokens("t", "alice", "github", TOKENS)
+    await OAuthVault.from_stores(stores, keys=[old]).save_client_info(
         ClientInfo("t", "github", CLIENT)
     )
-    rotated = OAuthIntegrationStore.from_stores(stores, keys=[new, old])
+    rotated = OAuthVault.from_stores(stores, keys=[new, old])
     got = await rotated.get_user_integration("t", "alice", "github")
     assert got is not None and dict(got.tokens or {}) == TOKENS
     assert await rotated.rotate_user_integrations("t", "alice") == 1
     assert await rotated.rotate_client_info("t") == 1
-    only_new = OAuthIntegrationStore.from_stores(stores, keys=[new])
+    only_new = OAuthVault.from_stores(stores, keys=[new])
     got = await only_new.get_user_integration("t", "alice", "github")
     assert got is not None and dict(got.tokens or {}) == TOKENS
     client = await only_new.get_client_info("t", "github")
     assert client is not None and dict(client.client_info) == CLIENT
     with pytest.raises(OAuthSecretError):
-        await OAuthIntegrationStore.from_stores(stores, keys=[old]).get_user_integration(
+        await OAuthVault.from_stores(stores, keys=[old]).get_user_integration(
             "t", "alice", "github"
         )
 
 
 async def test_wrong_key_and_moved_ciphertext_are_refused(
-    store: OAuthIntegrationStore, stores: MemoryStores
+    store: OAuthVault, stores: MemoryStores
 ) -> None:
     await store.save_tokens("t", "alice", "github", TOKENS)
     raw = await stores.oauth.get_user_integration("t", "alice", "github")
@@ -206,24 +202,24 @@ async def test_wrong_key_and_moved_ciphertext_are_refused(
     await stores.oauth.save_user_integration(replace(raw, user="mallory"))
     with pytest.raises(OAuthSecretError):
         await store.get_user_integration("t", "mallory", "github")
-    other = OAuthIntegrationStore.from_stores(stores, keys=[generate_key()])
+    other = OAuthVault.from_stores(stores, keys=[generate_key()])
     with pytest.raises(OAuthSecretError):
         await other.get_user_integration("t", "alice", "github")
 
 
 async def test_plaintext_reader_refuses_encrypted_records(
-    store: OAuthIntegrationStore, stores: MemoryStores
+    store: OAuthVault, stores: MemoryStores
 ) -> None:
     await store.save_tokens("t", "alice", "github", TOKENS)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", PlaintextSecretsWarning)
-        plain = OAuthIntegrationStore.from_stores(stores, allow_plaintext=True)
+        plain = OAuthVault.from_stores(stores, allow_plaintext=True)
     with pytest.raises(OAuthSecretError):
         await plain.get_user_integration("t", "alice", "github")
 
 
 async def test_plaintext_written_before_keys_is_read_then_encrypted_on_save(
-    store: OAuthIntegrationStore, stores: MemoryStores
+    store: OAuthVault, stores: MemoryStores
 ) -> None:
     await stores.oauth.save_user_integration(UserIntegration("t", "bob", "s", tokens=TOKENS))
     got = await store.get_user_integration("t", "bob", "s")
@@ -235,11 +231,11 @@ async def test_plaintext_written_before_keys_is_read_then_encrypted_on_save(
 
 def test_construction_needs_keys_or_explicit_plaintext(stores: MemoryStores) -> None:
     with pytest.raises(UsageError):
-        OAuthIntegrationStore.from_stores(stores)
+        OAuthVault.from_stores(stores)
     with pytest.raises(UsageError):
-        OAuthIntegrationStore.from_stores(stores, keys=["not a fernet key"])
+        OAuthVault.from_stores(stores, keys=["not a fernet key"])
     with pytest.raises(UsageError):
-        OAuthIntegrationStore.from_stores(stores, keys=generate_key())
+        OAuthVault.from_stores(stores, keys=generate_key())
 
 
 async def test_plaintext_opt_in_stores_clear_values(
@@ -247,7 +243,7 @@ async def test_plaintext_opt_in_stores_clear_values(
 ) -> None:
     monkeypatch.setattr(oauth_mod, "_plaintext_warned", False)
     with pytest.warns(PlaintextSecretsWarning):
-        plain = OAuthIntegrationStore.from_stores(stores, allow_plaintext=True)
+        plain = OAuthVault.from_stores(stores, allow_plaintext=True)
     assert not plain.encrypted
     await plain.start_authorization("t", "alice", "github", pending(clock))
     raw = await stores.oauth.get_user_integration("t", "alice", "github")
@@ -261,11 +257,11 @@ def test_plaintext_warning_is_once_per_process() -> None:
     code = """
 import warnings
 from agentstores.memory.stores import MemoryStores
-from agentstores.oauth import OAuthIntegrationStore, PlaintextSecretsWarning
+from agentstores.oauth import OAuthVault, PlaintextSecretsWarning
 with warnings.catch_warnings(record=True) as seen:
     warnings.simplefilter("always")
     for _ in range(3):
-        OAuthIntegrationStore.from_stores(MemoryStores("memory://w"), allow_plaintext=True)
+        OAuthVault.from_stores(MemoryStores("memory://w"), allow_plaintext=True)
 print(sum(issubclass(w.category, PlaintextSecretsWarning) for w in seen))
 """
     out = subprocess.run(
@@ -275,7 +271,7 @@ print(sum(issubclass(w.category, PlaintextSecretsWarning) for w in seen))
     assert out.stderr.count("PLAINTEXT") == 1  # the log line, also only once
 
 
-async def test_naive_expiry_is_refused(store: OAuthIntegrationStore, clock: Clock) -> None:
+async def test_naive_expiry_is_refused(store: OAuthVault, clock: Clock) -> None:
     naive = replace(pending(clock), expires_at=datetime(2030, 1, 1))
     with pytest.raises(UsageError):
         await store.start_authorization("t", "alice", "github", naive)

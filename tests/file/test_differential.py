@@ -126,7 +126,7 @@ def _op(rng: random.Random, clock: ManualClock) -> tuple[str, Any]:
         }
         tail = rng.choice([UNSET] * 8 + [None, *MESSAGE_IDS])
         if tail is not UNSET:
-            opts["expected_last_message_id"] = tail
+            opts["expected_tail"] = tail
         return "append", lambda s: s.conversations.append_messages(key, p, batch, **opts)
     if kind == 16:
         status = rng.choice(["running", "complete", "errored", "cancelled"])

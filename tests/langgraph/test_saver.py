@@ -357,7 +357,7 @@ async def test_a_thread_written_with_blob_rows_is_read_and_extended(lg_servers: 
             content = {k: v for k, v in row.content.items() if k != "values"}
             rows.append(Message(row.id, row.role, content, row.metadata))
             await stores.conversations.append_messages(
-                key, "alice", rows, expected_last_message_id=tail, metadata={OWN_ROWS: seq + 1}
+                key, "alice", rows, expected_tail=tail, metadata={OWN_ROWS: seq + 1}
             )
             tail, parent = row.id, cp["id"]
             old_ids.append(cp["id"])

@@ -41,29 +41,27 @@ async def test_every_refusal_of_a_single_row_on_a_tail_is_the_rules_one(pg: PgSe
         conv = stores.conversations
         await conv.append_messages(key, P, [_row(0)], epoch=5, metadata={"a": 1})
         with pytest.raises(FencedError) as fenced:
-            await conv.append_messages(key, P, [_row(1)], expected_last_message_id="r0", epoch=4)
+            await conv.append_messages(key, P, [_row(1)], expected_tail="r0", epoch=4)
         assert fenced.value.fence == 5
         with pytest.raises(NotOwnedError):
-            await conv.append_messages(key, "other", [_row(1)], expected_last_message_id="r0")
+            await conv.append_messages(key, "other", [_row(1)], expected_tail="r0")
         with pytest.raises(StaleWriteError):
-            await conv.append_messages(key, P, [_row(1)], expected_last_message_id="r9")
+            await conv.append_messages(key, P, [_row(1)], expected_tail="r9")
         # within the limit alone, over it merged with "a": refused by the server
         big = {"big": "x" * (MAX_CONVERSATION_METADATA_BYTES - 6)}
         with pytest.raises(UsageError):
-            await conv.append_messages(
-                key, P, [_row(1)], expected_last_message_id="r0", metadata=big
-            )
+            await conv.append_messages(key, P, [_row(1)], expected_tail="r0", metadata=big)
         # an id already present is a no-op, whatever the tail
-        assert await conv.append_messages(key, P, [_row(0)], expected_last_message_id="r9") == []
+        assert await conv.append_messages(key, P, [_row(0)], expected_tail="r9") == []
         # an epoch above the fence lands and raises it; a name set to None is removed
         stored = await conv.append_messages(
-            key, P, [_row(1)], expected_last_message_id="r0", epoch=7, metadata={"a": None}
+            key, P, [_row(1)], expected_tail="r0", epoch=7, metadata={"a": None}
         )
         assert [(m.id, m.seq) for m in stored] == [("r1", 1)]
         with pytest.raises(FencedError):
-            await conv.append_messages(key, P, [_row(2)], expected_last_message_id="r1", epoch=6)
+            await conv.append_messages(key, P, [_row(2)], expected_tail="r1", epoch=6)
         stored = await conv.append_messages(
-            key, P, [_row(2)], expected_last_message_id="r1", epoch=7, metadata={"b": 2}
+            key, P, [_row(2)], expected_tail="r1", epoch=7, metadata={"b": 2}
         )
         assert [(m.id, m.seq) for m in stored] == [("r2", 2)]
         info = await conv.get_conversation(key, P)
@@ -73,7 +71,7 @@ async def test_every_refusal_of_a_single_row_on_a_tail_is_the_rules_one(pg: PgSe
         assert stored[0].created_at == info.updated_at
         await conv.delete(key, P)
         with pytest.raises(ErasedError):
-            await conv.append_messages(key, P, [_row(3)], expected_last_message_id="r2", epoch=7)
+            await conv.append_messages(key, P, [_row(3)], expected_tail="r2", epoch=7)
 
 
 async def test_racing_single_rows_on_one_tail_land_one_at_a_time(pg: PgServer) -> None:
@@ -90,7 +88,7 @@ async def test_racing_single_rows_on_one_tail_land_one_at_a_time(pg: PgServer) -
             async def one(i: int, expected: str = tail, r: int = r) -> str | None:
                 message = Message(f"r{r}c{i}", "other", i)
                 try:
-                    await conv.append_messages(key, P, [message], expected_last_message_id=expected)
+                    await conv.append_messages(key, P, [message], expected_tail=expected)
                 except StaleWriteError:
                     return None
                 return message.id

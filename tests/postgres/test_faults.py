@@ -213,11 +213,11 @@ async def test_append_killed_mid_call_loses_nothing_and_duplicates_nothing(pg: P
         batch = [Message("m1", "assistant", "hi"), Message("m2", "user", "again")]
         with pytest.raises(UnknownOutcomeError):
             await _kill_while_waiting(
-                pg, key, conv.append_messages(key, P, batch, expected_last_message_id="m0")
+                pg, key, conv.append_messages(key, P, batch, expected_tail="m0")
             )
         assert [m.id for m in await conv.read_messages(key, P)] == ["m0"]
         # Publication is idempotent: re-sending after an unknown outcome is safe.
-        stored = await conv.append_messages(key, P, batch, expected_last_message_id="m0")
+        stored = await conv.append_messages(key, P, batch, expected_tail="m0")
         assert [m.seq for m in stored] == [1, 2]
         assert await conv.append_messages(key, P, batch) == []
         info = await conv.get_conversation(key, P)
@@ -431,7 +431,7 @@ async def test_append_races_under_a_killer_lose_nothing(pg: PgServer) -> None:
             async def attempt(i: int, tail: str | None = tail, rnd: int = rnd) -> object:
                 mid = f"r{rnd}-{i}"
                 return await bundles[i].conversations.append_messages(
-                    key, P, [Message(mid, "assistant", mid)], expected_last_message_id=tail
+                    key, P, [Message(mid, "assistant", mid)], expected_tail=tail
                 )
 
             results, k = await _race(pg, key, racers, attempt, rng)

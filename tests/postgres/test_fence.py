@@ -73,9 +73,7 @@ async def test_refusals_carry_what_the_write_carried_and_what_refused_it(pg: PgS
             await stores.recording.put(key, P, RecordedEvent(1, "b", "r", 6))
         assert (fenced.value.epoch, fenced.value.fence) == (6, 7)
         with pytest.raises(StaleWriteError) as stale:
-            await conv.append_messages(
-                key, P, [Message("m3", "user", "x")], expected_last_message_id="m0"
-            )
+            await conv.append_messages(key, P, [Message("m3", "user", "x")], expected_tail="m0")
         assert (stale.value.tail, stale.value.expected, stale.value.key) == ("m1", "m0", key)
         with pytest.raises(NotOwnedError) as stranger:
             await stores.state.save(key, "stranger", {})
@@ -146,7 +144,7 @@ async def test_an_append_waits_for_a_takeover_in_flight_and_is_fenced_by_it(
         await _fenced_by_a_takeover_in_flight(
             pg,
             key,
-            lambda: conv.append_messages(key, P, batch, expected_last_message_id="x1", epoch=1),
+            lambda: conv.append_messages(key, P, batch, expected_tail="x1", epoch=1),
         )
         rows = await conv.read_messages(key, P, start=0, limit=10)
         assert [m.id for m in rows] == ["x1"]

@@ -276,7 +276,7 @@ async def test_a_conversation_written_by_an_older_conv_append_goes_on_after_migr
             key,
             "u",
             [Message("q2", "user", "q"), Message("a2", "assistant", "a")],
-            expected_last_message_id="x1",
+            expected_tail="x1",
             epoch=2,
             metadata={"added": 2},
         )

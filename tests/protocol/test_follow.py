@@ -63,7 +63,7 @@ def following(
 
 async def turn(stores: MemoryStores, key: ConversationKey, mid: str = "a1") -> Lease:
     return await start_turn(
-        stores, key, USER, mid, None, user_message=Message("u1", "user", "q"), config=CONFIG
+        stores, key, USER, mid, None, user_message=Message("u1", "user", "q"), lease_config=CONFIG
     )
 
 
@@ -126,14 +126,14 @@ async def test_the_next_turn_without_the_message_is_gone(
     assert isinstance(await step(it), FollowUpdate)
     await lease.seal("errored")
     await lease.release()
-    await claim(stores, key, USER, "a2", config=CONFIG)
+    await claim(stores, key, USER, "a2", lease_config=CONFIG)
     assert await drain(it) == [FollowEnd("gone", message_id="a1", index=2)]
 
 
 async def test_a_named_turn_already_answered_is_done(stores: MemoryStores, key: ConversationKey):
     first = await turn(stores, key)
     await finish(first, "xyz")
-    await claim(stores, key, USER, "a2", config=CONFIG)
+    await claim(stores, key, USER, "a2", lease_config=CONFIG)
     events = await drain(following(stores, key, message_id="a1"))
     end = events[-1]
     assert isinstance(end, FollowEnd) and end.verdict == "done"
@@ -167,7 +167,7 @@ async def test_a_snapshot_older_than_the_lease_waits_for_the_new_producer(
     lease = await turn(stores, key)
     await lease.record(4, {"text": text(4)})
     clock.advance(CONFIG.dead_after + 1)
-    heir = await claim(stores, key, USER, "a1", config=CONFIG)
+    heir = await claim(stores, key, USER, "a1", lease_config=CONFIG)
     assert heir.epoch > lease.epoch
     it = following(stores, key)
     waiting = asyncio.ensure_future(anext(it))

@@ -7,11 +7,16 @@ import asyncio
 
 import pytest
 
-from agentstores.errors import BackendUnavailableError, NotOwnedError
+from agentstores.errors import (
+    BackendUnavailableError,
+    HeartbeatTimeoutError,
+    LeaseLostError,
+    NotOwnedError,
+)
 from agentstores.keys import ConversationKey
 from agentstores.memory.stores import MemoryStores
 from agentstores.models import SupervisionRow, Swap, SwapOutcome
-from agentstores.protocol import HeartbeatCoalescer, LeaseConfig, LeaseLostError, claim
+from agentstores.protocol import HeartbeatCoalescer, LeaseConfig, claim
 from agentstores.protocol.heartbeats import coalescer_for
 from agentstores.protocol.ticker import ticker_for
 from agentstores.stores import SupervisionStore
@@ -158,7 +163,7 @@ async def test_a_failed_batch_fails_every_beat_in_it(stores: MemoryStores):
 
 async def test_leases_of_a_process_beat_through_one_coalescer(stores: MemoryStores):
     keys = _keys(12)
-    leases = [await claim(stores, k, USER, "m", config=FAST) for k in keys]
+    leases = [await claim(stores, k, USER, "m", lease_config=FAST) for k in keys]
     spy = CountingStore(stores.supervision)
     co = coalescer_for(stores.supervision)
     assert coalescer_for(stores.supervision) is co, "one coalescer per store and loop"
@@ -179,12 +184,12 @@ async def test_leases_of_a_process_beat_through_one_coalescer(stores: MemoryStor
 
 async def test_a_lease_taken_over_learns_it_on_its_next_beat(stores: MemoryStores):
     keys = _keys(6)
-    leases = [await claim(stores, k, USER, "m", config=FAST) for k in keys]
+    leases = [await claim(stores, k, USER, "m", lease_config=FAST) for k in keys]
     for lease in leases:
         lease.start_heartbeat()
     await asyncio.sleep(FAST.heartbeat_interval * 2)
     victim = leases[2]
-    newer = await claim(stores, victim.key, USER, "m", config=FAST)  # a resume fences it
+    newer = await claim(stores, victim.key, USER, "m", lease_config=FAST)  # a resume fences it
     await asyncio.wait_for(victim.lost.wait(), timeout=FAST.heartbeat_interval * 4)
     with pytest.raises(LeaseLostError):
         victim.check()
@@ -199,7 +204,7 @@ async def test_a_lease_taken_over_learns_it_on_its_next_beat(stores: MemoryStore
 async def test_coalescing_can_be_turned_off(stores: MemoryStores):
     (key,) = _keys(1)
     config = LeaseConfig(dead_after=0.5, heartbeat_interval=0.05, coalesce=False)
-    lease = await claim(stores, key, USER, "m", config=config)
+    lease = await claim(stores, key, USER, "m", lease_config=config)
     await lease.heartbeat_once()
     assert lease.heartbeats == 1
     assert coalescer_for(stores.supervision).batches == 0
@@ -211,7 +216,7 @@ async def test_running_heartbeats_spread_over_the_interval_one_timer_per_slot(
     """Leases claimed together beat at their own phase of the interval, and the loop runs
     one ticker timer per occupied slot, not one timer per lease."""
     config = LeaseConfig(dead_after=1.5, heartbeat_interval=0.5)
-    leases = [await claim(stores, k, USER, "m", config=config) for k in _keys(200, "spread")]
+    leases = [await claim(stores, k, USER, "m", lease_config=config) for k in _keys(200, "spread")]
     spy = CountingStore(stores.supervision)
     coalescer_for(stores.supervision).store = spy  # type: ignore[assignment]
     ticker = ticker_for(asyncio.get_running_loop())
@@ -234,7 +239,7 @@ async def test_stopping_a_heartbeat_waits_for_its_beat_in_flight(stores: MemoryS
     """The lease path of the race fixed in the coalescer: a seal right after stopping the
     heartbeat is never undone by the beat that was on its way."""
     (key,) = _keys(1, "stop")
-    lease = await claim(stores, key, USER, "m", config=FAST)
+    lease = await claim(stores, key, USER, "m", lease_config=FAST)
     spy = CountingStore(stores.supervision)
     spy.gate = asyncio.Event()
     coalescer_for(stores.supervision).store = spy  # type: ignore[assignment]
@@ -261,7 +266,7 @@ async def test_a_beat_unanswered_past_its_timeout_loses_the_lease(
     cancelled, and no second beat piles up behind the first meanwhile."""
     (key,) = _keys(1, f"hang{limit}")
     config = LeaseConfig(dead_after=0.5, heartbeat_interval=0.05, heartbeat_timeout=limit)
-    lease = await claim(stores, key, USER, "m", config=config)
+    lease = await claim(stores, key, USER, "m", lease_config=config)
     spy = CountingStore(stores.supervision)
     spy.gate = asyncio.Event()
     coalescer_for(stores.supervision).store = spy  # type: ignore[assignment]
@@ -270,6 +275,8 @@ async def test_a_beat_unanswered_past_its_timeout_loses_the_lease(
     lease.start_heartbeat()
     await asyncio.wait_for(lease.lost.wait(), timeout=30)
     assert isinstance(lease.lost_reason, TimeoutError)
+    with pytest.raises(HeartbeatTimeoutError):  # told apart from a takeover by its type
+        lease.check()
     await lease.stop_heartbeat()  # returns: the beat out has timed out
     with pytest.raises(asyncio.CancelledError):
         await producer
@@ -282,7 +289,7 @@ async def test_a_beat_falling_due_while_the_last_is_out_goes_once_it_is_answered
 ):
     (key,) = _keys(1, "owed")
     config = LeaseConfig(dead_after=3.0, heartbeat_interval=0.05)
-    lease = await claim(stores, key, USER, "m", config=config)
+    lease = await claim(stores, key, USER, "m", lease_config=config)
     spy = CountingStore(stores.supervision)
     spy.gate = asyncio.Event()
     coalescer_for(stores.supervision).store = spy  # type: ignore[assignment]
@@ -305,7 +312,7 @@ async def test_a_running_heartbeat_without_coalescing_calls_the_store_per_beat(
 ):
     (key,) = _keys(1, "single")
     config = LeaseConfig(dead_after=0.5, heartbeat_interval=0.05, coalesce=False)
-    lease = await claim(stores, key, USER, "m", config=config)
+    lease = await claim(stores, key, USER, "m", lease_config=config)
     beat = lease.start_heartbeat()
     for _ in range(600):
         if lease.heartbeats >= 3:

@@ -14,6 +14,8 @@ from agentstores.errors import (
     ConflictError,
     ErasedError,
     FencedError,
+    HeartbeatTimeoutError,
+    LeaseLostError,
     StaleWriteError,
 )
 from agentstores.keys import ConversationKey
@@ -21,7 +23,6 @@ from agentstores.memory.stores import EphemeralStoreWarning, MemoryStores, Memor
 from agentstores.models import Message, RecordedEvent, SupervisionRow
 from agentstores.protocol import (
     LeaseConfig,
-    LeaseLostError,
     claim,
     liveness,
     start_turn,
@@ -171,7 +172,7 @@ async def test_a_fenced_producer_lands_no_write_anywhere(
 async def test_heartbeat_refused_stops_the_producer(
     stores: MemoryStores, key: ConversationKey, clock: ManualClock
 ):
-    lease = await claim(stores, key, USER, "m1", config=FAST)
+    lease = await claim(stores, key, USER, "m1", lease_config=FAST)
     started = asyncio.Event()
 
     async def produce() -> None:
@@ -186,6 +187,7 @@ async def test_heartbeat_refused_stops_the_producer(
     with pytest.raises(LeaseLostError) as info:
         await asyncio.wait_for(runner, timeout=10)
     assert isinstance(info.value.__cause__, FencedError)
+    assert not isinstance(info.value, HeartbeatTimeoutError)  # a takeover, not a timeout
     assert lease.status == "lost"
 
 
@@ -205,7 +207,7 @@ async def test_heartbeat_that_raises_stops_the_producer_and_keeps_the_error(
 ):
     failing = _FailingSupervision(stores.data)
     stores.supervision = failing
-    lease = await claim(stores, key, USER, "m1", config=FAST)
+    lease = await claim(stores, key, USER, "m1", lease_config=FAST)
     notified: list[BaseException] = []
     lease.on_lost(notified.append)
     blocked = asyncio.Event()
@@ -217,7 +219,7 @@ async def test_heartbeat_that_raises_stops_the_producer_and_keeps_the_error(
     runner = asyncio.create_task(lease.run(produce()))
     await asyncio.sleep(0)
     failing.armed = True
-    with pytest.raises(LeaseLostError) as info:
+    with pytest.raises(HeartbeatTimeoutError) as info:  # unconfirmed, not taken over
         await asyncio.wait_for(runner, timeout=10)
     assert isinstance(info.value.__cause__, BackendUnavailableError)
     assert isinstance(lease.lost_reason, BackendUnavailableError)
@@ -227,7 +229,7 @@ async def test_heartbeat_that_raises_stops_the_producer_and_keeps_the_error(
 async def test_run_returns_the_producers_result_while_the_lease_holds(
     stores: MemoryStores, key: ConversationKey
 ):
-    lease = await claim(stores, key, USER, "m1", config=FAST)
+    lease = await claim(stores, key, USER, "m1", lease_config=FAST)
 
     async def produce() -> int:
         await lease.record(1, "a")
@@ -241,7 +243,7 @@ async def test_run_returns_the_producers_result_while_the_lease_holds(
 async def test_turn_that_raises_inside_the_lease_is_sealed_errored(
     stores: MemoryStores, key: ConversationKey
 ):
-    lease = await claim(stores, key, USER, "m1", config=FAST)
+    lease = await claim(stores, key, USER, "m1", lease_config=FAST)
     with pytest.raises(RuntimeError):
         async with lease:
             raise RuntimeError("agent crashed")
@@ -256,7 +258,7 @@ async def test_start_turn_claims_before_checking_the_tail(
     # The tail is wrong AND the turn is busy: the claim comes first, so BusyError.
     with pytest.raises(BusyError):
         await start_turn(stores, key, USER, "a2", "nope")
-    await first.append([Message("a1", "assistant", 2)], expected_last_message_id="u1")
+    await first.append([Message("a1", "assistant", 2)], expected_tail="u1")
     await first.seal("done")
     with pytest.raises(StaleWriteError) as info:
         await start_turn(stores, key, USER, "a2", "u1", user_message=Message("u2", "user", 3))
@@ -303,7 +305,7 @@ async def test_claim_gives_up_after_bounded_races(stores: MemoryStores, key: Con
     stores.supervision = AlwaysLoses(stores.data)
     await stores.state.save(key, USER, {"claimed": "key"})
     with pytest.raises(ConflictError):
-        await claim(stores, key, USER, "m1", config=LeaseConfig(claim_attempts=3))
+        await claim(stores, key, USER, "m1", lease_config=LeaseConfig(claim_attempts=3))
 
 
 def test_config_rejects_a_heartbeat_slower_than_death():
@@ -316,7 +318,7 @@ def test_config_rejects_a_heartbeat_slower_than_death():
 async def test_cancelling_the_producer_stops_the_heartbeat(
     stores: MemoryStores, key: ConversationKey
 ):
-    lease = await claim(stores, key, USER, "m1", config=FAST)
+    lease = await claim(stores, key, USER, "m1", lease_config=FAST)
     runner = asyncio.create_task(lease.run(asyncio.Event().wait()))
     for _ in range(1000):
         if lease.heartbeats >= 2:
@@ -337,7 +339,7 @@ async def test_run_and_the_context_fence_plain_writes_with_the_lease_epoch(
 ):
     from agentstores.stores.ambient import ambient_epoch
 
-    first = await claim(stores, key, USER, "m1", config=FAST)
+    first = await claim(stores, key, USER, "m1", lease_config=FAST)
 
     async def producer() -> int | None:
         return ambient_epoch(key)
@@ -348,7 +350,7 @@ async def test_run_and_the_context_fence_plain_writes_with_the_lease_epoch(
         assert ambient_epoch(key) == first.epoch
     assert ambient_epoch(key) is None
 
-    second = await claim(stores, key, USER, "m1", config=FAST)  # a resume fences the first
+    second = await claim(stores, key, USER, "m1", lease_config=FAST)  # a resume fences the first
     async with first:
         with pytest.raises(FencedError):
             await stores.state.save(key, USER, {"late": True})
@@ -360,13 +362,23 @@ async def test_a_takeover_of_the_same_turn_accepts_its_own_user_message_as_tail(
     stores: MemoryStores, key: ConversationKey
 ):
     question = Message("q1", "user", "hi")
-    first = await start_turn(stores, key, USER, "a1", None, user_message=question, config=FAST)
+    first = await start_turn(
+        stores, key, USER, "a1", None, user_message=question, lease_config=FAST
+    )
     # The producer dies; its successor retries the very same turn with the same tail.
-    second = await start_turn(stores, key, USER, "a1", None, user_message=question, config=FAST)
+    second = await start_turn(
+        stores, key, USER, "a1", None, user_message=question, lease_config=FAST
+    )
     assert second.epoch > first.epoch and second.reason == "resume"
     assert [m.id for m in await stores.conversations.read_messages(key, USER)] == ["q1"]
     with pytest.raises(StaleWriteError):
         await start_turn(
-            stores, key, USER, "a1", None, user_message=Message("q2", "user", "x"), config=FAST
+            stores,
+            key,
+            USER,
+            "a1",
+            None,
+            user_message=Message("q2", "user", "x"),
+            lease_config=FAST,
         )
     await second.release()

@@ -25,7 +25,7 @@ PAIRS = {
     "state": abcs.AgentStateStore,
     "conversations": abcs.ConversationStore,
     "pause_tokens": abcs.PauseTokenStore,
-    "oauth": abcs.OAuthRepository,
+    "oauth": abcs.OAuthStore,
 }
 
 
@@ -114,7 +114,7 @@ def test_check_json_names_every_method_the_suite_reached() -> None:
         "TemplateSupervisionStore._compare_and_swap",
         "TemplateAgentStateStore._save",
         "TemplateRecordingStore._put",
-        "TemplateOAuthRepository._save_user_integration",
+        "TemplateOAuthStore._save_user_integration",
     } <= set(report["not_implemented"])
     failed = [p for p in report["promises"] if p["outcome"] == "failed"]
     assert failed and all(p["reason"].startswith("not implemented: ") for p in failed), [

@@ -40,7 +40,7 @@ async def race_append(stores: Any, key: ConversationKey, worker: str, total: int
         n += 1
         try:
             await stores.conversations.append_messages(
-                key, "p", [Message(mid, "user", worker)], expected_last_message_id=tail
+                key, "p", [Message(mid, "user", worker)], expected_tail=tail
             )
         except StaleWriteError:
             continue

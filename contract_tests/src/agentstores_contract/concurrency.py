@@ -136,7 +136,7 @@ class ConcurrencyContract(ContractBase):
                                 Message(f"r{r}c{i}", "user", i),
                                 Message(f"r{r}c{i}b", "assistant", i),
                             ],
-                            expected_last_message_id=tail,
+                            expected_tail=tail,
                         )
                         for i, s in enumerate(bundles)
                     ]
@@ -375,7 +375,7 @@ class ConcurrencyContract(ContractBase):
             async def append() -> str:
                 try:
                     await s.conversations.append_messages(
-                        key, "p", [Message(mid, "user", 0)], expected_last_message_id=seen
+                        key, "p", [Message(mid, "user", 0)], expected_tail=seen
                     )
                 except StaleWriteError as exc:
                     check_stale_in_race(exc, seen, "a conditional append")

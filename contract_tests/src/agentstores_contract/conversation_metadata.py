@@ -176,9 +176,7 @@ class ConversationMetadataContract(ContractBase):
             await _unchanged(
                 stores,
                 key,
-                c.append_messages(
-                    key, OWNER, late, expected_last_message_id="u0", metadata={"x": 1}
-                ),
+                c.append_messages(key, OWNER, late, expected_tail="u0", metadata={"x": 1}),
                 StaleWriteError,
                 "an append on a stale tail",
             )

@@ -108,7 +108,7 @@ class ConversationContract(ContractBase):
             await conv.append_messages(key, "p", SCRIPT[:3])
             again = await conv.append_messages(key, "p", SCRIPT[:3])
             assert again == [], "re-appending present ids must append nothing and return []"
-            stale = await conv.append_messages(key, "p", SCRIPT[1:3], expected_last_message_id="u0")
+            stale = await conv.append_messages(key, "p", SCRIPT[1:3], expected_tail="u0")
             assert stale == [], "the idempotency check comes before the tail check"
             mixed = await conv.append_messages(key, "p", SCRIPT[2:5])
             assert [(m.id, m.seq) for m in mixed] == [("u1", 3), ("s0", 4)], (
@@ -125,22 +125,22 @@ class ConversationContract(ContractBase):
         async def body(stores: Stores) -> None:
             conv = stores.conversations
             await stale(
-                conv.append_messages(key, "p", SCRIPT[:1], expected_last_message_id="zz"),
+                conv.append_messages(key, "p", SCRIPT[:1], expected_tail="zz"),
                 tail=None,
                 expected="zz",
                 what="a missing conversation's tail is None",
             )
             assert await conv.get_conversation(key, "p") is None, "a stale append created the key"
-            await conv.append_messages(key, "p", SCRIPT[:1], expected_last_message_id=None)
-            await conv.append_messages(key, "p", SCRIPT[1:2], expected_last_message_id="u0")
+            await conv.append_messages(key, "p", SCRIPT[:1], expected_tail=None)
+            await conv.append_messages(key, "p", SCRIPT[1:2], expected_tail="u0")
             await stale(
-                conv.append_messages(key, "p", SCRIPT[2:4], expected_last_message_id="u0"),
+                conv.append_messages(key, "p", SCRIPT[2:4], expected_tail="u0"),
                 tail="a0",
                 expected="u0",
                 what="appending on a tail that moved",
             )
             await stale(
-                conv.append_messages(key, "p", SCRIPT[2:4], expected_last_message_id=None),
+                conv.append_messages(key, "p", SCRIPT[2:4], expected_tail=None),
                 tail="a0",
                 expected=None,
                 what="expecting an empty transcript",
@@ -160,7 +160,7 @@ class ConversationContract(ContractBase):
             conv = stores.conversations
             await conv.append_messages(key, "p", SCRIPT[:1])
             await stale(
-                conv.append_messages(key, "p", batch, expected_last_message_id="nope"),
+                conv.append_messages(key, "p", batch, expected_tail="nope"),
                 tail="u0",
                 expected="nope",
                 what="a refused batch",
@@ -171,7 +171,7 @@ class ConversationContract(ContractBase):
                 "a batch naming one id twice",
             )
             assert ids_of(await conv.read_messages(key, "p")) == ["u0"], "part of a batch landed"
-            stored = await conv.append_messages(key, "p", batch, expected_last_message_id="u0")
+            stored = await conv.append_messages(key, "p", batch, expected_tail="u0")
             assert [m.seq for m in stored] == list(range(1, 201))
             assert ids_of(await conv.read_messages(key, "p")) == ["u0", *ids_of(batch)]
 

@@ -47,7 +47,7 @@ LATE_WRITES: dict[str, Callable[[Stores, ConversationKey, str], Awaitable[Any]]]
         k, p, [Message("late", "assistant", "late")]
     ),
     "conversations.append_expecting_empty": lambda s, k, p: s.conversations.append_messages(
-        k, p, [Message("late", "assistant", "late")], expected_last_message_id=None
+        k, p, [Message("late", "assistant", "late")], expected_tail=None
     ),
     "conversations.append_existing": lambda s, k, p: s.conversations.append_messages(
         k, p, [Message("late", "assistant", "late")], create_if_absent=False

@@ -113,9 +113,15 @@ def _update(event: FollowEvent, index: int, delta_from: int) -> FollowUpdate:
     return event
 
 
-async def _turn(stores: Stores, key: ConversationKey, config: LeaseConfig = LONG) -> Lease:
+async def _turn(stores: Stores, key: ConversationKey, lease_config: LeaseConfig = LONG) -> Lease:
     return await start_turn(
-        stores, key, USER, MID, None, user_message=Message("u1", "user", "q"), config=config
+        stores,
+        key,
+        USER,
+        MID,
+        None,
+        user_message=Message("u1", "user", "q"),
+        lease_config=lease_config,
     )
 
 
@@ -123,7 +129,7 @@ async def _finish(lease: Lease, n: int) -> None:
     """Publish the answer's first ``n`` characters and seal the turn done."""
     await lease.append(
         [Message(MID, "assistant", _text(n))],
-        expected_last_message_id="u1",
+        expected_tail="u1",
         last_turn_status="complete",
     )
     await lease.seal("done")
@@ -370,7 +376,7 @@ class FollowContract(ContractBase):
             events = _follow(reads.bundle, key, dead_after=SHORT.dead_after, grace=PATIENCE * 10)
             waiting = asyncio.ensure_future(_next(events))
             await reads.waited(waiting)
-            heir = await claim(producer, key, USER, MID, config=SHORT, resume_live=False)
+            heir = await claim(producer, key, USER, MID, lease_config=SHORT, resume_live=False)
             async with heir:  # beating, so the follower keeps judging it live
                 await _record(heir, 13)
                 _update(await waiting, 13, 0)
@@ -462,7 +468,7 @@ class FollowContract(ContractBase):
             assert rest[1:] == [FollowEnd("done", rest[1].message, MID, 20)], rest
             # Another message after the answer: found by id behind the tail; no row seen.
             await producer.conversations.append_messages(
-                key, USER, [Message("u2", "user", "next")], expected_last_message_id=MID
+                key, USER, [Message("u2", "user", "next")], expected_tail=MID
             )
             again = await _rest(_follow(reader, key, message_id=MID))
             assert len(again) == 2, again

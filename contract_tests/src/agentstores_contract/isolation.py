@@ -39,7 +39,7 @@ async def write_marks(stores: Stores, key: ConversationKey, principal: str, mark
     assert await stores.recording.put(key, principal, RecordedEvent(mark, mark, f"m{mark}", mark))
     await stores.state.save(key, principal, {"mark": mark}, epoch=mark)
     await stores.conversations.append_messages(
-        key, principal, [Message(f"m{mark}", "user", mark)], expected_last_message_id=None
+        key, principal, [Message(f"m{mark}", "user", mark)], expected_tail=None
     )
     await stores.pause_tokens.put(
         "tok", key, principal, mark, await stores.now() + timedelta(hours=1)

@@ -12,12 +12,17 @@ import asyncio
 
 import pytest
 
-from agentstores.errors import FencedError, NotOwnedError, StaleWriteError, UsageError
+from agentstores.errors import (
+    FencedError,
+    LeaseLostError,
+    NotOwnedError,
+    StaleWriteError,
+    UsageError,
+)
 from agentstores.models import Message
 from agentstores.protocol import (
     Lease,
     LeaseConfig,
-    LeaseLostError,
     claim,
     liveness,
     start_turn,
@@ -66,7 +71,7 @@ class LeaseLifecycleContract(ContractBase):
 
         async def body(stores: Stores) -> None:
             before = await stores.supervision.read(key, USER)
-            lease = await claim(stores, key, USER, "a1", config=LONG)
+            lease = await claim(stores, key, USER, "a1", lease_config=LONG)
             assert (lease.reason, lease.previous, lease.config) == ("new", None, LONG)
             assert lease.epoch == before.fence + 1
             assert (lease.status, lease.lost_reason, lease.heartbeats) == ("held", None, 0)
@@ -78,7 +83,7 @@ class LeaseLifecycleContract(ContractBase):
             told: list[BaseException] = []
             lease.on_lost(told.append)
 
-            heir = await claim(stores, key, USER, "a1", config=LONG)
+            heir = await claim(stores, key, USER, "a1", lease_config=LONG)
             assert heir.reason == "resume" and heir.previous is not None
             assert heir.previous.epoch == lease.epoch
             with pytest.raises(FencedError):
@@ -106,8 +111,8 @@ class LeaseLifecycleContract(ContractBase):
         key = self.key()
 
         async def body(stores: Stores) -> None:
-            owned = await claim(stores, key, USER, "a1", config=LONG)
-            intruder = Lease(stores, key, "intruder", "a1", owned.epoch, config=LONG)
+            owned = await claim(stores, key, USER, "a1", lease_config=LONG)
+            intruder = Lease(stores, key, "intruder", "a1", owned.epoch, lease_config=LONG)
             assert intruder.reason == "new"
             with pytest.raises(LeaseLostError):
                 await intruder.heartbeat_once()
@@ -122,12 +127,12 @@ class LeaseLifecycleContract(ContractBase):
         key = self.key()
 
         async def body(stores: Stores) -> None:
-            first = await claim(stores, key, USER, "a1", config=LONG)
-            second = await claim(stores, key, USER, "a1", config=LONG)
+            first = await claim(stores, key, USER, "a1", lease_config=LONG)
+            second = await claim(stores, key, USER, "a1", lease_config=LONG)
             with pytest.raises(LeaseLostError):
                 await first.heartbeat_once()
             assert isinstance(first.lost_reason, FencedError)
-            third = await claim(stores, key, USER, "a1", config=LONG)
+            third = await claim(stores, key, USER, "a1", lease_config=LONG)
             with pytest.raises(LeaseLostError):
                 await second.seal()
             assert isinstance(second.lost_reason, FencedError)
@@ -142,8 +147,8 @@ class LeaseLifecycleContract(ContractBase):
         async def body(stores: Stores) -> None:
             # A beat would find the takeover too, and cancel the producer before its own
             # write is refused (a lease lost, which another test covers).
-            lease = await claim(stores, key, USER, "a1", config=ASLEEP)
-            await claim(stores, key, USER, "a1", config=LONG)
+            lease = await claim(stores, key, USER, "a1", lease_config=ASLEEP)
+            await claim(stores, key, USER, "a1", lease_config=LONG)
 
             async def producer() -> str:
                 try:
@@ -155,7 +160,7 @@ class LeaseLifecycleContract(ContractBase):
 
             assert await lease.run(producer()) == "stopped on its own"
 
-            other = await claim(stores, self.key(), USER, "a2", config=LONG)
+            other = await claim(stores, self.key(), USER, "a2", lease_config=LONG)
             outer = asyncio.create_task(other.run(asyncio.Event().wait()))
             await asyncio.sleep(0)
             outer.cancel()
@@ -170,7 +175,7 @@ class LeaseLifecycleContract(ContractBase):
         key = self.key()
 
         async def body(stores: Stores) -> None:
-            lease = await claim(stores, key, USER, "a1", config=LONG)
+            lease = await claim(stores, key, USER, "a1", lease_config=LONG)
             beat = lease.start_heartbeat()
             await lease.record(1, "partial")
             with pytest.raises(UsageError):
@@ -184,7 +189,7 @@ class LeaseLifecycleContract(ContractBase):
             assert await lease.release() is True and lease.status == "sealed"
             assert (await stores.supervision.read(key, USER)).row is None
 
-            second = await claim(stores, key, USER, "a2", config=LONG)
+            second = await claim(stores, key, USER, "a2", lease_config=LONG)
             assert second.reason == "new" and second.epoch == lease.epoch + 1
             beat = second.start_heartbeat()
             assert await second.release() is True and second.status == "released"
@@ -198,14 +203,14 @@ class LeaseLifecycleContract(ContractBase):
         key = self.key()
 
         async def body(stores: Stores) -> None:
-            async with await claim(stores, key, USER, "a1", config=LONG) as lease:
+            async with await claim(stores, key, USER, "a1", lease_config=LONG) as lease:
                 pass
             row = (await stores.supervision.read(key, USER)).row
             assert lease.status == "held" and row is not None and row.status == "running"
             await lease.release()
 
             with pytest.raises(RuntimeError):
-                async with await claim(stores, key, USER, "a2", config=LONG) as failed:
+                async with await claim(stores, key, USER, "a2", lease_config=LONG) as failed:
                     raise RuntimeError("the producer broke")
             row = (await stores.supervision.read(key, USER)).row
             assert failed.status == "sealed" and row is not None and row.status == "errored"
@@ -220,7 +225,7 @@ class LeaseLifecycleContract(ContractBase):
             raise asyncio.CancelledError
 
         async def body(stores: Stores) -> None:
-            lease = await claim(stores, key, USER, "a1", config=LONG)
+            lease = await claim(stores, key, USER, "a1", lease_config=LONG)
             with pytest.raises(asyncio.CancelledError):
                 await lease.run(gives_up())
             assert lease.status == "held" and not lease.lost.is_set()
@@ -233,7 +238,7 @@ class LeaseLifecycleContract(ContractBase):
         key = self.key()
 
         async def body(stores: Stores) -> None:
-            lone = await claim(stores, key, USER, "a0", config=LONG)
+            lone = await claim(stores, key, USER, "a0", lease_config=LONG)
             with pytest.raises(LookupError):
                 await lone.append([Message("u0", "user", "no conversation yet")])
             await lone.release()
@@ -245,7 +250,7 @@ class LeaseLifecycleContract(ContractBase):
                 "a1",
                 None,
                 user_message=Message("u1", "user", "q"),
-                config=LONG,
+                lease_config=LONG,
                 title="first",
             )
             assert lease.config is LONG
@@ -253,7 +258,7 @@ class LeaseLifecycleContract(ContractBase):
             assert info is not None and info.title == "first"
             await lease.append([Message("a1", "assistant", "x")], title="renamed")
             with pytest.raises(StaleWriteError) as moved:
-                await lease.append([Message("a2", "assistant", "y")], expected_last_message_id="u1")
+                await lease.append([Message("a2", "assistant", "y")], expected_tail="u1")
             check_stale(moved.value, tail="a1", expected="u1", what="a lease's append on a1")
             await lease.set_last_turn_status("complete")
             info = await stores.conversations.get_conversation(key, USER)
@@ -262,7 +267,7 @@ class LeaseLifecycleContract(ContractBase):
             assert info.message_count == 2
             await lease.record(1, "answer")
 
-            heir = await claim(stores, key, USER, "a1", config=LONG)
+            heir = await claim(stores, key, USER, "a1", lease_config=LONG)
             await heir.record(2, "heir's answer")
             assert await lease.drop_recording() is False
             recorded = await stores.recording.read(key, USER)
@@ -270,7 +275,7 @@ class LeaseLifecycleContract(ContractBase):
             with pytest.raises(FencedError) as refused:
                 await lease.append([Message("a3", "assistant", "stale")])
             check_fenced(refused.value, lease.epoch, "a taken-over lease's append")
-            paused = Lease(stores, key, USER, "a1", lease.epoch, config=LONG)
+            paused = Lease(stores, key, USER, "a1", lease.epoch, lease_config=LONG)
             with pytest.raises(FencedError) as refused:
                 await paused.set_last_turn_status("errored")
             check_fenced(refused.value, lease.epoch, "a paused lease's set_last_turn_status")

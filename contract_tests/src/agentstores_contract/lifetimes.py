@@ -21,7 +21,7 @@ import pytest
 from agentstores.errors import BusyError, NotFoundError
 from agentstores.keys import ConversationKey
 from agentstores.models import Message, PendingAuthorization, SupervisionRow, UserIntegration
-from agentstores.oauth import OAuthIntegrationStore
+from agentstores.oauth import OAuthVault
 from agentstores.protocol.lease import LeaseConfig, claim, liveness
 from agentstores.stores import Capability, Expired, IdleFor, Stores
 
@@ -317,10 +317,10 @@ class PendingAuthorizationExpiry(Lifetime):
         return UserIntegration(self.tenant, user, "srv", pending=pending, tokens=granted)
 
     @staticmethod
-    def wrapper(stores: Stores) -> OAuthIntegrationStore:
+    def wrapper(stores: Stores) -> OAuthVault:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            return OAuthIntegrationStore.from_stores(stores, allow_plaintext=True)
+            return OAuthVault.from_stores(stores, allow_plaintext=True)
 
     async def start(self, stores: Stores) -> None:
         self.alive_until = self.dead_from = await stores.now() + self.lifetime
@@ -394,7 +394,7 @@ class TurnLiveness(Lifetime):
         if liveness(view, self.config().dead_after) != "live":
             problems.append(f"a row that beat dead_after ago or less is not live: {view}")
         try:
-            lease = await claim(stores, key, OWNER, "other", config=self.config())
+            lease = await claim(stores, key, OWNER, "other", lease_config=self.config())
         except BusyError:
             pass
         else:
@@ -414,7 +414,9 @@ class TurnLiveness(Lifetime):
         if liveness(view, self.config().dead_after) != "dead":
             problems.append(f"a row silent for longer than dead_after is not dead: {view}")
         try:
-            lease = await claim(stores, self.key("silent"), OWNER, "other", config=self.config())
+            lease = await claim(
+                stores, self.key("silent"), OWNER, "other", lease_config=self.config()
+            )
         except BusyError:
             problems.append("a turn silent for longer than dead_after could not be taken over")
         else:

@@ -477,7 +477,7 @@ class ConversationRules(ModelMachine):
         before = self.clock()
         outcome = self.both(
             f"conversations.append_messages({key}, {principal!r}, {[m.id for m in batch]}, "
-            f"create_if_absent={create}, expected_last_message_id={expected!r}, epoch={epoch}, "
+            f"create_if_absent={create}, expected_tail={expected!r}, epoch={epoch}, "
             f"metadata={metadata!r})",
             self.stores.conversations.append_messages(
                 key,
@@ -485,7 +485,7 @@ class ConversationRules(ModelMachine):
                 messages,
                 create_if_absent=create,
                 last_turn_status=status,
-                expected_last_message_id=expected,
+                expected_tail=expected,
                 epoch=epoch,
                 title=title,
                 expires_at=expires,
@@ -497,7 +497,7 @@ class ConversationRules(ModelMachine):
                 batch,
                 create_if_absent=create,
                 last_turn_status=status,
-                expected_last_message_id=expected,
+                expected_tail=expected,
                 epoch=epoch,
                 title=title,
                 expires_at=expires,

@@ -90,7 +90,7 @@ class MetadataContract(ContractBase):
                 ),
                 "a conditional append on a stale tail": stale(
                     conv.append_messages(
-                        key, OWNER, [Message("s", "user", "x")], expected_last_message_id="u0"
+                        key, OWNER, [Message("s", "user", "x")], expected_tail="u0"
                     ),
                     tail=SCRIPT[-1].id,
                     expected="u0",

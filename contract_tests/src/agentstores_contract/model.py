@@ -266,7 +266,7 @@ class StoresModel:
         *,
         create_if_absent: bool = True,
         last_turn_status: str | None = None,
-        expected_last_message_id: Any = UNSET,
+        expected_tail: Any = UNSET,
         epoch: int | None = None,
         title: str | None = None,
         expires_at: datetime | None = None,
@@ -284,9 +284,9 @@ class StoresModel:
         fresh = [m for m in messages if m.id not in present]
         if messages and not fresh:
             return []
-        if expected_last_message_id is not UNSET:
+        if expected_tail is not UNSET:
             tail = conv.tail if conv is not None else None
-            if tail != expected_last_message_id:
+            if tail != expected_tail:
                 raise StaleWriteError()
         if conv is None:
             conv = k.conversation = ConversationModel(owner=principal)

@@ -651,7 +651,7 @@ async def conditional_append(
     s: Stores, key: ConversationKey, pair: Sequence[Message], tail: str | None
 ) -> str:
     try:
-        await s.conversations.append_messages(key, OWNER, list(pair), expected_last_message_id=tail)
+        await s.conversations.append_messages(key, OWNER, list(pair), expected_tail=tail)
     except StaleWriteError as exc:
         check_stale_in_race(exc, tail, "a conditional append")
         return "stale"

@@ -1,4 +1,4 @@
-"""OAuthRepository: integrations and client info, lookup by pending state."""
+"""OAuthStore: integrations and client info, lookup by pending state."""
 
 from __future__ import annotations
 

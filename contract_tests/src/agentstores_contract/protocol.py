@@ -16,13 +16,19 @@ from typing import Any, TypeVar
 
 import pytest
 
-from agentstores.errors import BusyError, ConflictError, ErasedError, FencedError, StaleWriteError
+from agentstores.errors import (
+    BusyError,
+    ConflictError,
+    ErasedError,
+    FencedError,
+    LeaseLostError,
+    StaleWriteError,
+)
 from agentstores.keys import ConversationKey
 from agentstores.models import Message, RecordedEvent, Role, SupervisionRow
 from agentstores.protocol import (
     Lease,
     LeaseConfig,
-    LeaseLostError,
     Sweeper,
     claim,
     rehydrate,
@@ -82,7 +88,7 @@ async def _until(attempt: Callable[[], Awaitable[T | None]], what: str) -> T:
 async def _take_over_when_dead(stores: Stores, key: ConversationKey, message_id: str) -> Lease:
     async def attempt() -> Lease | None:
         try:
-            return await claim(stores, key, USER, message_id, config=SHORT, resume_live=False)
+            return await claim(stores, key, USER, message_id, lease_config=SHORT, resume_live=False)
         except BusyError:
             return None
 
@@ -130,7 +136,10 @@ class ProtocolContract(ContractBase):
                 for _ in range(rounds):
                     key = self.key()
                     results = await asyncio.gather(
-                        *(claim(s, key, USER, f"m{i}", config=LONG) for i, s in enumerate(bundles)),
+                        *(
+                            claim(s, key, USER, f"m{i}", lease_config=LONG)
+                            for i, s in enumerate(bundles)
+                        ),
                         return_exceptions=True,
                     )
                     not_implemented.note_all(results)
@@ -144,9 +153,9 @@ class ProtocolContract(ContractBase):
                     # One turn resumed by many at once: each may win a higher epoch in
                     # turn, but only the last of them can still write.
                     key = self.key()
-                    assert await claim(bundles[0], key, USER, "same", config=LONG)
+                    assert await claim(bundles[0], key, USER, "same", lease_config=LONG)
                     resumed = await asyncio.gather(
-                        *(claim(s, key, USER, "same", config=LONG) for s in bundles),
+                        *(claim(s, key, USER, "same", lease_config=LONG) for s in bundles),
                         return_exceptions=True,
                     )
                     not_implemented.note_all(resumed)
@@ -174,14 +183,14 @@ class ProtocolContract(ContractBase):
 
         async def body(stores: Stores) -> None:
             async with clients(backend, stores, 2) as (mine, theirs):
-                lease = await claim(mine, key, USER, "occupant", config=LONG)
+                lease = await claim(mine, key, USER, "occupant", lease_config=LONG)
                 with pytest.raises(BusyError) as info:
-                    await claim(theirs, key, USER, "newcomer", config=LONG)
+                    await claim(theirs, key, USER, "newcomer", lease_config=LONG)
                 assert info.value.message_id == "occupant"
                 with pytest.raises(BusyError):
-                    await claim(theirs, key, USER, "occupant", config=LONG, resume_live=False)
+                    await claim(theirs, key, USER, "occupant", lease_config=LONG, resume_live=False)
                 await lease.seal("done")
-                after = await claim(theirs, key, USER, "newcomer", config=LONG)
+                after = await claim(theirs, key, USER, "newcomer", lease_config=LONG)
                 assert (after.reason, after.epoch) == ("sealed", lease.epoch + 1)
 
         self.run(backend, body)
@@ -191,7 +200,7 @@ class ProtocolContract(ContractBase):
         key = self.key()
 
         async def body(stores: Stores) -> None:
-            lease = await claim(stores, key, USER, "m1", config=SHORT)
+            lease = await claim(stores, key, USER, "m1", lease_config=SHORT)
             before = (await stores.supervision.read(key, USER)).row
             await asyncio.sleep(0.05)
             await lease.heartbeat_once()
@@ -212,7 +221,7 @@ class ProtocolContract(ContractBase):
 
         async def body(stores: Stores) -> None:
             async with clients(backend, stores, 2) as (first, second):
-                dead = await claim(first, key, USER, "a1", config=SHORT)
+                dead = await claim(first, key, USER, "a1", lease_config=SHORT)
                 heir = await _take_over_when_dead(second, key, "a1")
                 assert heir.reason == "dead"
                 assert heir.epoch == dead.epoch + 1
@@ -231,9 +240,9 @@ class ProtocolContract(ContractBase):
 
         async def body(stores: Stores) -> None:
             async with clients(backend, stores, 2) as (first, second):
-                lease = await claim(first, key, USER, "a1", config=SHORT)
+                lease = await claim(first, key, USER, "a1", lease_config=SHORT)
                 running = asyncio.create_task(lease.run(asyncio.Event().wait()))
-                heir = await claim(second, key, USER, "a1", config=SHORT)
+                heir = await claim(second, key, USER, "a1", lease_config=SHORT)
                 assert heir.reason in ("resume", "dead") and heir.epoch > lease.epoch
                 with pytest.raises(LeaseLostError):
                     await asyncio.wait_for(running, PATIENCE)
@@ -256,7 +265,7 @@ class ProtocolContract(ContractBase):
                     "a1",
                     None,
                     user_message=Message("u1", "user", "q"),
-                    config=SHORT,
+                    lease_config=SHORT,
                 )
                 await paused.record(3, "abc")
                 await paused.save_state({"pos": 3})
@@ -295,11 +304,17 @@ class ProtocolContract(ContractBase):
 
         async def body(stores: Stores) -> None:
             first = await start_turn(
-                stores, key, USER, "a1", None, user_message=Message("u1", "user", 1), config=LONG
+                stores,
+                key,
+                USER,
+                "a1",
+                None,
+                user_message=Message("u1", "user", 1),
+                lease_config=LONG,
             )
             with pytest.raises(BusyError):
-                await start_turn(stores, key, USER, "a2", "wrong-tail", config=LONG)
-            await first.append([Message("a1", "assistant", 2)], expected_last_message_id="u1")
+                await start_turn(stores, key, USER, "a2", "wrong-tail", lease_config=LONG)
+            await first.append([Message("a1", "assistant", 2)], expected_tail="u1")
             await first.seal("done")
             with pytest.raises(StaleWriteError) as info:
                 await start_turn(
@@ -309,7 +324,7 @@ class ProtocolContract(ContractBase):
                     "a2",
                     "u1",
                     user_message=Message("u2", "user", 3),
-                    config=LONG,
+                    lease_config=LONG,
                 )
             assert not isinstance(info.value, BusyError)
             check_stale(info.value, tail="a1", expected="u1", what="start_turn on a moved tail")
@@ -317,7 +332,13 @@ class ProtocolContract(ContractBase):
             ids = [m.id for m in await stores.conversations.read_messages(key, USER)]
             assert ids == ["u1", "a1"]
             nxt = await start_turn(
-                stores, key, USER, "a2", "a1", user_message=Message("u2", "user", 3), config=LONG
+                stores,
+                key,
+                USER,
+                "a2",
+                "a1",
+                user_message=Message("u2", "user", 3),
+                lease_config=LONG,
             )
             assert nxt.epoch > first.epoch
             ids = [m.id for m in await stores.conversations.read_messages(key, USER)]
@@ -398,7 +419,7 @@ class ProtocolContract(ContractBase):
                 "a1",
                 None,
                 user_message=Message("u1", "user", "q"),
-                config=LONG,
+                lease_config=LONG,
                 expires_at=now - timedelta(seconds=1),
             )
             await lease.record(1, "a")
@@ -424,7 +445,7 @@ class ProtocolContract(ContractBase):
                     doomed, USER, [Message("u9", "user", "late")]
                 )
             with pytest.raises(ErasedError):
-                await claim(stores, doomed, USER, "a2", config=LONG)
+                await claim(stores, doomed, USER, "a2", lease_config=LONG)
             assert await stores.conversations.get_conversation(kept, USER) is not None
 
         self.run(backend, body)

@@ -73,10 +73,10 @@ class TurnContract(ContractBase):
             q1, a1 = Message.user("what is a lease?"), Message.assistant("one row per turn")
             q2 = Message.user("and a fence?")
             assert q1.id != q2.id and q1.role == "user" and a1.role == "assistant"
-            stored = await conv.append(q1, a1, expect_tail=None, title="leases")
+            stored = await conv.append(q1, a1, expected_tail=None, title="leases")
             assert [m.id for m in stored] == [q1.id, a1.id]
             assert await conv.append(q1) == []  # a retried send is a no-op
-            await conv.append(q2, expect_tail=a1.id)
+            await conv.append(q2, expected_tail=a1.id)
             first = await conv.message(0, speaker="user")
             assert first is not None and first.content == "what is a lease?"
             last = await conv.message(-1)
@@ -114,11 +114,11 @@ class TurnContract(ContractBase):
         async def body(stores: Stores) -> None:
             conv = stores.conversation(key, USER)
             with pytest.raises(NotFoundError):
-                await conv.append(Message.user("x"), create=False)
+                await conv.append(Message.user("x"), create_if_absent=False)
             expires = (await stores.now()).replace(microsecond=0) + timedelta(days=2)
             await conv.append(
                 Message.user("q", id="q"),
-                expect_tail=None,
+                expected_tail=None,
                 title="t0",
                 expires_at=expires,
                 last_turn_status="running",
@@ -127,7 +127,7 @@ class TurnContract(ContractBase):
             assert info is not None and (info.title, info.expires_at) == ("t0", expires)
             assert info.last_turn_status == "running"
             with pytest.raises(StaleWriteError):
-                await conv.append(Message.user("r"), expect_tail="not-the-tail")
+                await conv.append(Message.user("r"), expected_tail="not-the-tail")
             await conv.set_title("t1")
             assert (await conv.info() or info).title == "t1"
             await conv.append(Message.assistant(" \n", id="blank"), Message.assistant("a", id="a"))
@@ -160,7 +160,9 @@ class TurnContract(ContractBase):
             assert await conv.rehydrate(1) == []
             question = Message.user("q", id="q")
             with pytest.raises(_Boom):
-                async with conv.turn("d1", user=question, lease=SHORT, stream_every=0) as turn:
+                async with conv.turn(
+                    "d1", user=question, lease_config=SHORT, stream_every=0
+                ) as turn:
                     await turn.stream("half")
                     await turn.lease.stop_heartbeat()  # the producer hangs
 
@@ -181,7 +183,7 @@ class TurnContract(ContractBase):
                     # The client retries its send: the same turn, the same message, the same
                     # tail it saw; the retry takes the turn over and appends nothing twice.
                     async with conv.turn(
-                        "d1", user=question, expect_tail=None, lease=SHORT
+                        "d1", user=question, expected_tail=None, lease_config=SHORT
                     ) as retry:
                         assert retry.epoch > turn.epoch and retry.reason in ("dead", "resume")
                         await retry.stream("whole")
@@ -210,10 +212,10 @@ class TurnContract(ContractBase):
             expires = (await stores.now()).replace(microsecond=0) + timedelta(days=3)
             async with conv.turn(
                 user=Message.user("q", id="q"),
-                expect_tail=None,
+                expected_tail=None,
                 title="T",
                 expires_at=expires,
-                lease=LONG_TURN,
+                lease_config=LONG_TURN,
                 stream_every=3600.0,
                 checkpoint_every=3600.0,
             ) as turn:
@@ -223,7 +225,7 @@ class TurnContract(ContractBase):
             info = await conv.info()
             assert info is not None and (info.title, info.expires_at) == ("T", expires)
             with pytest.raises(StaleWriteError):
-                async with conv.turn("stale", expect_tail="not-the-tail"):
+                async with conv.turn("stale", expected_tail="not-the-tail"):
                     raise AssertionError("a stale turn must not start")
 
             # Nothing streamed, no reply: no answer appended, the turn still completes.
@@ -262,7 +264,7 @@ class TurnContract(ContractBase):
         async def body(stores: Stores) -> None:
             conv = stores.conversation(key, USER)
             question = Message.user("tell me a story")
-            async with conv.turn("answer-1", user=question, expect_tail=None) as turn:
+            async with conv.turn("answer-1", user=question, expected_tail=None) as turn:
                 assert turn.epoch >= 1 and turn.reason == "new"
                 for text in ("Once", "Once upon", "Once upon a time"):
                     await turn.stream(text)
@@ -300,7 +302,7 @@ class TurnContract(ContractBase):
 
             # The next turn claims over the sealed row; an explicit reply wins.
             async with conv.turn(
-                "answer-2", user=Message.user("shorter"), expect_tail="answer-1"
+                "answer-2", user=Message.user("shorter"), expected_tail="answer-1"
             ) as second:
                 assert second.reason == "sealed" and second.epoch > turn.epoch
                 await second.stream("draft")
@@ -344,7 +346,7 @@ class TurnContract(ContractBase):
                 return record.message["text"] if record is not None else None
 
             async with conv.turn(
-                "slow", stream_every=3600.0, checkpoint_every=3600.0, lease=LONG_TURN
+                "slow", stream_every=3600.0, checkpoint_every=3600.0, lease_config=LONG_TURN
             ) as turn:
                 await turn.stream("a")
                 await turn.checkpoint({"n": 1})
@@ -376,7 +378,7 @@ class TurnContract(ContractBase):
             return record.message["text"] if record is not None else None
 
         with pytest.raises(LeaseLostError):  # the last call below, then the exit
-            async with conv.turn("quick", stream_every=every, lease=PATIENT_SHORT) as turn:
+            async with conv.turn("quick", stream_every=every, lease_config=PATIENT_SHORT) as turn:
                 text, held_back = "", False
                 for _ in range(5):  # a pause longer than `every` between two calls proves nothing
                     text += "x"
@@ -422,7 +424,9 @@ class TurnContract(ContractBase):
             loop = asyncio.get_running_loop()
             deadline = loop.time() + PATIENCE
             with pytest.raises(LeaseLostError):
-                async with conv.turn("a1", user=Message.user("q1", id="q1"), lease=SHORT) as turn:
+                async with conv.turn(
+                    "a1", user=Message.user("q1", id="q1"), lease_config=SHORT
+                ) as turn:
                     epoch = turn.epoch
                     assert ambient_epoch(key) == epoch
                     # A plain write made in the turn carries the epoch and raises the fence.

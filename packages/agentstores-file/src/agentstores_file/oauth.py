@@ -1,4 +1,4 @@
-"""OAuthRepository on files: one record file per (user, server) and per (tenant, server),
+"""OAuthStore on files: one record file per (user, server) and per (tenant, server),
 each folder under its own lock, and a pending-state index of marker files that point at
 user records (written before the record, confirmed by it on read)."""
 
@@ -10,7 +10,7 @@ from datetime import datetime
 
 from agentstores.errors import Refusal, refusal_error
 from agentstores.models import ClientInfo, PendingAuthorization, UserIntegration
-from agentstores.stores import OAuthRepository
+from agentstores.stores import OAuthStore
 
 from ._base import FileStoreBase, off_loop
 from .codec import loads, reencode
@@ -23,7 +23,7 @@ def _record_name(server_name: str) -> str:
     return name_digest(server_name) + ".rec"
 
 
-class FileOAuthRepository(FileStoreBase, OAuthRepository):
+class FileOAuthStore(FileStoreBase, OAuthStore):
     # --- paths -------------------------------------------------------------------
 
     def _user_dir(self, tenant: str, user: str) -> tuple[str, str]:
@@ -225,4 +225,4 @@ class FileOAuthRepository(FileStoreBase, OAuthRepository):
             )
 
 
-__all__ = ["FileOAuthRepository"]
+__all__ = ["FileOAuthStore"]

@@ -20,7 +20,7 @@ from ._base import DEFAULT_WORKERS, Runner
 from .conversations import FileConversationStore
 from .fsio import FileIO, IOStats
 from .header import FileRoot
-from .oauth import FileOAuthRepository
+from .oauth import FileOAuthStore
 from .pause_tokens import FilePauseTokenStore
 from .plugin import BACKEND
 from .recording import FileRecordingStore
@@ -84,7 +84,7 @@ class FileStores(Stores):
     state: FileAgentStateStore
     conversations: FileConversationStore
     pause_tokens: FilePauseTokenStore
-    oauth: FileOAuthRepository
+    oauth: FileOAuthStore
 
     def __init__(
         self,
@@ -117,7 +117,7 @@ class FileStores(Stores):
         self.state = FileAgentStateStore(self.root, self._runner)
         self.conversations = FileConversationStore(self.root, self._runner)
         self.pause_tokens = FilePauseTokenStore(self.root, self._runner)
-        self.oauth = FileOAuthRepository(self.root, self._runner)
+        self.oauth = FileOAuthStore(self.root, self._runner)
 
     async def now(self) -> datetime:
         return self.root.now()

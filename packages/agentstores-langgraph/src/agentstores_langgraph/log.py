@@ -2,7 +2,7 @@
 
 Every read is by position (``read_messages(start, limit)``); rows never change once
 appended, so a position read below a length seen earlier is stable. Every append is
-conditioned on the tail it was computed from (``expected_last_message_id``): of two
+conditioned on the tail it was computed from (``expected_tail``): of two
 writers that read the same tail, one lands and the other reads again, so ``heads`` and
 the ``seq`` a checkpoint row predicts for itself are always right.
 
@@ -329,7 +329,7 @@ class ThreadLog:
             self.key,
             self.principal,
             list(messages),
-            expected_last_message_id=None if tail is None else tail.tail_id,
+            expected_tail=None if tail is None else tail.tail_id,
             epoch=epoch,
             metadata={OWN_ROWS: own},
         )

@@ -487,7 +487,7 @@ class AgentStoresSaver(BaseCheckpointSaver[str]):
                     target.key,
                     target.principal,
                     batch,
-                    expected_last_message_id=tail_id,
+                    expected_tail=tail_id,
                     metadata={OWN_ROWS: own},
                 )
             except StaleWriteError as exc:

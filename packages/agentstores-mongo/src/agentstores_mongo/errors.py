@@ -18,10 +18,7 @@ class LostReply(Exception):
 
 
 def is_connection_error(exc: BaseException) -> bool:
-    """Whether ``exc`` says the server could not be reached or the reply was lost (our own
-    errors never: ``NotOwnedError`` is a ``PermissionError``, hence an ``OSError``)."""
-    if isinstance(exc, AgentStoresError):
-        return False
+    """Whether ``exc`` says the server could not be reached or the reply was lost."""
     return isinstance(exc, (px.ConnectionFailure, px.ServerSelectionTimeoutError, OSError))
 
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from agentstores.keys import encode_component
 from agentstores.models import ClientInfo, PendingAuthorization, UserIntegration
-from agentstores.stores import OAuthRepository
+from agentstores.stores import OAuthStore
 from agentstores.stores.kit import from_micros, to_micros
 
 from ._base import MongoStoreBase, resent
@@ -92,7 +92,7 @@ def _names(server_names: list[str] | None) -> dict[str, Any]:
     return {} if server_names is None else {"n": {"$in": server_names}}
 
 
-class MongoOAuthRepository(MongoStoreBase, OAuthRepository):
+class MongoOAuthStore(MongoStoreBase, OAuthStore):
     @resent
     async def _list_user_integrations(
         self, tenant: str, user: str, server_names: list[str] | None
@@ -160,4 +160,4 @@ class MongoOAuthRepository(MongoStoreBase, OAuthRepository):
         await _put(self.ctx.oauth_clients, doc)
 
 
-__all__ = ["MongoOAuthRepository"]
+__all__ = ["MongoOAuthStore"]

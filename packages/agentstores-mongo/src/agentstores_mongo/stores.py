@@ -33,7 +33,7 @@ from agentstores.stores.kit import DEFAULT_TOMBSTONE_TTL, url_options
 from ._base import Context
 from .conversations import MongoConversationStore
 from .errors import translate_error
-from .oauth import MongoOAuthRepository
+from .oauth import MongoOAuthStore
 from .pause_tokens import MongoPauseTokenStore
 from .plugin import BACKEND
 from .recording import MongoRecordingStore
@@ -187,7 +187,7 @@ class MongoStores(Stores):
         self.state = MongoAgentStateStore(self.ctx)
         self.conversations = MongoConversationStore(self.ctx)
         self.pause_tokens = MongoPauseTokenStore(self.ctx)
-        self.oauth = MongoOAuthRepository(self.ctx)
+        self.oauth = MongoOAuthStore(self.ctx)
 
     async def _open(self) -> None:
         try:

@@ -47,7 +47,7 @@ from agentstores.stores.kit import (
 )
 
 from ._base import VISIBLE, PostgresStoreBase
-from .database import Conn, Verdict
+from .database import Conn, WriteOutcome
 
 _APPEND = (
     "SELECT first_seq, stamp, present FROM __S__.conv_append("
@@ -283,16 +283,18 @@ class PostgresConversationStore(PostgresStoreBase, ConversationStore):
                 return []
             return _appended(messages, r["first_seq"], r["stamp"], set(r["present"]))
 
-        async def reconcile(conn: Conn) -> Verdict[list[StoredMessage]]:
+        async def reconcile(conn: Conn) -> WriteOutcome[list[StoredMessage]]:
             if not ids:
                 found = await conn.fetchval(self.sql(_CONV_NONCE), key.tenant, key.session_id)
-                return Verdict.landed([]) if found == n else Verdict.unknown()
+                return WriteOutcome.landed([]) if found == n else WriteOutcome.unknown()
             rows = await conn.fetch(self.sql(_APPEND_EVIDENCE), key.tenant, key.session_id, ids, n)
             if not rows:
-                return Verdict.unknown()
+                return WriteOutcome.unknown()
             ours = {r["message_id"] for r in rows}
             skip = {i for i in ids if i not in ours}
-            return Verdict.landed(_appended(messages, rows[0]["seq"], rows[0]["created_at"], skip))
+            return WriteOutcome.landed(
+                _appended(messages, rows[0]["seq"], rows[0]["created_at"], skip)
+            )
 
         return await self.write(
             run,
@@ -304,9 +306,9 @@ class PostgresConversationStore(PostgresStoreBase, ConversationStore):
         )
 
     def _conversation_written(self, key: ConversationKey, n: Any) -> Any:
-        async def reconcile(conn: Conn) -> Verdict[None]:
+        async def reconcile(conn: Conn) -> WriteOutcome[None]:
             found = await conn.fetchval(self.sql(_CONV_NONCE), key.tenant, key.session_id)
-            return Verdict.landed(None) if found == n else Verdict.unknown()
+            return WriteOutcome.landed(None) if found == n else WriteOutcome.unknown()
 
         return reconcile
 
@@ -371,9 +373,13 @@ class PostgresConversationStore(PostgresStoreBase, ConversationStore):
         async def run(conn: Conn) -> None:
             await conn.execute(self.sql(_SHARE), *args)
 
-        async def reconcile(conn: Conn) -> Verdict[None]:
+        async def reconcile(conn: Conn) -> WriteOutcome[None]:
             r = await conn.fetchrow(self.sql(_KEY_NONCE), key.tenant, key.session_id)
-            return Verdict.landed(None) if r is not None and r["nonce"] == n else Verdict.unknown()
+            return (
+                WriteOutcome.landed(None)
+                if r is not None and r["nonce"] == n
+                else WriteOutcome.unknown()
+            )
 
         await self.write(run, reconcile, what="conversations.share", key=key)
 
@@ -398,9 +404,13 @@ class PostgresConversationStore(PostgresStoreBase, ConversationStore):
         async def run(conn: Conn) -> None:
             await conn.execute(self.sql(_BRANCH), *args)
 
-        async def reconcile(conn: Conn) -> Verdict[None]:
+        async def reconcile(conn: Conn) -> WriteOutcome[None]:
             r = await conn.fetchrow(self.sql(_KEY_NONCE), new_key.tenant, new_key.session_id)
-            return Verdict.landed(None) if r is not None and r["nonce"] == n else Verdict.unknown()
+            return (
+                WriteOutcome.landed(None)
+                if r is not None and r["nonce"] == n
+                else WriteOutcome.unknown()
+            )
 
         await self.write(run, reconcile, what="conversations.branch", key=key)
 
@@ -422,11 +432,11 @@ class PostgresConversationStore(PostgresStoreBase, ConversationStore):
         async def run(conn: Conn) -> bool:
             return bool(await conn.fetchval(self.sql(_ERASE), *args))
 
-        async def reconcile(conn: Conn) -> Verdict[bool]:
+        async def reconcile(conn: Conn) -> WriteOutcome[bool]:
             r = await conn.fetchrow(self.sql(_KEY_NONCE), key.tenant, key.session_id)
             if r is not None and r["nonce"] == n and r["erased_at"] is not None:
-                return Verdict.landed(True)
-            return Verdict.unknown()
+                return WriteOutcome.landed(True)
+            return WriteOutcome.unknown()
 
         what = "conversations.delete" if rule is None else "conversations.erase_if"
         return await self.write(run, reconcile, what=what, key=key)

@@ -46,26 +46,26 @@ ORPHAN_GRACE = 1.0
 
 
 @dataclass(frozen=True, slots=True)
-class Verdict(Generic[T]):
+class WriteOutcome(Generic[T]):
     """What reading back a write's rows proved."""
 
     kind: str
     value: T | None = None
 
     @classmethod
-    def landed(cls, value: T) -> Verdict[T]:
+    def landed(cls, value: T) -> WriteOutcome[T]:
         return cls("landed", value)
 
     @classmethod
-    def not_landed(cls) -> Verdict[T]:
+    def not_landed(cls) -> WriteOutcome[T]:
         return cls("not_landed")
 
     @classmethod
-    def unknown(cls) -> Verdict[T]:
+    def unknown(cls) -> WriteOutcome[T]:
         return cls("unknown")
 
 
-Reconcile = Callable[[Conn], Awaitable[Verdict[T]]]
+Reconcile = Callable[[Conn], Awaitable[WriteOutcome[T]]]
 
 
 class Database:
@@ -284,7 +284,7 @@ class Database:
         backend: tuple[int, Any],
         lost: BaseException,
         what: str,
-    ) -> Verdict[T]:
+    ) -> WriteOutcome[T]:
         """``landed`` or ``not_landed`` (proven), else raise UnknownOutcomeError."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.config.reconcile_timeout
@@ -384,9 +384,7 @@ def _nothing_answers(exc: BaseException) -> bool:
 def _server_away(exc: BaseException) -> bool:
     """The server refused or dropped a new connection in a way that passes: it is
     starting, shutting down, restarting, or full."""
-    if isinstance(exc, AgentStoresError):
-        return False
-    if isinstance(exc, (OSError, ConnectionError)):
+    if isinstance(exc, OSError):
         return True
     code = getattr(exc, "sqlstate", None)
     if code in {"57P01", "57P02", "57P03", "53300"} or (

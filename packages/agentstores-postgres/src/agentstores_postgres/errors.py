@@ -60,8 +60,6 @@ def is_connection_loss(exc: BaseException) -> bool:
     """True when the connection broke while a request may have been in flight."""
     import asyncpg
 
-    if isinstance(exc, AgentStoresError):
-        return False  # ours (NotOwnedError is a PermissionError, hence an OSError)
     if isinstance(exc, asyncpg.exceptions.ConnectionDoesNotExistError):
         return True
     code = sqlstate(exc)
@@ -69,7 +67,7 @@ def is_connection_loss(exc: BaseException) -> bool:
         return code[:2] in _CONNECTION_SQLSTATE_CLASSES or code in _SHUTDOWN_SQLSTATES
     if isinstance(exc, asyncpg.InterfaceError):
         return False
-    return isinstance(exc, (OSError, ConnectionError, asyncio.IncompleteReadError, TimeoutError))
+    return isinstance(exc, (OSError, asyncio.IncompleteReadError, TimeoutError))
 
 
 def _detail(exc: BaseException) -> str:
@@ -140,7 +138,6 @@ def translate(exc: BaseException) -> AgentStoresError | None:
         exc,
         (
             OSError,
-            ConnectionError,
             TimeoutError,
             asyncpg.InterfaceError,
             asyncpg.InternalClientError,

@@ -1,4 +1,4 @@
-"""OAuthRepository on PostgreSQL: last-write-wins rows; pending state indexed for lookup."""
+"""OAuthStore on PostgreSQL: last-write-wins rows; pending state indexed for lookup."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ from datetime import datetime
 from typing import Any
 
 from agentstores.models import ClientInfo, PendingAuthorization, UserIntegration
-from agentstores.stores import OAuthRepository
+from agentstores.stores import OAuthStore
 
 from ._base import PostgresStoreBase
-from .database import Conn, Verdict
+from .database import Conn, WriteOutcome
 
 _COLUMNS = "tenant, user_id, server_name, pending, tokens"
 _LIST = f"""
@@ -82,7 +82,7 @@ def _integration(r: Any) -> UserIntegration:
     return UserIntegration(r["tenant"], r["user_id"], r["server_name"], pending, tokens)
 
 
-class PostgresOAuthRepository(PostgresStoreBase, OAuthRepository):
+class PostgresOAuthStore(PostgresStoreBase, OAuthStore):
     async def _list_user_integrations(
         self, tenant: str, user: str, server_names: list[str] | None
     ) -> list[UserIntegration]:
@@ -123,10 +123,10 @@ class PostgresOAuthRepository(PostgresStoreBase, OAuthRepository):
         async def run(conn: Conn) -> None:
             await conn.execute(self.sql(_SAVE), *args)
 
-        async def reconcile(conn: Conn) -> Verdict[None]:
+        async def reconcile(conn: Conn) -> WriteOutcome[None]:
             r = await conn.fetchrow(self.sql(_GET), record.tenant, record.user, record.server_name)
             same = r is not None and r["pending"] == pending and r["tokens"] == tokens
-            return Verdict.landed(None) if same else Verdict.unknown()
+            return WriteOutcome.landed(None) if same else WriteOutcome.unknown()
 
         await self.db.write(run, reconcile, what="oauth.save_user_integration")
 
@@ -165,9 +165,9 @@ class PostgresOAuthRepository(PostgresStoreBase, OAuthRepository):
         async def run(conn: Conn) -> None:
             await conn.execute(self.sql(_SAVE_CLIENT), *args)
 
-        async def reconcile(conn: Conn) -> Verdict[None]:
+        async def reconcile(conn: Conn) -> WriteOutcome[None]:
             r = await conn.fetchrow(self.sql(_GET_CLIENT), record.tenant, record.server_name)
             same = r is not None and r["client_info"] == blob
-            return Verdict.landed(None) if same else Verdict.unknown()
+            return WriteOutcome.landed(None) if same else WriteOutcome.unknown()
 
         await self.db.write(run, reconcile, what="oauth.save_client_info")

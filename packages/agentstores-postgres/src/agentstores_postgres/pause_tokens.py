@@ -9,7 +9,7 @@ from agentstores.stores import PauseTokenStore
 from agentstores.stores.kit import writer_nonce
 
 from ._base import PostgresStoreBase
-from .database import Conn, Verdict
+from .database import Conn, WriteOutcome
 
 _PUT = "SELECT __S__.token_put($1, $2, $3, $4, $5, $6, $7, $8, $9)"
 _CLAIM = "SELECT __S__.token_claim($1, $2, $3, $4, $5, $6)"
@@ -46,9 +46,13 @@ class PostgresPauseTokenStore(PostgresStoreBase, PauseTokenStore):
         async def run(conn: Conn) -> None:
             await conn.execute(self.sql(_PUT), *args)
 
-        async def reconcile(conn: Conn) -> Verdict[None]:
+        async def reconcile(conn: Conn) -> WriteOutcome[None]:
             r = await conn.fetchrow(self.sql(_EVIDENCE), key.tenant, key.session_id, token_id)
-            return Verdict.landed(None) if r is not None and r["nonce"] == n else Verdict.unknown()
+            return (
+                WriteOutcome.landed(None)
+                if r is not None and r["nonce"] == n
+                else WriteOutcome.unknown()
+            )
 
         await self.write(run, reconcile, what="pause_tokens.put", key=key, epoch=epoch)
 
@@ -59,16 +63,16 @@ class PostgresPauseTokenStore(PostgresStoreBase, PauseTokenStore):
         async def run(conn: Conn) -> bytes:
             return bytes(await conn.fetchval(self.sql(_CLAIM), *args))
 
-        async def reconcile(conn: Conn) -> Verdict[bytes]:
+        async def reconcile(conn: Conn) -> WriteOutcome[bytes]:
             r = await conn.fetchrow(self.sql(_EVIDENCE), key.tenant, key.session_id, token_id)
             if r is None:
-                return Verdict.unknown()
+                return WriteOutcome.unknown()
             if r["status"] == "claimed" and r["nonce"] == n:
-                return Verdict.landed(bytes(r["payload"]))
+                return WriteOutcome.landed(bytes(r["payload"]))
             if r["status"] == "pending":
                 # A claim is never undone: still pending means this one did not land.
-                return Verdict.not_landed()
-            return Verdict.unknown()
+                return WriteOutcome.not_landed()
+            return WriteOutcome.unknown()
 
         return await self.write(run, reconcile, what="pause_tokens.claim", key=key)
 
@@ -79,10 +83,10 @@ class PostgresPauseTokenStore(PostgresStoreBase, PauseTokenStore):
         async def run(conn: Conn) -> None:
             await conn.execute(self.sql(_ABANDON), *args)
 
-        async def reconcile(conn: Conn) -> Verdict[None]:
+        async def reconcile(conn: Conn) -> WriteOutcome[None]:
             r = await conn.fetchrow(self.sql(_EVIDENCE), key.tenant, key.session_id, token_id)
             if r is not None and r["status"] == "abandoned" and r["nonce"] == n:
-                return Verdict.landed(None)
-            return Verdict.unknown()
+                return WriteOutcome.landed(None)
+            return WriteOutcome.unknown()
 
         await self.write(run, reconcile, what="pause_tokens.abandon", key=key)

@@ -10,7 +10,7 @@ from agentstores.stores import RecordingStore
 from agentstores.stores.kit import writer_nonce
 
 from ._base import VISIBLE, PostgresStoreBase
-from .database import Conn, Verdict
+from .database import Conn, WriteOutcome
 
 _PUT = "SELECT __S__.rec_put($1, $2, $3, $4, $5, $6, $7, $8, $9)"
 _READ = f"""
@@ -43,9 +43,9 @@ class PostgresRecordingStore(PostgresStoreBase, RecordingStore):
         async def run(conn: Conn) -> bool:
             return bool(await conn.fetchval(self.sql(_PUT), *args))
 
-        async def reconcile(conn: Conn) -> Verdict[bool]:
+        async def reconcile(conn: Conn) -> WriteOutcome[bool]:
             found = await conn.fetchval(self.sql(_EVIDENCE), key.tenant, key.session_id)
-            return Verdict.landed(True) if found == n else Verdict.unknown()
+            return WriteOutcome.landed(True) if found == n else WriteOutcome.unknown()
 
         return await self.write(run, reconcile, what="recording.put", key=key, epoch=event.epoch)
 

@@ -7,7 +7,7 @@ from agentstores.stores import AgentStateStore
 from agentstores.stores.kit import writer_nonce
 
 from ._base import VISIBLE, PostgresStoreBase
-from .database import Conn, Verdict
+from .database import Conn, WriteOutcome
 
 _LOAD = f"""
 SELECT st.blob
@@ -37,9 +37,9 @@ class PostgresAgentStateStore(PostgresStoreBase, AgentStateStore):
         async def run(conn: Conn) -> None:
             await conn.execute(self.sql(_SAVE), *args)
 
-        async def reconcile(conn: Conn) -> Verdict[None]:
+        async def reconcile(conn: Conn) -> WriteOutcome[None]:
             found = await conn.fetchval(self.sql(_EVIDENCE), key.tenant, key.session_id)
-            return Verdict.landed(None) if found == n else Verdict.unknown()
+            return WriteOutcome.landed(None) if found == n else WriteOutcome.unknown()
 
         await self.write(run, reconcile, what="state.save", key=key, epoch=epoch)
 

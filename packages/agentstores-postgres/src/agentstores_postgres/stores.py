@@ -10,7 +10,7 @@ from agentstores.stores import Stores
 from .conversations import PostgresConversationStore
 from .database import Conn, Database
 from .migrations import check_identifier
-from .oauth import PostgresOAuthRepository
+from .oauth import PostgresOAuthStore
 from .pause_tokens import PostgresPauseTokenStore
 from .plugin import BACKEND
 from .recording import PostgresRecordingStore
@@ -46,7 +46,7 @@ class PostgresStores(Stores):
         self.state = PostgresAgentStateStore(self.db, ttl)
         self.conversations = PostgresConversationStore(self.db, ttl)
         self.pause_tokens = PostgresPauseTokenStore(self.db, ttl)
-        self.oauth = PostgresOAuthRepository(self.db, ttl)
+        self.oauth = PostgresOAuthStore(self.db, ttl)
 
     async def now(self) -> datetime:
         """The database clock."""

@@ -11,7 +11,7 @@ from agentstores.stores import SupervisionStore
 from agentstores.stores.kit import writer_nonce
 
 from ._base import VISIBLE, PostgresStoreBase
-from .database import Conn, Verdict
+from .database import Conn, WriteOutcome
 
 _CAS = "SELECT __S__.sup_cas($1, $2, $3, $4, $5, $6, $7, $8, $9)"
 # The hot path (heartbeats and takeovers: a row is expected) is one UPDATE of the
@@ -116,10 +116,10 @@ class PostgresSupervisionStore(PostgresStoreBase, SupervisionStore):
                 raise refusal_error(Refusal.NOT_OWNED, key=key)
             return False
 
-        async def reconcile(conn: Conn) -> Verdict[bool]:
+        async def reconcile(conn: Conn) -> WriteOutcome[bool]:
             found = await conn.fetchrow(self.sql(_EVIDENCE), key.tenant, key.session_id)
             if found is not None and found["nonce"] == n:
-                return Verdict.landed(True)
+                return WriteOutcome.landed(True)
             # Had it landed, the fence would be >= row.epoch and the row could never
             # return to expected_epoch: still there means it did not land.
             if (
@@ -128,8 +128,8 @@ class PostgresSupervisionStore(PostgresStoreBase, SupervisionStore):
                 and row.epoch != expected_epoch
                 and found["epoch"] == expected_epoch
             ):
-                return Verdict.not_landed()
-            return Verdict.unknown()
+                return WriteOutcome.not_landed()
+            return WriteOutcome.unknown()
 
         return await self.db.write(run, reconcile, what="supervision.compare_and_swap")
 
@@ -171,7 +171,7 @@ class PostgresSupervisionStore(PostgresStoreBase, SupervisionStore):
                 for s, r in zip(swaps, rows, strict=True)
             ]
 
-        async def reconcile(conn: Conn) -> Verdict[list[SwapOutcome]]:
+        async def reconcile(conn: Conn) -> WriteOutcome[list[SwapOutcome]]:
             # One statement: it committed whole or not at all. A row holding the nonce
             # proves it committed; then a row still at its expected epoch (which a
             # landed swap to another epoch would have fenced away) did not swap.
@@ -184,7 +184,7 @@ class PostgresSupervisionStore(PostgresStoreBase, SupervisionStore):
                 for s, f in zip(swaps, found, strict=True)
             ]
             if not any(landed):
-                return Verdict.not_landed() if all(unmoved) else Verdict.unknown()
+                return WriteOutcome.not_landed() if all(unmoved) else WriteOutcome.unknown()
             out: list[SwapOutcome] = []
             for s, f, won, still in zip(swaps, found, landed, unmoved, strict=True):
                 if won:
@@ -195,7 +195,7 @@ class PostgresSupervisionStore(PostgresStoreBase, SupervisionStore):
                     out.append(SwapOutcome(False))
                 else:
                     out.append(SwapOutcome(False, _unknown(s)))
-            return Verdict.landed(out)
+            return WriteOutcome.landed(out)
 
         return await self.db.write(run, reconcile, what="supervision.compare_and_swap_many")
 

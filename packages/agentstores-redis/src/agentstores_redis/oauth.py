@@ -1,4 +1,4 @@
-"""OAuthRepository on Redis: last-write-wins records in per-(tenant, user) and per-tenant
+"""OAuthStore on Redis: last-write-wins records in per-(tenant, user) and per-tenant
 hashes, and per pending ``state`` a set of pointers for the lookup across every user
 (a set, not one pointer: two records may carry the same state, and deleting one must
 not hide the other).
@@ -16,7 +16,7 @@ from typing import Any
 
 from agentstores.errors import UnknownOutcomeError
 from agentstores.models import ClientInfo, PendingAuthorization, UserIntegration
-from agentstores.stores import OAuthRepository
+from agentstores.stores import OAuthStore
 from agentstores.stores.kit import from_micros, to_micros
 
 from ._base import RedisStoreBase, text
@@ -83,7 +83,7 @@ def _state_of(raw: bytes | None) -> str | None:
     return None if pending is None else str(pending["state"])
 
 
-class RedisOAuthRepository(RedisStoreBase, OAuthRepository):
+class RedisOAuthStore(RedisStoreBase, OAuthStore):
     async def _hash_swap(self, key: str, field: str, value: bytes | None, what: str) -> Any:
         args: list[Any] = [field] if value is None else [field, value]
         try:

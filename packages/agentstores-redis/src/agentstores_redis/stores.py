@@ -36,7 +36,7 @@ from .conversations import RedisConversationStore
 from .errors import translate
 from .keys import KeySpace
 from .lua import ALL_SCRIPTS
-from .oauth import RedisOAuthRepository
+from .oauth import RedisOAuthStore
 from .pause_tokens import RedisPauseTokenStore
 from .plugin import BACKEND
 from .recording import RedisRecordingStore
@@ -192,7 +192,7 @@ class RedisStores(Stores):
         self.state = RedisAgentStateStore(self.ctx)
         self.conversations = RedisConversationStore(self.ctx)
         self.pause_tokens = RedisPauseTokenStore(self.ctx)
-        self.oauth = RedisOAuthRepository(self.ctx)
+        self.oauth = RedisOAuthStore(self.ctx)
 
     @property
     def keys(self) -> KeySpace:

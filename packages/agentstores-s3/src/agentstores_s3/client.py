@@ -382,8 +382,8 @@ class S3IO:
 __all__ = [
     "CONFLICT_RETRIES",
     "DEFAULT_RECONNECT_WINDOW",
-    "RequestStats",
     "S3IO",
+    "RequestStats",
     "ServerClock",
     "error_code",
     "grouped",

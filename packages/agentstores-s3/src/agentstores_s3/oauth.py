@@ -1,4 +1,4 @@
-"""OAuthRepository on S3: one object per (user, server) and per (tenant, server), last
+"""OAuthStore on S3: one object per (user, server) and per (tenant, server), last
 write wins; a pending-state index of marker objects pointing at user records (written
 before the record, confirmed by it on read).
 
@@ -16,7 +16,7 @@ from typing import Any
 
 from agentstores.errors import ConflictError, Refusal, refusal_error
 from agentstores.models import ClientInfo, PendingAuthorization, UserIntegration
-from agentstores.stores import OAuthRepository, kit
+from agentstores.stores import OAuthStore, kit
 
 from ._base import S3StoreBase, off_loop
 from .header import dumps, loads, name_digest
@@ -58,7 +58,7 @@ def _integration(data: dict[str, Any]) -> UserIntegration:
     )
 
 
-class S3OAuthRepository(S3StoreBase, OAuthRepository):
+class S3OAuthStore(S3StoreBase, OAuthStore):
     def _load(self, name: str) -> tuple[dict[str, Any] | None, str | None]:
         """A record's body (None when absent or deleted) and its ETag."""
         found = self.root.io.get(name)
@@ -210,4 +210,4 @@ class S3OAuthRepository(S3StoreBase, OAuthRepository):
         self.root.io.put(_client_dir(record.tenant) + name_digest(record.server_name), dumps(body))
 
 
-__all__ = ["S3OAuthRepository"]
+__all__ = ["S3OAuthStore"]

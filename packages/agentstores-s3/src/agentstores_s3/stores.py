@@ -40,7 +40,7 @@ from .client import DEFAULT_RECONNECT_WINDOW, S3IO, RequestStats
 from .conversations import S3ConversationStore
 from .errors import translate
 from .header import Root
-from .oauth import S3OAuthRepository
+from .oauth import S3OAuthStore
 from .pause_tokens import S3PauseTokenStore
 from .plugin import BACKEND
 from .recording import S3RecordingStore
@@ -243,7 +243,7 @@ class S3Stores(Stores):
         self.state = S3AgentStateStore(self.root, self.runner)
         self.conversations = S3ConversationStore(self.root, self.runner)
         self.pause_tokens = S3PauseTokenStore(self.root, self.runner)
-        self.oauth = S3OAuthRepository(self.root, self.runner)
+        self.oauth = S3OAuthStore(self.root, self.runner)
 
     def __repr__(self) -> str:
         return f"S3Stores(bucket={self.bucket!r}, prefix={self.prefix!r})"

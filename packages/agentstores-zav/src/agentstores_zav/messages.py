@@ -86,10 +86,10 @@ def own_id(role: str, message_id: str, occurrence: int = 0) -> str:
 
 __all__ = [
     "FIELDS",
-    "own_id",
     "from_stored",
     "message_from_json",
     "message_to_json",
+    "own_id",
     "role_of",
     "stable_id",
     "to_message",

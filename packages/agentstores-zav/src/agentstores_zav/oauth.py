@@ -1,6 +1,6 @@
 """The SDK's MCPOAuthRepository on agentstores' OAuth repository, encrypted at rest.
 
-Records go through :class:`agentstores.oauth.OAuthIntegrationStore`, so tokens, the
+Records go through :class:`agentstores.oauth.OAuthVault`, so tokens, the
 PKCE verifier and client info are sealed with the configured Fernet keys (``state``
 stays in clear: the callback looks records up by it). The SDK's tokens carry a
 *relative* expiry (``expires_in`` seconds); it is stored as an absolute instant on the
@@ -24,7 +24,7 @@ from zav.agents_sdk.adapters.mcp import (
 )
 
 from agentstores import ClientInfo, PendingAuthorization, UsageError, UserIntegration
-from agentstores.oauth import OAuthIntegrationStore
+from agentstores.oauth import OAuthVault
 
 from .bundle import Bundle
 
@@ -108,12 +108,12 @@ class AgentStoresMCPOAuthRepository(MCPOAuthRepository):
             raise UsageError("MCP OAuth records need encryption keys or allow_plaintext=True")
         self._keys = list(keys or [])
         self._allow_plaintext = allow_plaintext
-        self._store: OAuthIntegrationStore | None = None
+        self._store: OAuthVault | None = None
 
-    async def _integrations(self) -> tuple[OAuthIntegrationStore, datetime]:
+    async def _integrations(self) -> tuple[OAuthVault, datetime]:
         stores = await self._bundle.stores()
         if self._store is None:
-            self._store = OAuthIntegrationStore.from_stores(
+            self._store = OAuthVault.from_stores(
                 stores, keys=self._keys or None, allow_plaintext=self._allow_plaintext
             )
         return self._store, await stores.now()

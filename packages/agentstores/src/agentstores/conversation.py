@@ -24,7 +24,7 @@ from .models import (
     new_message_id,
 )
 from .protocol.follow import FollowEvent, follow
-from .protocol.lease import DEFAULT_CONFIG, LeaseConfig
+from .protocol.lease import DEFAULT_LEASE_CONFIG, LeaseConfig
 from .protocol.rehydrate import rehydrate
 from .protocol.turn import CHECKPOINT_EVERY, STREAM_EVERY, Turn
 from .stores import UNSET, Stores, Unset
@@ -48,8 +48,8 @@ class Conversation:
     async def append(
         self,
         *messages: Message,
-        expect_tail: str | Unset | None = UNSET,
-        create: bool = True,
+        expected_tail: str | Unset | None = UNSET,
+        create_if_absent: bool = True,
         last_turn_status: LastTurnStatus | None = None,
         title: str | None = None,
         expires_at: datetime | None = None,
@@ -57,7 +57,7 @@ class Conversation:
     ) -> list[StoredMessage]:
         """Append ``messages`` atomically; ids already present are skipped (a retry is a no-op).
 
-        ``expect_tail`` makes the append conditional on the transcript's last message id
+        ``expected_tail`` makes the append conditional on the transcript's last message id
         (None: empty). ``metadata`` is merged into the conversation metadata in the same
         commit. Inside a turn the write carries the turn's epoch.
 
@@ -65,16 +65,16 @@ class Conversation:
             The messages this call stored.
 
         Raises:
-            StaleWriteError: the tail is not ``expect_tail``.
+            StaleWriteError: the tail is not ``expected_tail``.
             NotOwnedError, ErasedError, FencedError, UsageError: as for ``append_messages``.
         """
         return await self.stores.conversations.append_messages(
             self.key,
             self.principal,
             list(messages),
-            create_if_absent=create,
+            create_if_absent=create_if_absent,
             last_turn_status=last_turn_status,
-            expected_last_message_id=expect_tail,
+            expected_tail=expected_tail,
             title=title,
             expires_at=expires_at,
             metadata=metadata,
@@ -174,10 +174,10 @@ class Conversation:
         message_id: str | None = None,
         *,
         user: Message | None = None,
-        expect_tail: str | Unset | None = UNSET,
+        expected_tail: str | Unset | None = UNSET,
         stream_every: float = STREAM_EVERY,
         checkpoint_every: float = CHECKPOINT_EVERY,
-        lease: LeaseConfig = DEFAULT_CONFIG,
+        lease_config: LeaseConfig = DEFAULT_LEASE_CONFIG,
         title: str | None = None,
         expires_at: datetime | None = None,
     ) -> Turn:
@@ -185,7 +185,7 @@ class Conversation:
 
         ``message_id`` is the answer's id (fresh if None): the lease, the recording and the
         final assistant message all carry it. ``user`` is appended first, under the lease.
-        ``expect_tail`` is the transcript tail the client last saw (None: empty); UNSET
+        ``expected_tail`` is the transcript tail the client last saw (None: empty); UNSET
         skips that check.
         """
         return Turn(
@@ -194,10 +194,10 @@ class Conversation:
             self.principal,
             new_message_id() if message_id is None else message_id,
             user=user,
-            expect_tail=expect_tail,
+            expected_tail=expected_tail,
             stream_every=stream_every,
             checkpoint_every=checkpoint_every,
-            config=lease,
+            lease_config=lease_config,
             title=title,
             expires_at=expires_at,
         )
@@ -209,7 +209,7 @@ class Conversation:
         message_id: str | None = None,
         partial: bool = False,
         poll: float = 0.3,
-        dead_after: float = DEFAULT_CONFIG.dead_after,
+        dead_after: float = DEFAULT_LEASE_CONFIG.dead_after,
         grace: float | None = None,
     ) -> AsyncGenerator[FollowEvent, None]:
         """Stream the running turn to this principal (a reconnect, a second screen):

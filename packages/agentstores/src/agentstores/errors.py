@@ -3,6 +3,12 @@
 Adapters never build a refusal's error by hand: a storage engine decides a
 :class:`Refusal` and :func:`refusal_error` turns it, with its context, into the typed
 error, so every backend raises the same class with the same attributes.
+
+No error here is an ``OSError`` (``PermissionError``, ``ConnectionError``): adapters
+and callers catch ``OSError`` for what a driver or the system raised, and one of ours
+caught there would be mistaken for it (an adapter's ``except OSError`` would report a
+``NotOwnedError`` as a lost connection and retry it). The built-in bases kept are the
+ones no I/O path catches: ``ValueError``, ``LookupError``, ``NotImplementedError``.
 """
 
 from __future__ import annotations
@@ -41,7 +47,7 @@ class InvalidKeyError(UsageError):
     """An id (tenant, session, principal, token, message) is empty, has NUL or is too long."""
 
 
-class NotOwnedError(AgentStoresError, PermissionError):
+class NotOwnedError(AgentStoresError):
     """A mutating call by a principal that does not own the record."""
 
 
@@ -59,14 +65,42 @@ class FencedError(AgentStoresError):
         return self.context.get("fence")
 
 
-class LeaseLostError(FencedError):
-    """The lease is no longer held (fenced by a newer epoch, or its heartbeat failed).
+class LeaseLostError(AgentStoresError):
+    """The lease is no longer held: the producer must stop.
 
-    The producer must stop; ``__cause__`` is what ended the lease.
+    Raised as this class when the store refused the lease (a heartbeat, seal or write
+    refused because a newer epoch took over, or the key was erased): ``__cause__`` is
+    the refusal. A heartbeat that could not be confirmed raises the subclass
+    :class:`HeartbeatTimeoutError` instead.
+    """
+
+    @property
+    def epoch(self) -> int | None:
+        """The epoch of the lease that was lost."""
+        return self.context.get("epoch")
+
+
+class HeartbeatTimeoutError(LeaseLostError):
+    """The lease was given up because a heartbeat was not confirmed in time.
+
+    The beat took longer than ``LeaseConfig.beat_timeout``, or the store failed it (for
+    example unreachable). Nobody was seen taking over: the store may still show the row
+    until it goes dead, but the producer can no longer prove it holds the lease, so it
+    stops all the same. ``__cause__`` is the timeout or the store's error.
     """
 
 
-class BusyError(AgentStoresError):
+class ContentionError(AgentStoresError):
+    """Another caller got there first, and the call changed nothing.
+
+    The common parent of :class:`BusyError`, :class:`StaleWriteError`,
+    :class:`ConflictError` and :class:`AlreadyClaimedError`: each means "re-read and
+    decide again", never "the backend failed". A fenced write is not contention: its
+    producer must stop, not retry (:class:`FencedError`).
+    """
+
+
+class BusyError(ContentionError):
     """A live turn holds the conversation; ``occupant`` names its message id."""
 
     @property
@@ -80,7 +114,7 @@ class BusyError(AgentStoresError):
         return self.occupant
 
 
-class StaleWriteError(AgentStoresError):
+class StaleWriteError(ContentionError):
     """The transcript tail is not what the caller expected."""
 
     @property
@@ -94,7 +128,7 @@ class StaleWriteError(AgentStoresError):
         return self.context.get("expected")
 
 
-class ConflictError(AgentStoresError):
+class ConflictError(ContentionError):
     """A concurrent change won; the call changed nothing and may be retried."""
 
 
@@ -119,11 +153,11 @@ class ExpiredError(AgentStoresError):
     """The record exists but its expiry has passed on the store's clock."""
 
 
-class AlreadyClaimedError(AgentStoresError):
+class AlreadyClaimedError(ContentionError):
     """A single-use token was already claimed (or abandoned)."""
 
 
-class BackendUnavailableError(AgentStoresError, ConnectionError):
+class BackendUnavailableError(AgentStoresError):
     """The backend cannot be reached or is not set up for this adapter."""
 
 
@@ -243,10 +277,12 @@ __all__ = [
     "BackendUnavailableError",
     "BusyError",
     "ConflictError",
+    "ContentionError",
     "EphemeralStoreWarning",
     "ErasedError",
     "ExpiredError",
     "FencedError",
+    "HeartbeatTimeoutError",
     "InvalidKeyError",
     "LeaseLostError",
     "NotFoundError",

@@ -1,6 +1,6 @@
-"""OAuthIntegrationStore: the OAuth flow rules and encryption at rest, over any repository.
+"""OAuthVault: the OAuth flow rules and encryption at rest, over any backend's OAuth store.
 
-Adapters implement :class:`~agentstores.stores.OAuthRepository` as plain last-write-wins
+Adapters implement :class:`~agentstores.stores.OAuthStore` as plain last-write-wins
 CRUD. This wrapper adds what every deployment needs on top:
 
 - **Pending authorizations expire on read.** A pending authorization whose
@@ -13,7 +13,7 @@ CRUD. This wrapper adds what every deployment needs on top:
   ``MultiFernet`` (the first key encrypts, every key decrypts, so keys rotate by
   prepending a new one and re-saving). The ciphertext is bound to its record
   (tenant, user, server, field), so a value copied into another record does not decrypt.
-  Encrypted values are JSON-safe strings, so any repository stores them as it stores
+  Encrypted values are JSON-safe strings, so any store keeps them as it stores
   plaintext, and ``state`` stays in clear so lookup by state keeps working. Values
   written before keys were configured are read as they are and encrypted when next saved.
 - **Plaintext needs an explicit opt-in** (``allow_plaintext=True``) and warns once per
@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 from .errors import ExpiredError, NotFoundError, OAuthSecretError, UsageError
 from .keys import validate_id, validate_principal
 from .models import JSON, ClientInfo, PendingAuthorization, UserIntegration
-from .stores.oauth import OAuthRepository
+from .stores.oauth import OAuthStore
 
 if TYPE_CHECKING:
     from .stores import Stores
@@ -66,7 +66,7 @@ def _warn_plaintext() -> None:
         return
     _plaintext_warned = True
     text = (
-        "agentstores OAuthIntegrationStore stores OAuth tokens, PKCE verifiers and client "
+        "agentstores OAuthVault stores OAuth tokens, PKCE verifiers and client "
         "secrets in PLAINTEXT (allow_plaintext=True). Configure encryption keys "
         "(agentstores[crypto]) for anything real."
     )
@@ -131,8 +131,8 @@ def _is_sealed_mapping(value: object) -> bool:
     return isinstance(value, Mapping) and len(value) == 1 and isinstance(value.get(ENVELOPE), str)
 
 
-class OAuthIntegrationStore:
-    """Flow rules and encryption over an :class:`OAuthRepository` (see the module doc).
+class OAuthVault:
+    """Flow rules and encryption over an :class:`OAuthStore` (see the module doc).
 
     ``now`` is the store's clock (e.g. ``stores.now``). Pass ``keys`` (Fernet keys,
     encrypting key first) or ``allow_plaintext=True``; with neither, construction fails.
@@ -140,15 +140,15 @@ class OAuthIntegrationStore:
 
     def __init__(
         self,
-        repository: OAuthRepository,
+        store: OAuthStore,
         *,
         now: Now,
         keys: Sequence[str | bytes] | None = None,
         allow_plaintext: bool = False,
     ) -> None:
-        if not isinstance(repository, OAuthRepository):
-            raise UsageError("repository must be an OAuthRepository")
-        self.repository = repository
+        if not isinstance(store, OAuthStore):
+            raise UsageError("store must be an OAuthStore")
+        self.store = store
         self._now = now
         if keys:
             if isinstance(keys, (str, bytes)):
@@ -159,7 +159,7 @@ class OAuthIntegrationStore:
             _warn_plaintext()
         else:
             raise UsageError(
-                "OAuthIntegrationStore needs encryption keys (agentstores[crypto]) or an "
+                "OAuthVault needs encryption keys (agentstores[crypto]) or an "
                 "explicit allow_plaintext=True"
             )
 
@@ -170,7 +170,7 @@ class OAuthIntegrationStore:
         *,
         keys: Sequence[str | bytes] | None = None,
         allow_plaintext: bool = False,
-    ) -> OAuthIntegrationStore:
+    ) -> OAuthVault:
         """Wrap ``stores.oauth`` with ``stores.now`` as the clock."""
         return cls(stores.oauth, now=stores.now, keys=keys, allow_plaintext=allow_plaintext)
 
@@ -189,7 +189,7 @@ class OAuthIntegrationStore:
         Raises:
             OAuthSecretError: a stored secret does not decrypt with the configured keys.
         """
-        record = await self.repository.get_user_integration(tenant, user, server_name)
+        record = await self.store.get_user_integration(tenant, user, server_name)
         return await self._live(record, await self._now())
 
     async def list_user_integrations(
@@ -201,7 +201,7 @@ class OAuthIntegrationStore:
         Raises:
             OAuthSecretError: a stored secret does not decrypt with the configured keys.
         """
-        records = await self.repository.list_user_integrations(tenant, user, server_names)
+        records = await self.store.list_user_integrations(tenant, user, server_names)
         now = await self._now()
         out = []
         for record in records:
@@ -216,7 +216,7 @@ class OAuthIntegrationStore:
         Raises:
             OAuthSecretError: a stored secret does not decrypt with the configured keys.
         """
-        record = await self.repository.find_by_pending_state(state)
+        record = await self.store.find_by_pending_state(state)
         live = await self._live(record, await self._now())
         if live is None or live.pending is None or live.pending.state != state:
             return None
@@ -242,7 +242,7 @@ class OAuthIntegrationStore:
             ExpiredError: its pending authorization has expired (it is cleaned up).
             OAuthSecretError: a stored secret does not decrypt with the configured keys.
         """
-        raw = await self.repository.find_by_pending_state(state)
+        raw = await self.store.find_by_pending_state(state)
         if raw is None or raw.pending is None or raw.pending.state != state:
             raise NotFoundError("no pending authorization with that state")
         if raw.pending.expires_at <= await self._now():
@@ -273,11 +273,11 @@ class OAuthIntegrationStore:
         validate_id(record.server_name, "server_name")
         if record.pending is not None and record.pending.expires_at.tzinfo is None:
             raise UsageError("pending.expires_at must be timezone-aware")
-        await self.repository.save_user_integration(self._encrypt(record))
+        await self.store.save_user_integration(self._encrypt(record))
 
     async def delete_user_integration(self, tenant: str, user: str, server_name: str) -> bool:
         """Delete the record; True if there was one."""
-        return await self.repository.delete_user_integration(tenant, user, server_name)
+        return await self.store.delete_user_integration(tenant, user, server_name)
 
     async def rotate_user_integrations(self, tenant: str, user: str) -> int:
         """Re-save every integration of ``user`` under the current encrypting key.
@@ -285,7 +285,7 @@ class OAuthIntegrationStore:
         Raises:
             OAuthSecretError: a stored secret does not decrypt with the configured keys.
         """
-        records = await self.repository.list_user_integrations(tenant, user)
+        records = await self.store.list_user_integrations(tenant, user)
         for raw in records:
             await self.save_user_integration(self._decrypt(raw))
         return len(records)
@@ -298,7 +298,7 @@ class OAuthIntegrationStore:
         Raises:
             OAuthSecretError: a stored secret does not decrypt with the configured keys.
         """
-        record = await self.repository.get_client_info(tenant, server_name)
+        record = await self.store.get_client_info(tenant, server_name)
         return None if record is None else self._decrypt_client(record)
 
     async def list_client_info(
@@ -309,7 +309,7 @@ class OAuthIntegrationStore:
         Raises:
             OAuthSecretError: a stored secret does not decrypt with the configured keys.
         """
-        records = await self.repository.list_client_info(tenant, server_names)
+        records = await self.store.list_client_info(tenant, server_names)
         return [self._decrypt_client(r) for r in records]
 
     async def save_client_info(self, record: ClientInfo) -> None:
@@ -318,7 +318,7 @@ class OAuthIntegrationStore:
             raise UsageError("record must be a ClientInfo")
         validate_id(record.tenant, "tenant")
         validate_id(record.server_name, "server_name")
-        await self.repository.save_client_info(self._encrypt_client(record))
+        await self.store.save_client_info(self._encrypt_client(record))
 
     async def rotate_client_info(self, tenant: str) -> int:
         """Re-save every client-info record of ``tenant`` under the current encrypting key.
@@ -326,7 +326,7 @@ class OAuthIntegrationStore:
         Raises:
             OAuthSecretError: a stored secret does not decrypt with the configured keys.
         """
-        records = await self.repository.list_client_info(tenant)
+        records = await self.store.list_client_info(tenant)
         for raw in records:
             await self.save_client_info(self._decrypt_client(raw))
         return len(records)
@@ -334,7 +334,7 @@ class OAuthIntegrationStore:
     # --- expiry -------------------------------------------------------------------
 
     async def _live(self, raw: UserIntegration | None, now: datetime) -> UserIntegration | None:
-        """``raw`` decrypted, without an expired pending (cleaned up in the repository)."""
+        """``raw`` decrypted, without an expired pending (cleaned up in the store)."""
         if raw is None:
             return None
         if raw.pending is not None and raw.pending.expires_at <= now:
@@ -347,21 +347,21 @@ class OAuthIntegrationStore:
     async def _expire(self, raw: UserIntegration) -> None:
         """Drop ``raw``'s expired pending, unless the record changed since it was read.
 
-        The repository is last-write-wins, so this re-reads first to avoid wiping a
+        The store is last-write-wins, so this re-reads first to avoid wiping a
         pending authorization or tokens saved in between; a write landing in the short
         window between that re-read and this write can still be lost (the user retries
         the authorization).
         """
         assert raw.pending is not None
-        current = await self.repository.get_user_integration(raw.tenant, raw.user, raw.server_name)
+        current = await self.store.get_user_integration(raw.tenant, raw.user, raw.server_name)
         if current is None or current.pending is None:
             return
         if current.pending.state != raw.pending.state or current.tokens != raw.tokens:
             return
         if current.tokens is None:
-            await self.repository.delete_user_integration(raw.tenant, raw.user, raw.server_name)
+            await self.store.delete_user_integration(raw.tenant, raw.user, raw.server_name)
         else:
-            await self.repository.save_user_integration(dataclasses.replace(current, pending=None))
+            await self.store.save_user_integration(dataclasses.replace(current, pending=None))
 
     # --- encryption ---------------------------------------------------------------
 
@@ -422,8 +422,8 @@ class OAuthIntegrationStore:
 __all__ = [
     "ENVELOPE",
     "KEYS_ENV",
-    "OAuthIntegrationStore",
     "OAuthSecretError",
+    "OAuthVault",
     "PlaintextSecretsWarning",
     "generate_key",
     "keys_from_env",

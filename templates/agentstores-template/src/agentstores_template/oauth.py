@@ -3,48 +3,48 @@
 from __future__ import annotations
 
 from agentstores.models import ClientInfo, UserIntegration
-from agentstores.stores import OAuthRepository
+from agentstores.stores import OAuthStore
 
 from ._base import TemplateStoreBase
 
 
-class TemplateOAuthRepository(TemplateStoreBase, OAuthRepository):
-    """Keeps the rules in :class:`OAuthRepository`'s docstring (storage only)."""
+class TemplateOAuthStore(TemplateStoreBase, OAuthStore):
+    """Keeps the rules in :class:`OAuthStore`'s docstring (storage only)."""
 
     async def _list_user_integrations(
         self, tenant: str, user: str, server_names: list[str] | None
     ) -> list[UserIntegration]:
         raise NotImplementedError(
-            "OAuthRepository rule: (tenant, user)'s integrations sorted by server_name; None = all"
+            "OAuthStore rule: (tenant, user)'s integrations sorted by server_name; None = all"
         )
 
     async def _get_user_integration(
         self, tenant: str, user: str, server_name: str
     ) -> UserIntegration | None:
-        raise NotImplementedError("OAuthRepository rule: one record per (tenant, user, server)")
+        raise NotImplementedError("OAuthStore rule: one record per (tenant, user, server)")
 
     async def _find_by_pending_state(self, state: str) -> UserIntegration | None:
         raise NotImplementedError(
-            "OAuthRepository rule: look up by pending.state alone, across every tenant and user"
+            "OAuthStore rule: look up by pending.state alone, across every tenant and user"
         )
 
     async def _save_user_integration(self, record: UserIntegration) -> None:
         raise NotImplementedError(
-            "OAuthRepository rule: last write wins per (tenant, user, server_name)"
+            "OAuthStore rule: last write wins per (tenant, user, server_name)"
         )
 
     async def _delete_user_integration(self, tenant: str, user: str, server_name: str) -> bool:
-        raise NotImplementedError("OAuthRepository rule: True iff a record was removed")
+        raise NotImplementedError("OAuthStore rule: True iff a record was removed")
 
     async def _list_client_info(
         self, tenant: str, server_names: list[str] | None
     ) -> list[ClientInfo]:
         raise NotImplementedError(
-            "OAuthRepository rule: tenant's client info sorted by server_name; None = all"
+            "OAuthStore rule: tenant's client info sorted by server_name; None = all"
         )
 
     async def _get_client_info(self, tenant: str, server_name: str) -> ClientInfo | None:
-        raise NotImplementedError("OAuthRepository rule: one record per (tenant, server)")
+        raise NotImplementedError("OAuthStore rule: one record per (tenant, server)")
 
     async def _save_client_info(self, record: ClientInfo) -> None:
-        raise NotImplementedError("OAuthRepository rule: last write wins per (tenant, server)")
+        raise NotImplementedError("OAuthStore rule: last write wins per (tenant, server)")

@@ -18,7 +18,7 @@ from agentstores.stores.kit import DEFAULT_TOMBSTONE_TTL, url_options
 
 from ._base import Context
 from .conversations import TemplateConversationStore
-from .oauth import TemplateOAuthRepository
+from .oauth import TemplateOAuthStore
 from .pause_tokens import TemplatePauseTokenStore
 from .plugin import BACKEND
 from .recording import TemplateRecordingStore
@@ -45,7 +45,7 @@ class TemplateStores(Stores):
         self.state = TemplateAgentStateStore(self.ctx)
         self.conversations = TemplateConversationStore(self.ctx)
         self.pause_tokens = TemplatePauseTokenStore(self.ctx)
-        self.oauth = TemplateOAuthRepository(self.ctx)
+        self.oauth = TemplateOAuthStore(self.ctx)
 
     async def now(self) -> datetime:
         raise NotImplementedError(

@@ -399,7 +399,7 @@ async def _grow_leases(
     leases: list[Lease],
     clients: list[_Client],
     k: int,
-    config: LeaseConfig,
+    lease_config: LeaseConfig,
     names: itertools.count[int],
 ) -> None:
     """Claim conversations until ``k`` leases exist (untimed): each client claims its
@@ -423,7 +423,9 @@ async def _grow_leases(
                 raise BenchFailure("capacity lease claim refused")
 
     await asyncio.gather(*(claim(c) for c in clients))
-    leases.extend(Lease(stores, key, c.principal, "turn", 1, config=config) for c, key in fresh)
+    leases.extend(
+        Lease(stores, key, c.principal, "turn", 1, lease_config=lease_config) for c, key in fresh
+    )
 
 
 async def _capacity_step(

@@ -28,14 +28,13 @@ from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 from ..api import open_stores
-from ..errors import AgentStoresError, ErasedError, FencedError
+from ..errors import AgentStoresError, ErasedError, FencedError, LeaseLostError
 from ..keys import ConversationKey
 from ..models import Message, RecordedEvent, SupervisionRow
 from ..protocol import (
     FollowEnd,
     Lease,
     LeaseConfig,
-    LeaseLostError,
     claim,
     follow,
     liveness,
@@ -101,7 +100,7 @@ class Producer:
         await lease.save_state({**self._state(), "done": True})
         await lease.append(
             [self._answer()],
-            expected_last_message_id=user_message_id(self.turn),
+            expected_tail=user_message_id(self.turn),
             last_turn_status="complete",
         )
         await lease.seal("done")
@@ -143,7 +142,7 @@ class Producer:
                     PRINCIPAL,
                     [self._answer()],
                     create_if_absent=False,
-                    expected_last_message_id=user_message_id(self.turn),
+                    expected_tail=user_message_id(self.turn),
                     epoch=epoch,
                 ),
             ),
@@ -215,7 +214,7 @@ async def run_producer(stores: Stores, key: ConversationKey, args: argparse.Name
         answer_message_id(turn),
         args.expected_tail,
         user_message=Message(user_message_id(turn), "user", f"turn {turn}: tell me a long story"),
-        config=_config(t),
+        lease_config=_config(t),
     )
     emit("claimed", epoch=lease.epoch, reason=lease.reason)
     producer = Producer(lease, turn, t)
@@ -256,7 +255,7 @@ async def run_standby(stores: Stores, key: ConversationKey, args: argparse.Names
                 emit("not_needed", status=row.status, epoch=row.epoch)
                 return EXIT_OK
         await asyncio.sleep(poll)
-    lease = await claim(stores, key, PRINCIPAL, mid, config=_config(t), resume_live=False)
+    lease = await claim(stores, key, PRINCIPAL, mid, lease_config=_config(t), resume_live=False)
     emit(
         "claimed",
         epoch=lease.epoch,

@@ -57,7 +57,7 @@ class MessageRow:
 
 
 @dataclass
-class Conversation:
+class ConversationRecord:
     """One conversation's metadata and transcript, indexed by message id and by speaker."""
 
     owner: str
@@ -125,7 +125,7 @@ class MemoryData:
         self.supervision: dict[ConversationKey, SupervisionRow] = {}
         self.recording: dict[ConversationKey, StoredRecord] = {}
         self.state: dict[ConversationKey, bytes] = {}
-        self.conversations: dict[ConversationKey, Conversation] = {}
+        self.conversations: dict[ConversationKey, ConversationRecord] = {}
         self.tokens: dict[tuple[ConversationKey, str], Token] = {}
         self.integrations: dict[tuple[str, str, str], UserIntegration] = {}
         self.client_info: dict[tuple[str, str], ClientInfo] = {}

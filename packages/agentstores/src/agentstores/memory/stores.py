@@ -39,7 +39,7 @@ from ..stores import (
     Expired,
     IdleFor,
     MetadataUpdate,
-    OAuthRepository,
+    OAuthStore,
     OverCap,
     PauseTokenStore,
     RecordingStore,
@@ -51,7 +51,15 @@ from ..stores import (
     merge_metadata,
 )
 from ..stores.kit import after_cursor, decode_cursor, encode_cursor, to_micros, url_options
-from .data import Conversation, MemoryData, MessageRow, StoredRecord, Token, forget, shared_data
+from .data import (
+    ConversationRecord,
+    MemoryData,
+    MessageRow,
+    StoredRecord,
+    Token,
+    forget,
+    shared_data,
+)
 from .plugin import BACKEND
 
 _OPTIONS_HINT = " (clock, tombstone_ttl and fresh are keyword arguments)"
@@ -108,7 +116,7 @@ def _stored(row: MessageRow, seq: int) -> StoredMessage:
 class _Stamps(Sequence[datetime]):
     """``created_at`` of a speaker view, as a sequence ``bisect`` can search."""
 
-    def __init__(self, conv: Conversation, view: Sequence[int]) -> None:
+    def __init__(self, conv: ConversationRecord, view: Sequence[int]) -> None:
         self.conv, self.view = conv, view
 
     def __len__(self) -> int:
@@ -256,7 +264,7 @@ class MemoryAgentStateStore(MemoryStoreBase, AgentStateStore):
 
 
 class MemoryConversationStore(MemoryStoreBase, ConversationStore):
-    def _owned(self, key: ConversationKey, principal: str, epoch: int | None) -> Conversation:
+    def _owned(self, key: ConversationKey, principal: str, epoch: int | None) -> ConversationRecord:
         """The conversation for a write by ``principal``: erased, missing, owner, fence."""
         d = self.data
         d.refuse_if_erased(key)
@@ -266,12 +274,12 @@ class MemoryConversationStore(MemoryStoreBase, ConversationStore):
         d.check_write(key, principal, epoch)
         return conv
 
-    def _readable(self, key: ConversationKey, principal: str) -> Conversation | None:
+    def _readable(self, key: ConversationKey, principal: str) -> ConversationRecord | None:
         d = self.data
         return d.conversations.get(key) if d.visible(key, principal) else None
 
     def _touch(
-        self, key: ConversationKey, principal: str, conv: Conversation, epoch: int | None
+        self, key: ConversationKey, principal: str, conv: ConversationRecord, epoch: int | None
     ) -> None:
         self.data.commit_write(key, principal, epoch)
         conv.updated_at = max(conv.updated_at, self.data.now())
@@ -302,7 +310,7 @@ class MemoryConversationStore(MemoryStoreBase, ConversationStore):
             merged = merge_metadata(conv.metadata if conv else {}, request.metadata)
         now = d.now()
         if conv is None:
-            conv = Conversation(owner=principal, created_at=now, updated_at=now)
+            conv = ConversationRecord(owner=principal, created_at=now, updated_at=now)
             d.conversations[key] = conv
         d.commit_write(key, principal, epoch)
         stamp = max(now, conv.messages[-1].created_at) if conv.messages else now
@@ -405,7 +413,7 @@ class MemoryConversationStore(MemoryStoreBase, ConversationStore):
         if d.header(new_key) is not None:
             raise refusal_error(Refusal.EXISTS, "the branch's key is already in use", key=new_key)
         now = d.now()
-        copy = Conversation(
+        copy = ConversationRecord(
             owner=principal,
             created_at=now,
             updated_at=now,
@@ -426,7 +434,7 @@ class MemoryConversationStore(MemoryStoreBase, ConversationStore):
         d.commit_write(new_key, principal, None)
         d.conversations[new_key] = copy
 
-    def _matches(self, key: ConversationKey, conv: Conversation, rule: SweepRule) -> bool:
+    def _matches(self, key: ConversationKey, conv: ConversationRecord, rule: SweepRule) -> bool:
         now = self.data.now()
         if isinstance(rule, Expired):
             return conv.expires_at is not None and conv.expires_at <= now
@@ -522,7 +530,7 @@ class MemoryConversationStore(MemoryStoreBase, ConversationStore):
         end = len(conv.messages) if limit is None else start + limit
         return [_stored(conv.messages[s], s) for s in range(start, min(end, len(conv.messages)))]
 
-    def _info(self, key: ConversationKey, conv: Conversation) -> ConversationInfo:
+    def _info(self, key: ConversationKey, conv: ConversationRecord) -> ConversationInfo:
         h = self.data.header(key)
         return ConversationInfo(
             key=key,
@@ -622,7 +630,7 @@ class MemoryPauseTokenStore(MemoryStoreBase, PauseTokenStore):
         self._token(token_id, key, principal).status = "abandoned"
 
 
-class MemoryOAuthRepository(MemoryStoreBase, OAuthRepository):
+class MemoryOAuthStore(MemoryStoreBase, OAuthStore):
     async def _list_user_integrations(
         self, tenant: str, user: str, server_names: list[str] | None
     ) -> list[UserIntegration]:
@@ -708,7 +716,7 @@ class MemoryStores(Stores):
         self.state = MemoryAgentStateStore(self.data)
         self.conversations = MemoryConversationStore(self.data)
         self.pause_tokens = MemoryPauseTokenStore(self.data)
-        self.oauth = MemoryOAuthRepository(self.data)
+        self.oauth = MemoryOAuthStore(self.data)
 
     async def now(self) -> datetime:
         """The bundle's store clock (``clock=`` when given, else this machine's UTC)."""

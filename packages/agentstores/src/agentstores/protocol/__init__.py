@@ -10,14 +10,13 @@
 - :func:`rehydrate`: the last N user/assistant turns for a restarted process.
 """
 
-from .follow import FollowEnd, FollowEvent, FollowUpdate, Verdict, follow
+from .follow import FollowEnd, FollowEvent, FollowUpdate, FollowVerdict, follow
 from .heartbeats import HeartbeatCoalescer, coalescer_for
 from .lease import (
-    DEFAULT_CONFIG,
+    DEFAULT_LEASE_CONFIG,
     ClaimReason,
     Lease,
     LeaseConfig,
-    LeaseLostError,
     LeaseStatus,
     Liveness,
     claim,
@@ -30,29 +29,28 @@ from .turn import CHECKPOINT_EVERY, STREAM_EVERY, Turn, start_turn
 
 __all__ = [
     "CHECKPOINT_EVERY",
+    "DEFAULT_LEASE_CONFIG",
     "STREAM_EVERY",
-    "Turn",
-    "is_turn",
-    "message_text",
-    "DEFAULT_CONFIG",
     "ClaimReason",
     "FollowEnd",
     "FollowEvent",
     "FollowUpdate",
+    "FollowVerdict",
     "HeartbeatCoalescer",
     "Lease",
     "LeaseConfig",
-    "LeaseLostError",
     "LeaseStatus",
     "Liveness",
     "SweepReport",
     "Sweeper",
-    "Verdict",
+    "Turn",
     "claim",
     "coalescer_for",
     "follow",
     "heartbeat_age",
+    "is_turn",
     "liveness",
+    "message_text",
     "rehydrate",
     "start_turn",
 ]

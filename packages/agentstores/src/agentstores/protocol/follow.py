@@ -21,12 +21,12 @@ from ..errors import UsageError
 from ..keys import ConversationKey, validate_id
 from ..models import JSON, RecordedEvent, TranscriptMessage, check_counter
 from ..stores import Stores
-from .lease import DEFAULT_CONFIG, heartbeat_age, liveness
+from .lease import DEFAULT_LEASE_CONFIG, heartbeat_age, liveness
 from .rehydrate import message_text
 
 log = logging.getLogger(__name__)
 
-Verdict = Literal["done", "errored", "gone", "dead"]
+FollowVerdict = Literal["done", "errored", "gone", "dead"]
 """How a followed turn ended (see :func:`follow`)."""
 
 
@@ -54,7 +54,7 @@ class FollowEnd:
     malformed or did not extend the text already yielded (never streamed).
     """
 
-    verdict: Verdict
+    verdict: FollowVerdict
     message: TranscriptMessage | None = None
     message_id: str | None = None
     index: int = 0
@@ -116,7 +116,7 @@ class _Progress:
         return update
 
     def end(
-        self, verdict: Verdict, message: TranscriptMessage | None, message_id: str | None
+        self, verdict: FollowVerdict, message: TranscriptMessage | None, message_id: str | None
     ) -> FollowEnd:
         """The closing event, with the counts."""
         return FollowEnd(verdict, message, message_id, self.index, self.behind, self.skipped)
@@ -159,7 +159,7 @@ async def follow(
     message_id: str | None = None,
     partial: bool = False,
     poll: float = 0.3,
-    dead_after: float = DEFAULT_CONFIG.dead_after,
+    dead_after: float = DEFAULT_LEASE_CONFIG.dead_after,
     grace: float | None = None,
 ) -> AsyncGenerator[FollowEvent, None]:
     """Stream the conversation's running turn until it ends; yield updates, then a FollowEnd.
@@ -226,7 +226,7 @@ async def follow(
             message = None
             if target is not None:
                 message = await final_message(stores, key, principal, target)
-            verdict: Verdict = "gone" if message is None else "done"
+            verdict: FollowVerdict = "gone" if message is None else "done"
             for event in _finish(progress, verdict, message, target, epoch):
                 yield event
             return
@@ -262,7 +262,7 @@ def _offer(
 
 def _finish(
     progress: _Progress,
-    verdict: Verdict,
+    verdict: FollowVerdict,
     message: TranscriptMessage | None,
     message_id: str | None,
     epoch: int,
@@ -288,7 +288,7 @@ __all__ = [
     "FollowEnd",
     "FollowEvent",
     "FollowUpdate",
-    "Verdict",
+    "FollowVerdict",
     "final_message",
     "follow",
     "snapshot_text",

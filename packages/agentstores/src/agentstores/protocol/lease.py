@@ -20,11 +20,13 @@ from types import TracebackType
 from typing import Any, Literal, TypeVar
 
 from ..errors import (
+    AgentStoresError,
     BackendUnavailableError,
     BusyError,
     ConflictError,
     ErasedError,
     FencedError,
+    HeartbeatTimeoutError,
     LeaseLostError,
     UsageError,
 )
@@ -96,7 +98,17 @@ class LeaseConfig:
         return self.heartbeat_timeout if self.heartbeat_timeout is not None else self.dead_after
 
 
-DEFAULT_CONFIG = LeaseConfig()
+DEFAULT_LEASE_CONFIG = LeaseConfig()
+
+
+def lost_error(reason: BaseException | None) -> type[LeaseLostError]:
+    """The error a lease lost for ``reason`` raises: :class:`LeaseLostError` when the
+    store refused it (fenced, erased), :class:`HeartbeatTimeoutError` when a heartbeat
+    could not be confirmed (it timed out, or the store failed it)."""
+    refused = isinstance(reason, AgentStoresError) and not isinstance(
+        reason, BackendUnavailableError
+    )
+    return LeaseLostError if refused else HeartbeatTimeoutError
 
 
 def heartbeat_age(row: SupervisionRow, now: datetime) -> float | None:
@@ -106,7 +118,9 @@ def heartbeat_age(row: SupervisionRow, now: datetime) -> float | None:
     return (now - row.heartbeat_at).total_seconds()
 
 
-def liveness(view: SupervisionView, dead_after: float = DEFAULT_CONFIG.dead_after) -> Liveness:
+def liveness(
+    view: SupervisionView, dead_after: float = DEFAULT_LEASE_CONFIG.dead_after
+) -> Liveness:
     """Judge a supervision read: only the store's clock is compared with itself."""
     row = view.row
     if row is None:
@@ -137,7 +151,7 @@ class Lease:
         message_id: str,
         epoch: int,
         *,
-        config: LeaseConfig = DEFAULT_CONFIG,
+        lease_config: LeaseConfig = DEFAULT_LEASE_CONFIG,
         reason: ClaimReason = "new",
         previous: SupervisionRow | None = None,
         previous_age: float | None = None,
@@ -147,7 +161,7 @@ class Lease:
         self.principal = principal
         self.message_id = message_id
         self.epoch = epoch
-        self.config = config
+        self.config = lease_config
         self.reason: ClaimReason = reason
         """Why the claim succeeded: a new row, over a sealed or dead row, or a resume."""
         self.previous = previous
@@ -218,7 +232,7 @@ class Lease:
             LeaseLostError: the lease is lost, sealed or released.
         """
         if self.lost.is_set():
-            raise LeaseLostError(
+            raise lost_error(self.lost_reason)(
                 "the lease was lost; the producer must stop",
                 key=self.key,
                 epoch=self.epoch,
@@ -277,7 +291,7 @@ class Lease:
             if isinstance(exc, TimeoutError):
                 exc = TimeoutError(f"heartbeat took longer than {self.config.beat_timeout}s")
             self.mark_lost(exc)
-            raise LeaseLostError("heartbeat failed", key=self.key, epoch=self.epoch) from exc
+            raise lost_error(exc)("heartbeat failed", key=self.key, epoch=self.epoch) from exc
         if not ok:
             refused = FencedError(
                 "heartbeat refused: the supervision row moved on",
@@ -350,7 +364,7 @@ class Lease:
         *,
         create_if_absent: bool = False,
         last_turn_status: LastTurnStatus | None = None,
-        expected_last_message_id: str | Unset | None = UNSET,
+        expected_tail: str | Unset | None = UNSET,
         title: str | None = None,
         expires_at: datetime | None = None,
     ) -> list[StoredMessage]:
@@ -360,7 +374,7 @@ class Lease:
             LeaseLostError: the lease was already lost, sealed or released, or this write was
                 refused as fenced or erased (the lease is then lost).
             BackendUnavailableError: the store stayed unreachable through every retry.
-            StaleWriteError: the tail is not ``expected_last_message_id``.
+            StaleWriteError: the tail is not ``expected_tail``.
         """
         return await self._write(
             lambda: self.stores.conversations.append_messages(
@@ -369,7 +383,7 @@ class Lease:
                 messages,
                 create_if_absent=create_if_absent,
                 last_turn_status=last_turn_status,
-                expected_last_message_id=expected_last_message_id,
+                expected_tail=expected_tail,
                 epoch=self.epoch,
                 title=title,
                 expires_at=expires_at,
@@ -467,7 +481,7 @@ class Lease:
         except asyncio.CancelledError:
             me = asyncio.current_task()
             if self.lost.is_set() and (me is None or me.cancelling() == 0):
-                raise LeaseLostError(
+                raise lost_error(self.lost_reason)(
                     "the producer was stopped: lease lost", key=self.key, epoch=self.epoch
                 ) from self.lost_reason
             raise
@@ -696,7 +710,7 @@ async def claim(
     principal: str,
     message_id: str,
     *,
-    config: LeaseConfig = DEFAULT_CONFIG,
+    lease_config: LeaseConfig = DEFAULT_LEASE_CONFIG,
     resume_live: bool = True,
 ) -> Lease:
     """Take the turn for ``message_id``, or raise :class:`BusyError` naming the occupant.
@@ -705,20 +719,20 @@ async def claim(
     same message -> resume it with a new epoch (fencing the old producer) unless
     ``resume_live`` is False; a live row for another message -> ``BusyError``. The new
     epoch is ``max(row.epoch, fence) + 1``. A lost compare-and-swap re-reads and
-    re-decides, at most ``config.claim_attempts`` times.
+    re-decides, at most ``lease_config.claim_attempts`` times.
 
     Raises:
         BusyError: a live turn for another message holds the conversation
             (``.occupant`` names it).
-        ConflictError: the compare-and-swap was lost ``config.claim_attempts`` times.
+        ConflictError: the compare-and-swap was lost ``lease_config.claim_attempts`` times.
         ErasedError: the conversation was erased.
         NotOwnedError: another principal owns the conversation.
     """
     validate_id(message_id, "message_id")
-    for _ in range(config.claim_attempts):
+    for _ in range(lease_config.claim_attempts):
         view = await stores.supervision.read(key, principal)
         row = view.row
-        verdict = liveness(view, config.dead_after)
+        verdict = liveness(view, lease_config.dead_after)
         reason: ClaimReason
         if verdict == "absent":
             reason = "new"
@@ -746,7 +760,7 @@ async def claim(
                 principal,
                 message_id,
                 epoch,
-                config=config,
+                lease_config=lease_config,
                 reason=reason,
                 previous=row,
                 previous_age=heartbeat_age(row, view.now) if row is not None else None,
@@ -754,7 +768,7 @@ async def claim(
         if row is None:
             await _raise_if_erased(stores, key, principal)
     raise ConflictError(
-        f"lost the claim race {config.claim_attempts} times", key=key, message_id=message_id
+        f"lost the claim race {lease_config.claim_attempts} times", key=key, message_id=message_id
     )
 
 
@@ -768,11 +782,10 @@ async def _raise_if_erased(stores: Stores, key: ConversationKey, principal: str)
 
 
 __all__ = [
-    "DEFAULT_CONFIG",
+    "DEFAULT_LEASE_CONFIG",
     "ClaimReason",
     "Lease",
     "LeaseConfig",
-    "LeaseLostError",
     "LeaseStatus",
     "Liveness",
     "claim",

@@ -23,7 +23,7 @@ from ..models import JSON, Message, StoredMessage
 from ..stores import UNSET, Stores, Unset
 from ..stores._base import encode_json
 from ..stores.state import MAX_STATE_BYTES
-from .lease import DEFAULT_CONFIG, ClaimReason, Lease, LeaseConfig, claim
+from .lease import DEFAULT_LEASE_CONFIG, ClaimReason, Lease, LeaseConfig, claim
 
 log = logging.getLogger(__name__)
 
@@ -40,15 +40,15 @@ async def start_turn(
     key: ConversationKey,
     principal: str,
     message_id: str,
-    expected_last_message_id: str | Unset | None,
+    expected_tail: str | Unset | None,
     *,
     user_message: Message | None = None,
-    config: LeaseConfig = DEFAULT_CONFIG,
+    lease_config: LeaseConfig = DEFAULT_LEASE_CONFIG,
     title: str | None = None,
     expires_at: datetime | None = None,
 ) -> Lease:
     """Claim the turn ``message_id``, then require the transcript tail to be
-    ``expected_last_message_id`` (None: empty or absent conversation; UNSET: no check).
+    ``expected_tail`` (None: empty or absent conversation; UNSET: no check).
 
     With ``user_message`` the incoming message is appended under the new epoch,
     conditioned on the same tail, so the user's turn survives a producer crash. A tail
@@ -59,13 +59,13 @@ async def start_turn(
 
     Raises:
         BusyError: another live turn holds the conversation.
-        StaleWriteError: the tail is not ``expected_last_message_id`` (``.tail`` and
+        StaleWriteError: the tail is not ``expected_tail`` (``.tail`` and
             ``.expected`` set); the lease was released.
         ConflictError, ErasedError, NotOwnedError: as for :func:`claim`.
     """
-    lease = await claim(stores, key, principal, message_id, config=config)
+    lease = await claim(stores, key, principal, message_id, lease_config=lease_config)
     try:
-        expected: str | Unset | None = expected_last_message_id
+        expected: str | Unset | None = expected_tail
         if expected is not UNSET:
             info = await stores.conversations.get_conversation(key, principal)
             tail = info.tail_message_id if info is not None else None
@@ -73,17 +73,17 @@ async def start_turn(
                 expected = tail
             if tail != expected:
                 raise StaleWriteError(
-                    f"transcript tail is {tail!r}, expected {expected_last_message_id!r}",
+                    f"transcript tail is {tail!r}, expected {expected_tail!r}",
                     key=key,
                     tail=tail,
-                    expected=expected_last_message_id,
+                    expected=expected_tail,
                 )
         if user_message is not None:
             await lease.append(
                 [user_message],
                 create_if_absent=True,
                 last_turn_status="running",
-                expected_last_message_id=expected,
+                expected_tail=expected,
                 title=title,
                 expires_at=expires_at,
             )
@@ -168,10 +168,10 @@ class Turn:
         message_id: str,
         *,
         user: Message | None = None,
-        expect_tail: str | Unset | None = UNSET,
+        expected_tail: str | Unset | None = UNSET,
         stream_every: float = STREAM_EVERY,
         checkpoint_every: float = CHECKPOINT_EVERY,
-        config: LeaseConfig = DEFAULT_CONFIG,
+        lease_config: LeaseConfig = DEFAULT_LEASE_CONFIG,
         title: str | None = None,
         expires_at: datetime | None = None,
     ) -> None:
@@ -186,8 +186,8 @@ class Turn:
         self.principal = principal
         self.message_id = message_id
         self.user = user
-        self.expect_tail = expect_tail
-        self.config = config
+        self.expected_tail = expected_tail
+        self.lease_config = lease_config
         self.title = title
         self.expires_at = expires_at
         self.text = ""
@@ -313,9 +313,9 @@ class Turn:
             self.key,
             self.principal,
             self.message_id,
-            self.expect_tail,
+            self.expected_tail,
             user_message=self.user,
-            config=self.config,
+            lease_config=self.lease_config,
             title=self.title,
             expires_at=self.expires_at,
         )

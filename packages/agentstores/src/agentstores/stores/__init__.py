@@ -20,7 +20,7 @@ from .conversations import (
     SweepRule,
     TranscriptQuery,
 )
-from .oauth import OAuthRepository
+from .oauth import OAuthStore
 from .pause_tokens import PauseTokenStore
 from .recording import RecordingStore
 from .state import AgentStateStore
@@ -28,16 +28,16 @@ from .supervision import SupervisionStore
 
 __all__ = [
     "MAX_CONVERSATION_METADATA_BYTES",
-    "AppendRequest",
     "UNSET",
     "AgentStateStore",
+    "AppendRequest",
     "Capability",
     "ConversationStore",
     "EncodedMessage",
     "Expired",
     "IdleFor",
     "MetadataUpdate",
-    "OAuthRepository",
+    "OAuthStore",
     "OverCap",
     "PauseTokenStore",
     "RecordingStore",

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from ..capabilities import Capability, capability_set
 from .conversations import ConversationStore
-from .oauth import OAuthRepository
+from .oauth import OAuthStore
 from .pause_tokens import PauseTokenStore
 from .recording import RecordingStore
 from .state import AgentStateStore
@@ -35,7 +35,7 @@ class Stores(ABC):
     state: AgentStateStore
     conversations: ConversationStore
     pause_tokens: PauseTokenStore
-    oauth: OAuthRepository
+    oauth: OAuthStore
 
     _opened: bool = False
 

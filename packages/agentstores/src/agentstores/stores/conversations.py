@@ -145,7 +145,7 @@ class ConversationStore(StoreBase, ABC):
          ``NotFoundError``; owner / fence checks;
       2. if every message id is already present: no-op, return ``[]`` (idempotent
          publication, checked before the tail condition);
-      3. ``expected_last_message_id`` given (None = empty) and tail differs ->
+      3. ``expected_tail`` given (None = empty) and tail differs ->
          ``StaleWriteError``;
       4. append the messages not yet present, in order; ``seq`` continues from the
          current length; ``created_at`` is the store clock, never below the previous
@@ -171,7 +171,7 @@ class ConversationStore(StoreBase, ABC):
         *,
         create_if_absent: bool = True,
         last_turn_status: LastTurnStatus | None = None,
-        expected_last_message_id: str | Unset | None = UNSET,
+        expected_tail: str | Unset | None = UNSET,
         epoch: int | None = None,
         title: str | None = None,
         expires_at: datetime | None = None,
@@ -192,7 +192,7 @@ class ConversationStore(StoreBase, ABC):
             NotFoundError: it does not exist and ``create_if_absent`` is False.
             NotOwnedError: another principal owns it.
             FencedError: ``epoch`` is below the key's fence.
-            StaleWriteError: the tail is not ``expected_last_message_id``.
+            StaleWriteError: the tail is not ``expected_tail``.
         """
         key = check_key(key)
         principal = validate_principal(principal)
@@ -215,8 +215,8 @@ class ConversationStore(StoreBase, ABC):
             encoded.append(EncodedMessage(m, content, message_meta))
         if last_turn_status is not None:
             _check_status(last_turn_status)
-        if expected_last_message_id is not UNSET and expected_last_message_id is not None:
-            validate_id(expected_last_message_id, "expected_last_message_id")
+        if expected_tail is not UNSET and expected_tail is not None:
+            validate_id(expected_tail, "expected_tail")
         epoch = write_epoch(key, check_epoch(epoch))
         _check_title(title)
         check_datetime(expires_at, "expires_at", optional=True)
@@ -229,7 +229,7 @@ class ConversationStore(StoreBase, ABC):
                     messages=tuple(encoded),
                     create_if_absent=bool(create_if_absent),
                     last_turn_status=last_turn_status,
-                    expected_tail=expected_last_message_id,
+                    expected_tail=expected_tail,
                     epoch=epoch,
                     title=title,
                     expires_at=expires_at,

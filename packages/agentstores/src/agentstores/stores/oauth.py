@@ -1,8 +1,8 @@
-"""OAuthRepository: plain last-write-wins storage of OAuth integrations and client info.
+"""OAuthStore: plain last-write-wins storage of OAuth integrations and client info.
 
 Flow rules (expiring pending authorizations, clearing them when tokens land) and
-encryption at rest live in :class:`agentstores.oauth.OAuthIntegrationStore`, which wraps
-a repository; adapters stay storage-only.
+encryption at rest live in :class:`agentstores.oauth.OAuthVault`, which wraps
+this store; adapters stay storage-only.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from ..models import ClientInfo, UserIntegration
 from ._base import StoreBase
 
 
-class OAuthRepository(StoreBase, ABC):
+class OAuthStore(StoreBase, ABC):
     """One ``UserIntegration`` per ``(tenant, user, server_name)``; one ``ClientInfo`` per
     ``(tenant, server_name)``. ``find_by_pending_state`` looks up by ``state`` alone,
     across every tenant, user and server. The record's ``user`` is its owner: a user
