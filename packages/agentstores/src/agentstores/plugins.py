@@ -8,6 +8,7 @@ a driver: the factory is a lazy ``"module:callable"`` path imported when a URL n
 
 from __future__ import annotations
 
+import argparse
 import importlib
 import importlib.metadata
 import logging
@@ -70,11 +71,18 @@ class PluginFailure:
 
 
 class HookSpecs:
-    """The hooks a backend plugin may implement."""
+    """The hooks a plugin may implement: backends, and ``agentstores`` subcommands."""
 
     @hookspec
     def agentstores_backends(self) -> list[BackendInfo]:  # type: ignore[empty-body]
         """Return the backends this plugin provides."""
+
+    @hookspec
+    def agentstores_register_commands(self, subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+        """Add ``agentstores`` subcommands: ``subparsers.add_parser(name, ...)`` each, with
+        ``set_defaults(run=callable)`` taking the parsed arguments and returning the exit
+        code. Tooling distributions (the contract suite's ``check``, bench, drill) plug in
+        here, so core carries none of their code."""
 
 
 @dataclass

@@ -4,19 +4,24 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import logging
 import sys
 from collections.abc import Sequence
 
 from ..errors import UsageError
+from ..plugins import get_registry
 from ._exits import CANNOT_RUN, TOP_EPILOG, HelpFormatter
 
 SUBCOMMANDS = ("backends", "check", "drill", "bench", "schema")
-"""Modules in this package; each defines ``register(subparsers)`` and sets a ``run`` default."""
+"""Core's own subcommands, modules of this package; each defines ``register(subparsers)``
+and sets a ``run`` default. Others come from plugins (``agentstores_register_commands``)."""
+
+log = logging.getLogger(__name__)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The ``agentstores`` parser, with a subcommand for each module of :data:`SUBCOMMANDS`
-    that is present (an absent one is left out)."""
+    """The ``agentstores`` parser: core's subcommands, then each plugin's (a plugin whose
+    registration fails is logged and left out, like a plugin that fails to load)."""
     parser = argparse.ArgumentParser(
         prog="agentstores",
         description="Storage adapters for AI-agent chat persistence.",
@@ -32,6 +37,14 @@ def build_parser() -> argparse.ArgumentParser:
                 raise
             continue
         module.register(sub)
+    registry = get_registry()
+    for impl in registry.manager.hook.agentstores_register_commands.get_hookimpls():
+        try:
+            impl.function(subparsers=sub)
+        except Exception as exc:  # one broken plugin must not take the command down
+            log.warning(
+                "agentstores plugin %r could not add its commands: %s", impl.plugin_name, exc
+            )
     return parser
 
 
