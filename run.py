@@ -29,8 +29,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent
 VENV = ROOT / ".venv"
 BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
-TOOLS = ["uv>=0.5", "nox>=2024.10"]
-LOCAL = ["packages/agentstores", "packages/agentstores-file", "contract_tests"]
+GROUPS = ["setup", "core", "file"]
+"""The workspace's dependency groups ``.venv`` holds (pyproject.toml): nox and uv, core,
+the contract suite and the file backend, at the versions uv.lock pins."""
 SUPPORTED = ((3, 11), (3, 12), (3, 13))
 """The Python versions every distribution's ``requires-python`` (>=3.11,<3.14) admits."""
 PYTHON_ENV = "AGENTSTORES_PYTHON"
@@ -49,6 +50,8 @@ FAILURE_LINE = re.compile(
     r"(FAILED|ERROR) [\w./-]+\.py|nox > Session \S+ (failed|aborted|interrupted)"
 )
 """A line naming a failed test (pytest's short summary) or a failed session (nox)."""
+NOT_RUN_LINE = re.compile(r"agentstores: not run: .*")
+"""A line naming a server variant the run did not cover (tests/servers/variants.py)."""
 
 
 def _version_of(python: str) -> tuple[int, int] | None:
@@ -109,20 +112,34 @@ def find_python(
     return None
 
 
+def locked_version(name: str, lock: str) -> str:
+    """The version of package ``name`` that the text of uv.lock pins.
+
+    Raises:
+        LookupError: the lock has no such package.
+    """
+    found = re.search(rf'^name = "{re.escape(name)}"\nversion = "([^"]+)"', lock, re.MULTILINE)
+    if found is None:
+        raise LookupError(f"uv.lock pins no {name}")
+    return found.group(1)
+
+
 def ensure_venv(python: str, version: tuple[int, int]) -> None:
-    """Create ``.venv`` on ``python`` (anew if it holds another version) with the tools."""
+    """Create ``.venv`` on ``python`` (anew if it holds another version), then sync it to
+    :data:`GROUPS` as uv.lock pins them (a no-op in a few milliseconds when it is)."""
     stamp = VENV / ".agentstores-setup"
-    wanted = "\n".join([f"python {version[0]}.{version[1]}", *TOOLS, *LOCAL])
-    if stamp.exists() and stamp.read_text() == wanted and (BIN / "python").exists():
-        return
-    print(f"creating {VENV} on Python {version[0]}.{version[1]} ...", flush=True)
-    subprocess.run([python, "-m", "venv", "--clear", str(VENV)], check=True)
-    pip = [str(BIN / "python"), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
-    subprocess.run([*pip, *TOOLS], check=True)
-    editable = [arg for path in LOCAL for arg in ("-e", str(ROOT / path))]
-    uv = [str(BIN / "uv"), "pip", "install", "--quiet", "--python", str(BIN / "python")]
-    subprocess.run([*uv, *editable], check=True)
-    stamp.write_text(wanted)
+    wanted = f"python {version[0]}.{version[1]}"
+    if not (stamp.exists() and stamp.read_text() == wanted and (BIN / "python").exists()):
+        print(f"creating {VENV} on Python {version[0]}.{version[1]} ...", flush=True)
+        subprocess.run([python, "-m", "venv", "--clear", str(VENV)], check=True)
+        uv = f"uv=={locked_version('uv', (ROOT / 'uv.lock').read_text())}"
+        pip = [str(BIN / "python"), "-m", "pip", "install", "--quiet"]
+        subprocess.run([*pip, "--disable-pip-version-check", uv], check=True)
+        stamp.write_text(wanted)
+    sync = [str(BIN / "uv"), "sync", "--locked", "--no-default-groups", "--quiet"]
+    sync += [arg for group in GROUPS for arg in ("--group", group)]
+    env = dict(os.environ, UV_PROJECT_ENVIRONMENT=str(VENV), UV_PYTHON=str(BIN / "python"))
+    subprocess.run(sync, check=True, cwd=ROOT, env=env)
 
 
 def run_nox(command: Sequence[str], env: Mapping[str, str], cwd: Path = ROOT) -> int:
@@ -191,6 +208,7 @@ def run_lanes(
     lock = threading.Lock()
     codes: list[int] = [0] * len(lanes)
     summaries: list[list[str]] = [[] for _ in lanes]
+    not_run: dict[str, None] = {}  # in order, once each: every session names its own
     tails: list[collections.deque[str]] = [collections.deque(maxlen=TAIL_LINES) for _ in lanes]
 
     def lane(index: int, sessions: Sequence[str]) -> None:
@@ -212,6 +230,8 @@ def run_lanes(
                 tails[index].append(tagged)
                 if FAILURE_LINE.match(line):
                     summaries[index].append(tagged)
+                elif NOT_RUN_LINE.match(line):
+                    not_run[line.strip()] = None
                 with lock:
                     sys.stdout.write(tagged)
                     sys.stdout.flush()
@@ -246,6 +266,8 @@ def run_lanes(
     print("run.py: summary (sessions, and failing tests as pytest named them):")
     for lines in summaries:
         sys.stdout.writelines(lines)
+    for line in not_run:
+        print(line)
     sys.stdout.flush()
     if failed:
         print(f"run.py: failing: lane(s) {failed} failed", file=sys.stderr)

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.servers.mongo import MONGODB_URI_ENV, Installation, NxServer
+from tests.servers.variants import not_run
 
 
 @pytest.fixture(scope="session")
@@ -18,15 +19,20 @@ def nx_server() -> Iterator[NxServer]:
         yield server
 
 
+REAL_MONGODB = os.environ.get(MONGODB_URI_ENV)
+"""A real MongoDB, where ``MONGODB_URI`` names one (no MongoDB server installs from a
+package index, so nothing else can start one)."""
+if not REAL_MONGODB:
+    not_run("a real MongoDB", f"${MONGODB_URI_ENV} does not name one")
+
+
 @pytest.fixture(scope="session")
 def real_mongodb() -> str:
-    url = os.environ.get(MONGODB_URI_ENV)
-    if not url:
-        pytest.skip(f"{MONGODB_URI_ENV} is not set (a real MongoDB, e.g. mongodb://host/db)")
-    return url
+    assert REAL_MONGODB, "only requested by tests collected when MONGODB_URI is set"
+    return REAL_MONGODB
 
 
-SERVERS = ("nx-27017", "mongodb") if os.environ.get(MONGODB_URI_ENV) else ("nx-27017",)
+SERVERS = ("nx-27017", "mongodb") if REAL_MONGODB else ("nx-27017",)
 """Every server the tests run on: a real MongoDB only where ``MONGODB_URI`` names one."""
 
 

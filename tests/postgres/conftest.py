@@ -1,8 +1,9 @@
-"""PostgreSQL fixtures: one private PostgreSQL 18 per session (plus the server named by
-``$AGENTSTORES_TEST_POSTGRES_URL`` when set), a fresh schema and runtime role per server.
+"""PostgreSQL fixtures: one private PostgreSQL 18 per session, one private server from the
+machine's own PostgreSQL programs when they are installed, and the server named by
+``$AGENTSTORES_TEST_POSTGRES_URL`` when set; a fresh schema and runtime role per server.
 
-Every test that takes ``pg`` runs once per server; nothing is skipped when the env URL is
-absent, the external server is simply not in the parameter list.
+Every test that takes ``pg`` runs once per server. A server this machine does not have is
+not in the parameter list (nothing is skipped) and the run's summary names it as not run.
 """
 
 from __future__ import annotations
@@ -13,9 +14,26 @@ from dataclasses import dataclass
 
 import pytest
 
-from tests.servers.postgres import ENV_URL, EmbeddedPostgres, Installation
+from tests.servers.postgres import (
+    ENV_URL,
+    EmbeddedPostgres,
+    Installation,
+    server_version,
+    system_binaries,
+)
+from tests.servers.variants import not_run
 
-SERVERS = ["embedded-pg18"] + (["env"] if os.environ.get(ENV_URL) else [])
+MACHINE_BINARIES = system_binaries()
+MACHINE = f"machine-pg{server_version(MACHINE_BINARIES)}" if MACHINE_BINARIES else None
+SERVERS = ["embedded-pg18"]
+if MACHINE:
+    SERVERS.append(MACHINE)
+else:
+    not_run("the machine's PostgreSQL", "no PostgreSQL server programs are installed here")
+if os.environ.get(ENV_URL):
+    SERVERS.append("env")
+else:
+    not_run("an external PostgreSQL", f"${ENV_URL} does not name one")
 
 
 @dataclass
@@ -41,5 +59,6 @@ def pg(request: pytest.FixtureRequest) -> Iterator[PgServer]:
         with Installation(admin) as inst:
             yield PgServer("env", admin, inst, None)
         return
-    with EmbeddedPostgres() as server, Installation(server.url) as inst:
+    bindir = MACHINE_BINARIES if request.param == MACHINE else None
+    with EmbeddedPostgres(bindir=bindir) as server, Installation(server.url) as inst:
         yield PgServer(request.param, server.url, inst, server)

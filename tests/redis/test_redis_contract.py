@@ -1,4 +1,5 @@
-"""The whole contract suite against Valkey 9 standalone, a Valkey 9 cluster and Redis 7.
+"""The whole contract suite against Valkey 9 standalone, a Valkey 9 cluster, the machine's
+own Redis (7.0 here) when installed, and the server $AGENTSTORES_TEST_REDIS_URL names.
 
 On Valkey (AOF on) every write waits for its fsync (``wait_aof_local=1``), so the bundle
 declares ``durable`` and the durability test runs; Redis 7.0 has no WAITAOF, so there the
@@ -14,7 +15,7 @@ import pytest
 from agentstores_contract import BackendUnderTest, ContractSuite
 from tests.servers.valkey import ValkeyCluster, ValkeyServer
 
-from .conftest import purge, with_prefix
+from .conftest import EXTERNAL, MACHINE, purge, with_prefix
 
 
 class TestValkeyStandalone(ContractSuite):
@@ -35,10 +36,28 @@ class TestValkeyCluster(ContractSuite):
         purge(url)
 
 
-class TestRedis7(ContractSuite):
-    @pytest.fixture(scope="class")
-    @classmethod
-    def backend(cls, redis7_base: str) -> Iterator[BackendUnderTest]:
-        url = with_prefix(redis7_base)
-        yield BackendUnderTest.from_url(url)
-        purge(url)
+if MACHINE is not None:
+
+    class TestMachineRedis(ContractSuite):
+        """The machine's own Redis (7.0 here), started privately from its redis-server."""
+
+        @pytest.fixture(scope="class")
+        @classmethod
+        def backend(cls, machine_redis: ValkeyServer) -> Iterator[BackendUnderTest]:
+            url = with_prefix(machine_redis.url)
+            yield BackendUnderTest.from_url(url)
+            purge(url)
+
+
+if EXTERNAL:
+
+    class TestExternalRedis(ContractSuite):
+        """The server $AGENTSTORES_TEST_REDIS_URL names (a managed Redis, a cluster, ...)."""
+
+        @pytest.fixture(scope="class")
+        @classmethod
+        def backend(cls) -> Iterator[BackendUnderTest]:
+            assert EXTERNAL is not None
+            url = with_prefix(EXTERNAL)
+            yield BackendUnderTest.from_url(url)
+            purge(url)

@@ -32,9 +32,10 @@ from agentstores import (
 )
 from agentstores.stores import Capability
 from agentstores_redis.stores import RedisStores
-from tests.servers.valkey import ValkeyCluster, ValkeyServer
+from tests.servers.valkey import ValkeyCluster, ValkeyServer, redis_version
+from tests.servers.variants import not_run
 
-from .conftest import with_prefix
+from .conftest import MACHINE_BINARY, with_prefix
 from .helpers import Admin, Relay, host_port
 
 
@@ -528,15 +529,25 @@ async def test_waitaof_refused_without_aof() -> None:
             pass
 
 
-async def test_waitaof_refused_on_redis_before_7_2(redis7_base: str) -> None:
-    """Redis 7.0 has no WAITAOF: asking for it fails at open, clearly."""
-    async with RedisStores(with_prefix(redis7_base)) as probe:
-        version = (await probe.client.on_primaries("INFO", "server"))[0]
-    if b"redis_version:7.0" not in version and b"redis_version:6" not in version:
-        pytest.skip("this Redis has WAITAOF")
-    with pytest.raises(UnsupportedError, match="WAITAOF"):
-        async with RedisStores(with_prefix(redis7_base), wait_aof_local=1):
-            pass
+def _major_minor(version: str) -> tuple[int, int]:
+    major, minor, *_ = (int(part) for part in version.split("."))
+    return major, minor
+
+
+OLD_REDIS = MACHINE_BINARY is not None and _major_minor(redis_version(MACHINE_BINARY)) < (7, 2)
+"""The machine's Redis predates WAITAOF (7.0 here)."""
+if not OLD_REDIS:
+    not_run("WAITAOF refused on a Redis before 7.2", "the machine has no Redis before 7.2")
+else:
+
+    async def test_waitaof_refused_on_redis_before_7_2(machine_redis: ValkeyServer) -> None:
+        """Redis 7.0 has no WAITAOF: asking for it fails at open, clearly."""
+        async with RedisStores(with_prefix(machine_redis.url)) as probe:
+            version = (await probe.client.on_primaries("INFO", "server"))[0]
+        assert b"redis_version:7.0" in version or b"redis_version:6." in version
+        with pytest.raises(UnsupportedError, match="WAITAOF"):
+            async with RedisStores(with_prefix(machine_redis.url), wait_aof_local=1):
+                pass
 
 
 async def test_unreachable_server_is_unavailable() -> None:

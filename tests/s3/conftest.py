@@ -15,6 +15,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.servers.moto import MotoServer, use_test_credentials
+from tests.servers.variants import not_run
 
 S3_URL_ENV = "AGENTSTORES_TEST_S3_URL"
 BUCKET = "agentstores-test"
@@ -77,12 +78,17 @@ def moto_server() -> Iterator[MotoServer]:
         yield server
 
 
+REAL_S3 = os.environ.get(S3_URL_ENV)
+"""A real S3 endpoint (AWS, R2, MinIO), where the env URL names one; Ceph's RADOS gateway
+has a session of its own (tests-s3-ceph)."""
+if not REAL_S3:
+    not_run("an external S3 endpoint", f"${S3_URL_ENV} does not name one")
+
+
 @pytest.fixture(scope="session")
 def real_s3_base() -> str:
-    url = os.environ.get(S3_URL_ENV)
-    if not url:
-        pytest.skip(f"{S3_URL_ENV} is not set (e.g. s3://bucket/prefix?region=eu-west-1)")
-    return url
+    assert REAL_S3, "only requested by tests collected when the env URL is set"
+    return REAL_S3
 
 
 @pytest.fixture

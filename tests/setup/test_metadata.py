@@ -103,13 +103,47 @@ def test_matplotlib_is_the_plot_extra_of_core_not_a_requirement() -> None:
     assert [Requirement(d).name for d in project["optional-dependencies"]["plot"]] == ["matplotlib"]
 
 
+def _workspace() -> dict[str, Any]:
+    workspace: dict[str, Any] = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    return workspace
+
+
 def test_no_peer_is_a_dependency_of_any_distribution() -> None:
     import noxfile
 
-    peers = {Requirement(d).name for d in noxfile.PEERS}
+    groups = _workspace()["dependency-groups"]
+    peers = {Requirement(d).name for d in groups["peers"]}
     for path in noxfile.DISTRIBUTIONS:
         project = _project(path)
         needed = {Requirement(d).name for d in project.get("dependencies", [])}
         for extra in project.get("optional-dependencies", {}).values():
             needed |= {Requirement(d).name for d in extra}
         assert not needed & peers, (path, needed & peers)
+
+
+def test_every_session_installs_from_the_lock() -> None:
+    """No session installs by name (what an index serves that day): each syncs groups of
+    the workspace, which uv.lock pins, with --locked (a stale lock fails the session)."""
+    import ast
+
+    tree = ast.parse((ROOT / "noxfile.py").read_text())
+    installs = [
+        node.lineno
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Attribute) and node.attr in {"install", "conda_install"}
+    ]
+    assert installs == [], f"noxfile.py installs outside the lock at lines {installs}"
+    import inspect
+
+    import noxfile
+
+    assert '"--locked"' in inspect.getsource(noxfile._sync)
+    assert (ROOT / "uv.lock").is_file()
+
+
+def test_every_distribution_is_in_the_workspace_and_locked() -> None:
+    """A distribution left out of the workspace would be installed unpinned, or not at all."""
+    lock = tomllib.loads((ROOT / "uv.lock").read_text())
+    locked = {package["name"] for package in lock["package"]}
+    for path in ALL:
+        assert _project(path)["name"] in locked, path

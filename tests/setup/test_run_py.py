@@ -159,6 +159,7 @@ if failing:
     print("nox > Session broken failed.")
 else:
     time.sleep(0.5)
+print("agentstores: not run: a real MongoDB ($MONGODB_URI does not name one)")
 for n in range(200):
     print(f"filler {n}")
 sys.exit(1 if failing else 0)
@@ -176,3 +177,6 @@ def test_a_failing_lane_is_named_again_at_the_end_of_the_run(
     assert "[lane 1] FAILED tests/core/test_x.py::test_it" in ending, out
     assert "[lane 1] nox > Session broken failed." in ending, out
     assert "lane(s) [1] failed" in ending, out
+    # A server variant the run did not cover is named once at the end, whichever lanes said so.
+    not_run = "agentstores: not run: a real MongoDB ($MONGODB_URI does not name one)"
+    assert ending.count(not_run) == 1, out

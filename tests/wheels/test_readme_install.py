@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.wheels.distributions import ROOT, Distribution
-from tests.wheels.tools import run, uv
+from tests.wheels.tools import constraints, run, uv
 
 PLACEHOLDER = "your-backend"
 """The README's stand-in for the reader's own distribution: left out here."""
@@ -51,7 +51,8 @@ def test_readme_pip_install_line_works(tmp_path: Path, dist_dir: Path, line: str
     run(uv(), "venv", "--quiet", "--seed", "--python", sys.executable, venv)
     python = venv / "bin" / "python"
     args = _args(line, dist_dir)
-    run(python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", *args, cwd=ROOT)
+    pip = [python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
+    run(*pip, *constraints(), *args, cwd=ROOT)
     listed = json.loads(run(python, "-m", "pip", "list", "--format=json", cwd=tmp_path))
     installed = {d["name"].lower() for d in listed}
     assert _named(args) <= installed, installed

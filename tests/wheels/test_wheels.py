@@ -1,24 +1,30 @@
 """The built wheels install into clean venvs and work: core alone, each adapter beside only
 core. A file left out of a wheel, a missing entry point or a wrong dependency fails here.
 
-The wheels come from the ``dist_dir`` fixture (conftest.py). PostgreSQL and Redis are
-opened at ``$AGENTSTORES_TEST_POSTGRES_URL`` / ``$AGENTSTORES_TEST_REDIS_URL`` when set;
-otherwise (and for MongoDB) their wheels are checked by import and ``agentstores backends``.
+The wheels come from the ``dist_dir`` fixture (conftest.py), their dependencies at the
+versions uv.lock pins (``constraints``). PostgreSQL and Redis are opened at
+``$AGENTSTORES_TEST_POSTGRES_URL`` / ``$AGENTSTORES_TEST_REDIS_URL`` when set, else on a
+private PostgreSQL 18 and Valkey 9 started here; MongoDB's and S3's wheels are checked by
+import and ``agentstores backends`` (their sessions open them on nx-27017 and moto).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
+from tests.servers.postgres import EmbeddedPostgres
+from tests.servers.valkey import ValkeyServer
 from tests.wheels.distributions import Distribution
-from tests.wheels.tools import run, uv
+from tests.wheels.tools import constraints, run, uv
 
 SMOKE = Path(__file__).with_name("smoke.py")
 CORE = "packages/agentstores"
@@ -79,7 +85,7 @@ def _venv(tmp_path: Path, dist_dir: Path, case: Case) -> Path:
     run(uv(), "venv", "--quiet", "--python", sys.executable, venv)
     python = venv / "bin" / "python"
     wheels = {str(_wheel(dist_dir, CORE)), f"{_wheel(dist_dir, case.distribution)}{case.extra}"}
-    run(uv(), "pip", "install", "--quiet", "--python", python, *sorted(wheels))
+    run(uv(), "pip", "install", "--quiet", "--python", python, *constraints(), *sorted(wheels))
     run(uv(), "pip", "check", "--python", python)
     return python
 
@@ -95,9 +101,31 @@ def _with_query(url: str, **params: str) -> str:
     return f"{url}{'&' if '?' in url else '?'}{query}"
 
 
+@pytest.fixture(scope="session")
+def servers() -> Iterator[dict[str, str]]:
+    """A running server's URL per backend case: the env URL, else a private one started
+    on first use (a superuser's URL for PostgreSQL)."""
+    with contextlib.ExitStack() as stack:
+
+        class Lazy(dict[str, str]):
+            def __missing__(self, name: str) -> str:
+                case = next(c for c in CASES if c.name == name)
+                url = os.environ.get(case.env_url or "")
+                if not url and case.name == "postgres":
+                    url = stack.enter_context(EmbeddedPostgres()).url
+                elif not url:
+                    url = stack.enter_context(ValkeyServer()).url
+                self[name] = url
+                return url
+
+        yield Lazy()
+
+
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
-def test_wheel_installs_and_works(tmp_path: Path, dist_dir: Path, case: Case) -> None:
+def test_wheel_installs_and_works(
+    tmp_path: Path, dist_dir: Path, case: Case, servers: dict[str, str]
+) -> None:
     python = _venv(tmp_path, dist_dir, case)
     bindir = python.parent
     package = Distribution.load(case.distribution).package
@@ -114,8 +142,9 @@ def test_wheel_installs_and_works(tmp_path: Path, dist_dir: Path, case: Case) ->
         _open(python, f"file://{tmp_path / 'store'}", package, tmp_path)
     elif case.name == "contract":
         assert "--agentstores-url" in run(python, "-m", "pytest", "--help", cwd=tmp_path)
-    elif case.env_url and os.environ.get(case.env_url):
-        _open_server(python, os.environ[case.env_url], case, package, tmp_path)
+    elif case.env_url:
+        server = "postgres" if case.name == "postgres" else "redis"
+        _open_server(python, servers[server], case, package, tmp_path)
 
 
 def _open_server(python: Path, url: str, case: Case, package: str, cwd: Path) -> None:

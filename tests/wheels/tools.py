@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -15,6 +16,18 @@ def uv() -> str:
 
         found = find_uv_bin()
     return found
+
+
+CONSTRAINTS_ENV = "AGENTSTORES_CONSTRAINTS"
+"""A requirements file of uv.lock's pins (the tests-wheels session exports it)."""
+
+
+def constraints() -> list[str]:
+    """``-c FILE`` holding the lock's pins when the session named one: a clean venv then
+    gets the dependency versions every other session tests, not what the index serves
+    today."""
+    path = os.environ.get(CONSTRAINTS_ENV)
+    return ["--constraint", path] if path else []
 
 
 def run(*args: str | Path, cwd: Path | None = None) -> str:
