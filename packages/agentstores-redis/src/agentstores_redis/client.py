@@ -41,6 +41,8 @@ from redis.exceptions import (
 )
 from redis.exceptions import ConnectionError as RedisConnectionError
 
+from agentstores.urls import redact_url
+
 try:
     from redis._parsers.hiredis import NOT_ENOUGH_DATA as _NOT_ENOUGH_DATA
     from redis._parsers.hiredis import _AsyncHiredisParser
@@ -183,7 +185,7 @@ class RedisClient:
             try:
                 await self._cluster.initialize()
             except Exception as exc:
-                raise NotSent(f"cannot reach the cluster at {self.url}: {exc}") from exc
+                raise NotSent(f"cannot reach the cluster at {redact_url(self.url)}: {exc}") from exc
         else:
             self._pool = BlockingConnectionPool.from_url(
                 self.url, max_connections=o.pool_size, timeout=o.pool_timeout, **common
