@@ -6,13 +6,16 @@ bundle's ``repr``."""
 from __future__ import annotations
 
 import logging
+import os
 import socket
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from agentstores.errors import AgentStoresError, BackendUnavailableError, UsageError
+from agentstores.urls import redact_url
 from agentstores_redis.stores import RedisStores
 from tests.leaks import SECRET, assert_hidden
 from tests.servers.process import free_port
@@ -123,3 +126,35 @@ def test_repr_shows_where_not_the_password() -> None:
     stores = RedisStores(f"redis://agent:{SECRET}@127.0.0.1:1/0?key_prefix=p")
     assert_hidden(objects=[stores])
     assert "agent:***@127.0.0.1:1" in repr(stores)
+
+
+def test_contract_workers_get_the_url_outside_their_command_line(
+    locked: ValkeyServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The multi-process contract's workers: any local user reads a command line."""
+    from agentstores.keys import ConversationKey
+    from agentstores_contract import multiprocess
+
+    started: list[list[str]] = []
+    real = subprocess.Popen
+
+    def popen(args: list[str], **kwargs: object) -> subprocess.Popen[str]:
+        started.append(list(args))
+        return real(args, **kwargs)  # type: ignore[call-overload, no-any-return]
+
+    monkeypatch.setattr(multiprocess.subprocess, "Popen", popen)
+    url = f"redis://:the-right-one@127.0.0.1:{locked.port}/0?key_prefix=w{os.getpid()}"
+    key = ConversationKey("t", f"s{os.getpid()}")
+    assert multiprocess.race_processes(url, "write", key, 1, 1) == [["w0"]]
+    (args,) = started
+    assert not any("the-right-one" in arg or "redis://" in arg for arg in args), args
+
+
+def test_the_contract_reports_name_the_backend_without_its_password() -> None:
+    from agentstores_contract import BackendUnderTest, validate
+
+    url = f"redis://:{SECRET}@127.0.0.1:{free_port()}/0?connect_timeout=1&reconnect_window=0.2"
+    assert BackendUnderTest.from_url(url).label == redact_url(url)
+    report = validate(url)
+    assert report.error is not None and "cannot reach" in report.error
+    assert_hidden(objects=[report.backend, report.error, report])
