@@ -16,7 +16,7 @@ from agentstores import (
     NotOwnedError,
     Stores,
 )
-from agentstores_langgraph import EPOCH, PRINCIPAL, AgentStoresSaver
+from agentstores_langgraph import EPOCH, AgentStoresSaver
 
 from .backends import Servers, fresh_tenant
 
@@ -144,11 +144,11 @@ async def test_an_unshared_principal_sees_no_thread(backend: str, lg_servers: Se
         tenant = fresh_tenant()
         saver = AgentStoresSaver(stores, tenant=tenant, principal="alice")
         ids = await chain(saver, "t", 2)
-        mallory = config("t", **{PRINCIPAL: "mallory"})
-        assert await saver.aget_tuple(mallory) is None
-        assert [t async for t in saver.alist(mallory)] == []
+        mallory = AgentStoresSaver(stores, tenant=tenant, principal="mallory")
+        assert await mallory.aget_tuple(config("t")) is None
+        assert [t async for t in mallory.alist(config("t"))] == []
         with pytest.raises(NotOwnedError):
-            await saver.aput(mallory, checkpoint({"a": 1}, {"a": 9}), {}, {"a": 9})
+            await mallory.aput(config("t"), checkpoint({"a": 1}, {"a": 9}), {}, {"a": 9})
         as_bob = AgentStoresSaver(stores, tenant=tenant, principal="bob")
         assert await as_bob.aget_tuple(config("t")) is None
         await stores.conversation(ConversationKey(tenant, "t"), "alice").share("bob")

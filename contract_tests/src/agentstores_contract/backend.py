@@ -11,6 +11,7 @@ from agentstores.capabilities import Capability, capability_set
 from agentstores.errors import UsageError
 from agentstores.plugins import create_stores
 from agentstores.stores import Stores
+from agentstores.urls import redact_url
 
 
 @dataclass
@@ -60,7 +61,8 @@ class BackendUnderTest:
 
     @property
     def label(self) -> str:
-        return self.url or self.name
+        """How reports and skip reasons name the backend: its URL without secrets."""
+        return redact_url(self.url) if self.url else self.name
 
 
 def load_object(spec: str) -> Any:

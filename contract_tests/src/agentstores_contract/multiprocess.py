@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from typing import Any
@@ -12,6 +13,7 @@ import pytest
 from agentstores.keys import ConversationKey
 from agentstores.stores import Capability, Stores
 
+from ._worker import URL_ENV
 from .backend import BackendUnderTest
 from .base import ContractBase
 from .multi_record import assert_erased, erasure_setup
@@ -31,7 +33,6 @@ def race_processes(
                 "-m",
                 "agentstores_contract._worker",
                 mode,
-                url,
                 key.tenant,
                 key.session_id,
                 f"w{i}",
@@ -41,6 +42,7 @@ def race_processes(
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
+            env={**os.environ, URL_ENV: url},
         )
         for i in range(processes)
     ]

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from agentstores.errors import AgentStoresError, UsageError
+from agentstores.urls import redact_url
 
 from . import not_implemented, profiles, seeds
 from .backend import BackendUnderTest, as_backend, from_factory
@@ -348,7 +349,7 @@ def validate(
     chosen = profile or profiles.active().name
     run_seed = seeds.fresh() if seed is None else seed
     started = time.perf_counter()
-    label = target if isinstance(target, str) else repr(target)
+    label = redact_url(target) if isinstance(target, str) else repr(target)
     if factory is not None:
         label = factory
     try:

@@ -4,10 +4,15 @@ One place for the durability protocol (write a temp file, fsync it, ``os.replace
 fsync the directory) and one place to observe it: :class:`IOStats` counts reads and
 bytes so tests can check that a read at 100,000 messages costs what it costs at 10,
 and a subclass can override :meth:`FileIO.step` to stop the process at any step.
+
+A store holds transcripts, agent state and OAuth tokens, so only its owner may read it:
+every file is created ``0600`` and every folder ``0700`` whatever the process umask
+(:func:`open_private`, :meth:`FileIO.ensure_dir`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import errno
 import fcntl
@@ -31,6 +36,31 @@ thread hand-off (a GIL round trip) and a device flush (pwrite then sync of 2,000
 in batches of 128, on this project's VM disk: 55,000 a second and 11 us of CPU each with
 syncfs, 10,000-17,000 and 70-120 us on 32 threads). Below it, fdatasync is cheaper: it
 flushes no one else's dirty pages."""
+
+
+FILE_MODE = 0o600
+"""Every file of a store: read and written by its owner only."""
+DIR_MODE = 0o700
+"""Every folder of a store: listed and entered by its owner only."""
+
+
+def open_private(path: str, flags: int) -> int:
+    """``os.open(path, flags | O_CREAT)`` leaving the file :data:`FILE_MODE`.
+
+    Creating with that mode is never looser than it, but a umask that takes the owner's
+    bits away would make it tighter, and a file already there (a temp file left by a
+    crash, a store written by an older version) keeps its mode: so it is set when it
+    differs. A file owned by someone else keeps its mode (only its owner may change it).
+    """
+    fd = os.open(path, flags | os.O_CREAT | _O_CLOEXEC, FILE_MODE)
+    try:
+        if os.fstat(fd).st_mode & 0o7777 != FILE_MODE:
+            with contextlib.suppress(PermissionError):
+                os.fchmod(fd, FILE_MODE)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
 
 
 def _load_syncfs() -> Callable[[int], int] | None:
@@ -281,7 +311,7 @@ class FileIO:
         """Atomically make ``path`` hold ``data``: temp, fsync, rename, fsync dir."""
         tmp = self.tmp_path(path)
         self.step("create_tmp", tmp)
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | _O_CLOEXEC, 0o644)
+        fd = open_private(tmp, os.O_WRONLY | os.O_TRUNC)
         try:
             self.pwrite(fd, data, 0)
             self.sync(fd)
@@ -320,9 +350,7 @@ class FileIO:
                     tmp = self.tmp_path(path)
                     try:
                         self.step("create_tmp", tmp)
-                        fds[i] = os.open(
-                            tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | _O_CLOEXEC, 0o644
-                        )
+                        fds[i] = open_private(tmp, os.O_WRONLY | os.O_TRUNC)
                         self.pwrite(fds[i], data, 0)
                         self.sync(fds[i])
                     except OSError as exc:
@@ -380,7 +408,7 @@ class FileIO:
     def write_new(self, path: str, data: bytes | bytearray) -> None:
         """Write a file no reader knows of yet, durably (no rename: its name is unique)."""
         self.step("create", path)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | _O_CLOEXEC, 0o644)
+        fd = open_private(path, os.O_WRONLY | os.O_TRUNC)
         try:
             self.pwrite(fd, data, 0)
             self.sync(fd)
@@ -402,8 +430,7 @@ class FileIO:
         """Create ``path`` if absent: a marker whose name is its content. Markers only
         ever over-approximate (readers confirm them), so this is not a commit."""
         self.step("create", path)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | _O_CLOEXEC, 0o644)
-        os.close(fd)
+        os.close(open_private(path, os.O_WRONLY))
         if sync_dir:
             self.sync_dir(os.path.dirname(path))
 
@@ -418,7 +445,8 @@ class FileIO:
         return True
 
     def ensure_dir(self, path: str) -> None:
-        """Create ``path`` and missing parents, making each new entry durable."""
+        """Create ``path`` and missing parents, making each new entry durable. A folder
+        created here is :data:`DIR_MODE` whatever the umask."""
         if os.path.isdir(path):
             return
         parent = os.path.dirname(path)
@@ -426,17 +454,27 @@ class FileIO:
             self.ensure_dir(parent)
         self.step("mkdir", path)
         try:
-            os.mkdir(path, 0o755)
+            os.mkdir(path, DIR_MODE)
         except FileExistsError:
             return
+        os.chmod(path, DIR_MODE)  # a umask may have taken the owner's bits away
         self.sync_dir(parent)
+
+    def keep_private(self, path: str) -> None:
+        """Make the folder ``path`` :data:`DIR_MODE` if other users may enter or list it
+        and it is ours. A store's root is closed this way on every open: a store that an
+        older version wrote (folders 0755, files 0644) or a folder handed over open is
+        then unreachable to other users, without touching every file under it."""
+        info = os.stat(path)
+        if info.st_mode & 0o077 and info.st_uid == os.geteuid():
+            os.chmod(path, DIR_MODE)
 
     # --- locks -------------------------------------------------------------------
 
     def open_lock(self, path: str) -> int | None:
         """An fd on the lock file ``path`` (created if absent); None if its dir is missing."""
         try:
-            return os.open(path, os.O_RDWR | os.O_CREAT | _O_CLOEXEC, 0o644)
+            return open_private(path, os.O_RDWR)
         except FileNotFoundError:
             return None
 
@@ -452,4 +490,4 @@ class FileIO:
         return True
 
 
-__all__ = ["SYNC_WORKERS", "FileIO", "IOStats", "each"]
+__all__ = ["DIR_MODE", "FILE_MODE", "SYNC_WORKERS", "FileIO", "IOStats", "each", "open_private"]

@@ -163,8 +163,9 @@ class FileRoot:
     # --- setup and clock ---------------------------------------------------------
 
     def setup(self) -> None:
-        """Create the root and check its format marker."""
+        """Create the root, close it to other users, and check its format marker."""
         self.io.ensure_dir(self.path)
+        self.io.keep_private(self.path)
         marker = os.path.join(self.path, "FORMAT")
         with self.locked(self.path, exclusive=True, create=True):
             found = self.io.read_file(marker)

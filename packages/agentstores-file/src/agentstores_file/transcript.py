@@ -30,7 +30,7 @@ from typing import Any
 
 from agentstores.errors import BackendUnavailableError
 
-from .fsio import FileIO
+from .fsio import FileIO, open_private
 
 IDX = struct.Struct("<QQqIIIIBB6x")
 """offset, id hash, created_at (us), length, user rank, assistant rank, compaction rank,
@@ -142,7 +142,7 @@ class Transcript:
         if fd is None:
             path = os.path.join(self.kdir, name)
             if self.write:
-                fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+                fd = open_private(path, os.O_RDWR)
             else:
                 try:
                     fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
@@ -327,7 +327,7 @@ class Transcript:
             used += 1
         gen = secrets.token_hex(8)
         name = table_name(gen)
-        fd = os.open(os.path.join(self.kdir, name), os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+        fd = open_private(os.path.join(self.kdir, name), os.O_RDWR | os.O_TRUNC)
         self._fds[name] = fd
         self.io.pwrite(fd, table, 0)
         self.io.sync(fd)

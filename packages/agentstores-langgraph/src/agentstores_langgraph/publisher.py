@@ -20,11 +20,12 @@ from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 
-from agentstores import ConversationKey, Message, StoredMessage, Stores
+from agentstores import ConversationKey, Message, StoredMessage, Stores, UsageError
 from agentstores.keys import MAX_ID_BYTES
 
+from .identity import Identities, IdentityResolver
 from .rows import kind_of
-from .saver import EPOCH, PRINCIPAL, TENANT
+from .saver import EPOCH
 from .transcript import role_of
 
 BATCH = 500
@@ -61,22 +62,33 @@ def to_message(message: Any, position: int) -> Message:
 
 
 class TurnPublisher:
-    """Mirrors LangGraph messages into ``stores``' conversation for the thread."""
+    """Mirrors LangGraph messages into ``stores``' conversation for the thread, as one
+    fixed ``tenant`` and ``principal`` or as the application's ``identity`` resolver
+    says (as :class:`~agentstores_langgraph.AgentStoresSaver`; see :mod:`.identity`)."""
 
-    def __init__(self, stores: Stores, *, tenant: str, principal: str = "") -> None:
-        ConversationKey(tenant, "x")
+    def __init__(
+        self,
+        stores: Stores,
+        *,
+        tenant: str | None = None,
+        principal: str = "",
+        identity: IdentityResolver | None = None,
+    ) -> None:
+        self.identities = Identities(tenant, principal, identity)
         self.stores = stores
         self.tenant = tenant
         self.principal = principal
 
     def _target(self, thread: str | RunnableConfig) -> tuple[ConversationKey, str, int | None]:
         if isinstance(thread, str):
-            return ConversationKey(self.tenant, thread), self.principal, None
+            tenant, principal = self.identities.of_thread(thread)
+            return ConversationKey(tenant, thread), principal, None
         configurable = thread.get("configurable") or {}
-        key = ConversationKey(
-            str(configurable.get(TENANT) or self.tenant), str(configurable["thread_id"])
-        )
-        return key, str(configurable.get(PRINCIPAL, self.principal)), configurable.get(EPOCH)
+        if "thread_id" not in configurable:
+            raise UsageError("config['configurable'] must name a thread_id")
+        tenant, principal = self.identities(thread)
+        key = ConversationKey(tenant, str(configurable["thread_id"]))
+        return key, principal, configurable.get(EPOCH)
 
     async def last_published(self, thread: str | RunnableConfig) -> str | None:
         """The id of the newest mirrored message (checkpoint rows are skipped: a walk

@@ -7,6 +7,8 @@ checkpoints with the messages, another principal sees no thread unless it is sha
 and a write carrying an epoch below the conversation's fence raises ``FencedError`` and
 lands nothing. The epoch is the lease's (the ambient epoch of
 ``agentstores.stores.ambient`` inside a turn) or ``configurable["agentstores_epoch"]``.
+The tenant and principal a run acts as come from the application, never from the run's
+config (see :mod:`.identity`).
 
 Costs: a put appends the new checkpoint and the channel values it changed, nothing
 else, in one conditional append on the tail this saver last saw (no read first; a
@@ -48,6 +50,7 @@ from agentstores import (
     open_stores,
 )
 
+from .identity import Identities, IdentityResolver
 from .log import Tail, TailCache, ThreadLog, retrying
 from .rows import (
     OWN_ROWS,
@@ -63,13 +66,10 @@ from .rows import (
     write_message,
 )
 
-TENANT = "agentstores_tenant"
-"""``configurable`` key naming the thread's tenant (default: the saver's)."""
-PRINCIPAL = "agentstores_principal"
-"""``configurable`` key naming the acting principal (default: the saver's)."""
 EPOCH = "agentstores_epoch"
-"""``configurable`` key carrying the lease epoch, for callers without an ambient lease."""
-_OWN_KEYS = frozenset({TENANT, PRINCIPAL, EPOCH})
+"""``configurable`` key carrying the lease epoch, for callers without an ambient lease.
+An API client that sets it fences only threads its own principal may write."""
+_OWN_KEYS = frozenset({EPOCH})
 COPY_BATCH = 500
 MISSING = -1
 """The ``seq`` in ``locs`` of a channel whose value at that version was never written."""
@@ -80,6 +80,10 @@ T = TypeVar("T")
 class AgentStoresSaver(BaseCheckpointSaver[str]):
     """LangGraph's ``BaseCheckpointSaver`` over an open :class:`agentstores.Stores`.
 
+    It acts as one fixed ``tenant`` and ``principal``, or as what the application's
+    ``identity`` resolver returns for each run (see :mod:`.identity`): never as a
+    tenant or principal named in the run's ``configurable``, which is refused.
+
     Create it inside the event loop that owns ``stores``; the sync methods (``get_tuple``,
     ``list``, ``put``, ``put_writes``, ``delete_thread``, ``copy_thread``) may then be
     called from other threads, as with LangGraph's async PostgreSQL saver.
@@ -89,14 +93,16 @@ class AgentStoresSaver(BaseCheckpointSaver[str]):
         self,
         stores: Stores,
         *,
-        tenant: str,
+        tenant: str | None = None,
         principal: str = "",
+        identity: IdentityResolver | None = None,
         serde: SerializerProtocol | None = None,
     ) -> None:
         super().__init__(serde=serde)
-        ConversationKey(tenant, "x")  # validates the tenant now, not at the first put
+        self.identities = Identities(tenant, principal, identity)
         self.stores = stores
         self.tenant = tenant
+        """The fixed tenant (None with a resolver)."""
         self.principal = principal
         self._tails = TailCache()
         try:
@@ -107,11 +113,18 @@ class AgentStoresSaver(BaseCheckpointSaver[str]):
     @classmethod
     @asynccontextmanager
     async def from_url(
-        cls, url: str | None = None, *, tenant: str, principal: str = "", **options: Any
+        cls,
+        url: str | None = None,
+        *,
+        tenant: str | None = None,
+        principal: str = "",
+        identity: IdentityResolver | None = None,
+        **options: Any,
     ) -> AsyncIterator[AgentStoresSaver]:
         """Open the backend ``url`` names (as ``open_stores``) and yield a saver on it."""
+        Identities(tenant, principal, identity)  # refused before connecting
         async with open_stores(url, **options) as stores:
-            yield cls(stores, tenant=tenant, principal=principal)
+            yield cls(stores, tenant=tenant, principal=principal, identity=identity)
 
     # --- addressing -----------------------------------------------------------------
 
@@ -121,16 +134,16 @@ class AgentStoresSaver(BaseCheckpointSaver[str]):
         if "thread_id" not in configurable:
             raise UsageError("config['configurable'] must name a thread_id")
         thread_id = str(configurable["thread_id"])
-        tenant = configurable.get(TENANT) or self.tenant
-        principal = configurable.get(PRINCIPAL, self.principal)
+        tenant, principal = self.identities(config)
         epoch = configurable.get(EPOCH)
-        key = ConversationKey(str(tenant), thread_id)
-        log = ThreadLog(self.stores, key, str(principal), self._tails)
+        key = ConversationKey(tenant, thread_id)
+        log = ThreadLog(self.stores, key, principal, self._tails)
         return log, thread_id, str(configurable.get("checkpoint_ns") or ""), epoch
 
     def _thread_log(self, thread_id: str) -> ThreadLog:
-        key = ConversationKey(self.tenant, str(thread_id))
-        return ThreadLog(self.stores, key, self.principal, self._tails)
+        tenant, principal = self.identities.of_thread(str(thread_id))
+        key = ConversationKey(tenant, str(thread_id))
+        return ThreadLog(self.stores, key, principal, self._tails)
 
     # --- reads ----------------------------------------------------------------------
 
@@ -595,4 +608,4 @@ def _config(thread_id: str, ns: str, checkpoint_id: str) -> RunnableConfig:
     }
 
 
-__all__ = ["EPOCH", "PRINCIPAL", "TENANT", "AgentStoresSaver"]
+__all__ = ["EPOCH", "AgentStoresSaver"]

@@ -29,6 +29,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 from agentstores.errors import BackendUnavailableError, UsageError
 from agentstores.stores import Stores
 from agentstores.stores.kit import DEFAULT_TOMBSTONE_TTL, url_options
+from agentstores.urls import redact_url
 
 from ._base import Context
 from .conversations import MongoConversationStore
@@ -68,7 +69,7 @@ def parse_url(url: str, options: dict[str, Any]) -> tuple[str, str | None, dict[
     taken out of the URL and merged under the keyword options."""
     parts = urlsplit(url)
     if parts.scheme.lower() not in SCHEMES:
-        raise UsageError(f"not a MongoDB URL: {url!r} (schemes: {', '.join(SCHEMES)})")
+        raise UsageError(f"not a MongoDB URL: {redact_url(url)!r} (schemes: {', '.join(SCHEMES)})")
     ours: dict[str, Any] = {}
     rest = []
     driver_options = _driver_options()
@@ -125,6 +126,7 @@ class MongoStores(Stores):
 
     def __init__(self, url: Any = "mongodb://127.0.0.1:27017", **options: Any) -> None:
         from pymongo import AsyncMongoClient, ReadPreference, WriteConcern
+        from pymongo.errors import ConfigurationError
 
         if isinstance(url, AsyncMongoClient):
             client, owned, database = url, False, None
@@ -141,12 +143,18 @@ class MongoStores(Stores):
             extra: dict[str, Any] = {
                 k: v for k, v in CLIENT_DEFAULTS.items() if k.lower() not in present
             }
-            client = AsyncMongoClient(driver, tz_aware=True, connect=False, **extra)
+            try:
+                client = AsyncMongoClient(driver, tz_aware=True, connect=False, **extra)
+            except (ConfigurationError, ValueError, TypeError) as exc:
+                # PyMongo's messages name the option, never its value or the password
+                raise UsageError(f"bad MongoDB URL {redact_url(url)!r}: {exc}") from exc
             owned = True
             self.url = url
             self.driver_url, self.client_options = driver, extra
         else:
-            raise UsageError(f"expected a mongodb:// URL or an AsyncMongoClient, got {url!r}")
+            raise UsageError(
+                f"expected a mongodb:// URL or an AsyncMongoClient, got {type(url).__name__}"
+            )
         self._client, self._owned = client, owned
         self.closing: list[Any] = []
         """Synchronous clients made for the LangGraph saver, closed with the bundle."""
@@ -188,6 +196,9 @@ class MongoStores(Stores):
         self.conversations = MongoConversationStore(self.ctx)
         self.pause_tokens = MongoPauseTokenStore(self.ctx)
         self.oauth = MongoOAuthStore(self.ctx)
+
+    def __repr__(self) -> str:
+        return f"MongoStores({redact_url(self.url)!r})"
 
     async def _open(self) -> None:
         try:

@@ -6,6 +6,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from agentstores.stores import Stores
+from agentstores.urls import redact_url
 
 from .conversations import PostgresConversationStore
 from .database import Conn, Database
@@ -47,6 +48,9 @@ class PostgresStores(Stores):
         self.conversations = PostgresConversationStore(self.db, ttl)
         self.pause_tokens = PostgresPauseTokenStore(self.db, ttl)
         self.oauth = PostgresOAuthStore(self.db, ttl)
+
+    def __repr__(self) -> str:
+        return f"PostgresStores({redact_url(self.config.dsn)!r}, schema={self.schema!r})"
 
     async def now(self) -> datetime:
         """The database clock."""

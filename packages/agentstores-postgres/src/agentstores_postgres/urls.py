@@ -12,21 +12,26 @@ other query parameters allowed are asyncpg's connection parameters (``sslmode``,
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from datetime import timedelta
 from typing import Any
 from urllib.parse import urlencode, urlsplit, urlunsplit
 
 from agentstores.errors import UsageError
 from agentstores.stores.kit import DEFAULT_TOMBSTONE_TTL, url_options
+from agentstores.urls import redact_url
 
 DEFAULT_SCHEMA = "agentstores"
 SCHEMES = ("postgresql", "postgres")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, repr=False)
 class Config:
-    """Everything the adapter needs to connect, parsed and checked once."""
+    """Everything the adapter needs to connect, parsed and checked once.
+
+    Its ``repr`` shows the DSN through :func:`~agentstores.urls.redact_url`: the DSN
+    carries the password, and a config ends up in logs and tracebacks.
+    """
 
     dsn: str
     schema: str = DEFAULT_SCHEMA
@@ -40,6 +45,13 @@ class Config:
     """Transaction pooling: no prepared-statement cache, no session state."""
     tombstone_ttl: timedelta = DEFAULT_TOMBSTONE_TTL
     command_timeout: float | None = None
+
+    def __repr__(self) -> str:
+        shown = (
+            f"{f.name}={redact_url(self.dsn) if f.name == 'dsn' else getattr(self, f.name)!r}"
+            for f in fields(self)
+        )
+        return f"Config({', '.join(shown)})"
 
 
 _OPTIONS = {
@@ -110,10 +122,10 @@ def _coerce(name: str, value: Any) -> Any:
 def parse_url(url: str, **options: Any) -> Config:
     """Split ``url`` into the asyncpg DSN and our options (keywords override the URL)."""
     if not isinstance(url, str):
-        raise UsageError(f"expected a postgresql:// URL, got {url!r}")
+        raise UsageError(f"expected a postgresql:// URL, got {type(url).__name__}")
     parts = urlsplit(url)
     if parts.scheme.lower() not in SCHEMES:
-        raise UsageError(f"not a postgresql:// or postgres:// URL: {url!r}")
+        raise UsageError(f"not a postgresql:// or postgres:// URL: {redact_url(url)!r}")
     ours: dict[str, Any] = {}
     theirs: list[tuple[str, str]] = []
     known = {*_OPTIONS, *DRIVER_OPTIONS}

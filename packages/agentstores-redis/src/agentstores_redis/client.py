@@ -41,6 +41,8 @@ from redis.exceptions import (
 )
 from redis.exceptions import ConnectionError as RedisConnectionError
 
+from agentstores.urls import redact_url
+
 # redis-py's private hiredis parser: a reply already buffered is taken from its reader
 # directly (see _pipeline), which saves a few microseconds per reply of every MULTI/EXEC.
 # Private modules move without notice, so the adapter admits redis-py >=7.2,<9 only (its
@@ -189,7 +191,7 @@ class RedisClient:
             try:
                 await self._cluster.initialize()
             except Exception as exc:
-                raise NotSent(f"cannot reach the cluster at {self.url}: {exc}") from exc
+                raise NotSent(f"cannot reach the cluster at {redact_url(self.url)}: {exc}") from exc
         else:
             self._pool = BlockingConnectionPool.from_url(
                 self.url, max_connections=o.pool_size, timeout=o.pool_timeout, **common

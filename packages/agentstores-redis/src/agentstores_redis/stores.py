@@ -29,6 +29,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 from agentstores.errors import BackendUnavailableError, UnsupportedError, UsageError
 from agentstores.stores import Capability, Stores
 from agentstores.stores.kit import DEFAULT_TOMBSTONE_TTL, from_micros, url_options
+from agentstores.urls import redact_url
 
 from ._base import Context
 from .client import ClientOptions, NotSent, RedisClient
@@ -105,7 +106,7 @@ def parse_url(url: str, options: dict[str, Any]) -> tuple[str, bool, dict[str, A
     elif scheme in CLUSTER_SCHEMES:
         cluster, driver_scheme = True, CLUSTER_SCHEMES[scheme]
     else:
-        raise UsageError(f"not a Redis URL: {url!r} (schemes: {', '.join(SCHEMES)})")
+        raise UsageError(f"not a Redis URL: {redact_url(url)!r} (schemes: {', '.join(SCHEMES)})")
     merged: dict[str, Any] = {}
     rest = []
     tls = driver_scheme == "rediss"
@@ -194,6 +195,9 @@ class RedisStores(Stores):
         self.pause_tokens = RedisPauseTokenStore(self.ctx)
         self.oauth = RedisOAuthStore(self.ctx)
 
+    def __repr__(self) -> str:
+        return f"RedisStores({redact_url(self.url)!r})"
+
     @property
     def keys(self) -> KeySpace:
         return self.ctx.keys
@@ -213,7 +217,7 @@ class RedisStores(Stores):
             await self._check_server()
         except NotSent as exc:
             await self.client.close()
-            raise BackendUnavailableError(f"cannot open {self.url}: {exc}") from exc
+            raise BackendUnavailableError(f"cannot open {redact_url(self.url)}: {exc}") from exc
         except BaseException:
             await self.client.close()
             raise
@@ -222,7 +226,8 @@ class RedisStores(Stores):
         (info,) = (await self.client.on_primaries("INFO", "cluster"))[:1]
         if "cluster_enabled:1" in _text(info) and not self.cluster:
             raise UsageError(
-                f"{self.url} is a cluster node; use the redis+cluster:// scheme for clusters"
+                f"{redact_url(self.url)} is a cluster node; use the redis+cluster:// scheme "
+                "for clusters"
             )
         if self.options.wait_aof_local or self.options.wait_aof_replicas:
             (found,) = (await self.client.on_primaries("COMMAND", "INFO", "WAITAOF"))[:1]

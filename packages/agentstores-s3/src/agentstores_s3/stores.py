@@ -34,6 +34,7 @@ from urllib.parse import urlsplit
 from agentstores.errors import BackendUnavailableError, UsageError
 from agentstores.stores import Stores
 from agentstores.stores.kit import DEFAULT_TOMBSTONE_TTL, from_micros, url_options
+from agentstores.urls import redact_url
 
 from ._base import DEFAULT_WORKERS, Runner
 from .client import DEFAULT_RECONNECT_WINDOW, S3IO, RequestStats
@@ -102,7 +103,7 @@ def _seconds(value: Any, name: str) -> float:
 def parse_url(url: str, options: dict[str, Any]) -> tuple[str, str, dict[str, Any]]:
     """``(bucket, prefix, options)``; URL options merged under the keyword ones."""
     if not isinstance(url, str) or not url.startswith("s3://"):
-        raise UsageError(f"not an s3:// URL: {url!r}")
+        raise UsageError(f"not an s3:// URL: {redact_url(url)!r}")
     parts = urlsplit(url)
     if parts.username or parts.password:
         raise UsageError("credentials are never taken from an s3:// URL; use the boto3 chain")
@@ -118,7 +119,26 @@ def parse_url(url: str, options: dict[str, Any]) -> tuple[str, str, dict[str, An
             raise UsageError(f"unknown s3 option {name!r}; known: {', '.join(URL_OPTIONS)}")
         if value is not None:
             merged[name] = value
+    if "endpoint_url" in merged:
+        _check_endpoint(str(merged["endpoint_url"]))
     return bucket, prefix, merged
+
+
+def _check_endpoint(endpoint: str) -> None:
+    """Refuse an ``endpoint_url`` carrying a user, a password or a query: boto3 signs
+    with the credential chain and ignores them, and botocore repeats the endpoint
+    verbatim in its errors, so a secret there would reach every connection error."""
+    parts = urlsplit(endpoint)
+    if parts.username is not None or parts.password is not None:
+        raise UsageError(
+            "credentials are never taken from the s3 endpoint_url; use the boto3 chain "
+            f"(endpoint_url={redact_url(endpoint)!r})"
+        )
+    if parts.query or parts.fragment:
+        raise UsageError(
+            "the s3 endpoint_url is scheme://host[:port][/path], without a query: got "
+            f"{parts.scheme}://{parts.netloc}{parts.path} with one"
+        )
 
 
 _sessions: dict[tuple[int, str | None], Any] = {}
