@@ -305,7 +305,10 @@ def _vendor_mermaid(session: nox.Session) -> None:
         except nox.command.CommandFailed:
             session.warn(f"npm pack {MERMAID} failed: the site will load mermaid from a CDN")
             return
-        (archive,) = Path(tmp).glob("mermaid-*.tgz")
+        archives = list(Path(tmp).glob("mermaid-*.tgz"))
+        if not archives:  # --install-only runs no command: nothing was packed
+            return
+        (archive,) = archives
         with tarfile.open(archive) as tar:
             member = tar.extractfile("package/dist/mermaid.min.js")
             assert member is not None
