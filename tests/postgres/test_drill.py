@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import threading
 
-from agentstores.drill import Timings, render, run_drill
+from agentstores_tools.drill import Timings, render, run_drill
 from tests.servers.postgres import EmbeddedPostgres, Installation
 
 from .conftest import PgServer

@@ -1,4 +1,4 @@
-"""One drill process: ``python -m agentstores.drill.worker ROLE --url URL --tenant T ...``.
+"""One drill process: ``python -m agentstores_tools.drill.worker ROLE --url URL --tenant T ...``.
 
 Roles:
 - ``producer`` starts turn N (stale-guarded), appends the user message and streams the
@@ -27,11 +27,11 @@ from collections.abc import Awaitable, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Any
 
-from ..api import open_stores
-from ..errors import AgentStoresError, ErasedError, FencedError, LeaseLostError
-from ..keys import ConversationKey
-from ..models import Message, RecordedEvent, SupervisionRow
-from ..protocol import (
+from agentstores.api import open_stores
+from agentstores.errors import AgentStoresError, ErasedError, FencedError, LeaseLostError
+from agentstores.keys import ConversationKey
+from agentstores.models import Message, RecordedEvent, SupervisionRow
+from agentstores.protocol import (
     FollowEnd,
     Lease,
     LeaseConfig,
@@ -40,8 +40,9 @@ from ..protocol import (
     liveness,
     start_turn,
 )
-from ..protocol.lease import heartbeat_age
-from ..stores import Stores
+from agentstores.protocol.lease import heartbeat_age
+from agentstores.stores import Stores
+
 from .script import (
     PRINCIPAL,
     Timings,
@@ -378,7 +379,7 @@ ROLES = {"producer": run_producer, "standby": run_standby, "follower": run_follo
 
 def build_parser() -> argparse.ArgumentParser:
     """The worker's command line: role, store URL, the run's tenant, turn and timings."""
-    parser = argparse.ArgumentParser(prog="python -m agentstores.drill.worker")
+    parser = argparse.ArgumentParser(prog="python -m agentstores_tools.drill.worker")
     parser.add_argument("role", choices=sorted(ROLES))
     parser.add_argument("--url", required=True)
     parser.add_argument("--tenant", required=True)

@@ -10,9 +10,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from agentstores.cli import CANNOT_RUN, FOUND_PROBLEM, OK, HelpFormatter, epilog
+from agentstores.errors import AgentStoresError
+
 from ..drill import Timings, render, run_drill
-from ..errors import AgentStoresError
-from ._exits import CANNOT_RUN, FOUND_PROBLEM, OK, HelpFormatter, epilog
 
 
 def register(subparsers: Any) -> None:

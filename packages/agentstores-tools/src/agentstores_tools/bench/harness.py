@@ -7,7 +7,7 @@ alternating rounds) rather than with numbers from elsewhere.
 - **Operations**: ``clients`` concurrent clients, each with its own opened
   :class:`~agentstores.stores.Stores` bundle (so its own connections), each on its own
   keys, run one operation flat out for ``seconds`` after a ``warmup``.
-- **Floor**: the backend's :class:`~agentstores.bench.floor.RawFloor` CAS runs with the
+- **Floor**: the backend's :class:`~agentstores_tools.bench.floor.RawFloor` CAS runs with the
   same clients in rounds alternating with the adapter's CAS (A F, F A, ...). Neither
   builds its arguments in the timed window: each client's key is built once, and the
   rows of the CAS epochs ahead before each window (the floor's are ints).
@@ -47,14 +47,15 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from ..errors import AgentStoresError, UsageError
-from ..keys import ConversationKey
-from ..models import Message, RecordedEvent, SupervisionRow
-from ..plugins import create_stores, get_registry, scheme_of, unknown_scheme
-from ..protocol.heartbeats import coalescer_for
-from ..protocol.lease import Lease, LeaseConfig
-from ..stores import Stores
-from .floor import RawFloor, floor_path, load_floor
+from agentstores.errors import AgentStoresError, UsageError
+from agentstores.keys import ConversationKey
+from agentstores.models import Message, RecordedEvent, SupervisionRow
+from agentstores.plugins import create_stores, get_registry, scheme_of, unknown_scheme
+from agentstores.protocol.heartbeats import coalescer_for
+from agentstores.protocol.lease import Lease, LeaseConfig
+from agentstores.stores import Stores
+
+from .floor import RawFloor, load_floor
 from .stats import Sample, percentile
 
 OPERATIONS: dict[str, str] = {
@@ -598,10 +599,10 @@ async def _run(
                 _Client(i, stores, tenant, f"user-{i}", random.Random(cfg.seed * 7919 + i))
             )
         await asyncio.gather(*(_prepare(c, cfg.ops) for c in clients))
-        if cfg.floor and "cas" in cfg.ops and floor_path(info) is not None:
-            floor = load_floor(info)
-            assert floor is not None
-            await floor.setup(url, cfg.clients)
+        if cfg.floor and "cas" in cfg.ops:
+            floor = load_floor(info.name)
+            if floor is not None:
+                await floor.setup(url, cfg.clients)
         for name in cfg.ops:
             note(f"operation {name}")
             if name == "cas" and floor is not None:

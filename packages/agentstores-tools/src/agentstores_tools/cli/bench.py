@@ -8,12 +8,13 @@ import json
 import sys
 from typing import Any
 
+from agentstores.cli import CANNOT_RUN, FOUND_PROBLEM, OK, HelpFormatter, epilog
+from agentstores.errors import AgentStoresError
+
 from ..bench.harness import DEFAULT_LENGTHS, DEFAULT_OPS, OPERATIONS, BenchConfig, run_bench
 from ..bench.plot import check_available as check_plot
 from ..bench.plot import plot_runs
 from ..bench.report import render
-from ..errors import AgentStoresError
-from ._exits import CANNOT_RUN, FOUND_PROBLEM, OK, HelpFormatter, epilog
 
 
 def _csv(value: str) -> tuple[str, ...]:
@@ -147,7 +148,7 @@ def register(subparsers: Any) -> None:
         metavar="DIR",
         help="also write PNG figures into DIR: throughput beside the floor, latency "
         "percentiles, cost by transcript length, the capacity curve; needs matplotlib, "
-        "pip install 'agentstores[plot]' (default: no figures)",
+        "pip install 'agentstores-tools[plot]' (default: no figures)",
     )
     p.add_argument(
         "--quiet", action="store_true", help="no progress lines on stderr (default: shown)"

@@ -27,9 +27,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import UsageError
-from ..plugins import scheme_of
-from ..stores import Capability
+from agentstores.errors import UsageError
+from agentstores.plugins import scheme_of
+from agentstores.stores import Capability
+
 from .script import (
     PRINCIPAL,
     Timings,
@@ -245,7 +246,7 @@ class Drill:
         proc = await asyncio.create_subprocess_exec(
             sys.executable,
             "-m",
-            "agentstores.drill.worker",
+            "agentstores_tools.drill.worker",
             role,
             "--url",
             self.url,
