@@ -54,7 +54,9 @@ from agentstores.plugins import create_stores, get_registry, scheme_of, unknown_
 from agentstores.protocol.heartbeats import coalescer_for
 from agentstores.protocol.lease import Lease, LeaseConfig
 from agentstores.stores import Stores
+from agentstores.urls import redact_url
 
+from ..redaction import Redaction
 from .floor import RawFloor, load_floor
 from .stats import Sample, percentile
 
@@ -545,16 +547,23 @@ async def _capacity(
 
 
 async def run_bench(cfg: BenchConfig) -> dict[str, Any]:
-    """Run every section ``cfg`` asks for and return the JSON-safe results."""
+    """Run every section ``cfg`` asks for and return the JSON-safe results; the URL's
+    secrets are masked in them and in every progress line."""
     cfg.validate()
-    note = cfg.progress or (lambda _msg: None)
+    redaction = Redaction(cfg.url)
+    progress = cfg.progress
+
+    def note(msg: str) -> None:
+        if progress is not None:
+            progress(redaction.text(msg))
+
     tmpdir: str | None = None
     url = cfg.url
     if url is None:
         tmpdir = tempfile.mkdtemp(prefix="agentstores-bench-")
         url = f"file://{tmpdir}"
     try:
-        return await _run(cfg, url, note, temporary=tmpdir is not None)
+        return redaction.data(await _run(cfg, url, note, temporary=tmpdir is not None))
     finally:
         if tmpdir is not None:
             shutil.rmtree(tmpdir, ignore_errors=True)
@@ -570,7 +579,7 @@ async def _run(
     tenant = f"bench-{uuid.uuid4().hex[:12]}"
     result: dict[str, Any] = {
         "backend": info.name,
-        "url": url,
+        "url": redact_url(url),
         "temporary_store": temporary,
         "tenant": tenant,
         "started_at": datetime.now(UTC).isoformat(),
@@ -591,7 +600,7 @@ async def _run(
     clients: list[_Client] = []
     floor: RawFloor | None = None
     try:
-        note(f"opening {cfg.clients} client bundles on {url}")
+        note(f"opening {cfg.clients} client bundles on {redact_url(url)}")
         for i in range(cfg.clients):
             stores = create_stores(url)
             await stores.open()

@@ -14,6 +14,7 @@ from agentstores.cli import CANNOT_RUN, FOUND_PROBLEM, OK, HelpFormatter, epilog
 from agentstores.errors import AgentStoresError
 
 from ..drill import Timings, render, run_drill
+from ..redaction import Redaction
 
 
 def register(subparsers: Any) -> None:
@@ -107,7 +108,8 @@ def run(args: argparse.Namespace) -> int:
             )
         )
     except AgentStoresError as exc:
-        print(f"agentstores drill: {exc}", file=sys.stderr)
+        # A backend's error may quote the URL it was given.
+        print(f"agentstores drill: {Redaction(args.url).text(str(exc))}", file=sys.stderr)
         return CANNOT_RUN
     print(render(result))
     if args.json:
