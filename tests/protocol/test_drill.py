@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from agentstores.cli import main as cli_main
-from agentstores.drill import Timings, render, run_drill
 from agentstores.errors import UsageError
+from agentstores_tools.drill import Timings, render, run_drill
 
 pytest.importorskip("agentstores_file.stores", reason="the file backend is not installed")
 

@@ -8,7 +8,7 @@ import asyncio
 
 import pytest
 
-from agentstores.drill import Timings, run_drill
+from agentstores_tools.drill import Timings, run_drill
 from tests.servers.valkey import ValkeyCluster, ValkeyServer
 
 from .conftest import with_prefix

@@ -9,7 +9,7 @@ import threading
 import time
 from pathlib import Path
 
-from agentstores.drill import Timings, render, run_drill
+from agentstores_tools.drill import Timings, render, run_drill
 from tests.servers.moto import MotoServer
 
 from .conftest import BUCKET, purge, with_prefix

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 
-from agentstores_s3.floor import S3Floor
+from agentstores_tools.floors.s3 import S3Floor
 from tests.servers.moto import MotoServer
 
 from .conftest import BUCKET, with_prefix

@@ -7,10 +7,11 @@ import tarfile
 import zipfile
 from pathlib import Path
 
-from tests.wheels.contents import problems, sdist_problems, wheel_problems
+from tests.wheels.contents import TOOLS, problems, sdist_problems, wheel_problems
 from tests.wheels.distributions import Distribution
 
 POSTGRES = "packages/agentstores-postgres"
+CORE = "packages/agentstores"
 METADATA = (
     "Metadata-Version: 2.4\nName: agentstores-postgres\nVersion: 0.1.0\n"
     "Requires-Python: >=3.11,<3.14\nLicense-Expression: Apache-2.0\n"
@@ -18,13 +19,17 @@ METADATA = (
 )
 
 
-def _wheel(tmp_path: Path, dist: Distribution, leave_out: str = "") -> Path:
+def _wheel(
+    tmp_path: Path, dist: Distribution, leave_out: str = "", add: dict[str, str] | None = None
+) -> Path:
     info = f"{dist.stem}-{dist.version}.dist-info"
     path = tmp_path / dist.wheel_name
     with zipfile.ZipFile(path, "w") as zf:
         for name in [*dist.source_files(), f"{info}/licenses/LICENSE"]:
             if name != leave_out:
                 zf.writestr(name, "x")
+        for name, text in (add or {}).items():
+            zf.writestr(name, text)
         zf.writestr(f"{info}/METADATA", METADATA)
     return path
 
@@ -78,3 +83,31 @@ def test_a_missing_or_foreign_artifact_is_caught(tmp_path: Path) -> None:
         f"{dist.sdist_name} was not built",
         "stray-1.0.tar.gz: not a build of any distribution",
     ]
+
+
+def test_bench_or_drill_code_in_cores_wheel_is_caught(tmp_path: Path) -> None:
+    dist = Distribution.load(CORE)
+    added = {"agentstores/drill/runner.py": "import asyncio\n", "agentstores/cli/bench.py": ""}
+    found = wheel_problems(dist, _wheel(tmp_path, dist, add=added))
+    assert found == [
+        f"{dist.wheel_name}: agentstores/cli/bench.py is tooling, which belongs in {TOOLS}",
+        f"{dist.wheel_name}: agentstores/drill/runner.py is tooling, which belongs in {TOOLS}",
+    ]
+
+
+def test_an_adapter_wheel_importing_tooling_is_caught(tmp_path: Path) -> None:
+    dist = Distribution.load(POSTGRES)
+    floor = "from agentstores_tools.bench.floor import RawFloor\n"
+    added = {"agentstores_postgres/floor.py": floor}
+    found = wheel_problems(dist, _wheel(tmp_path, dist, add=added))
+    assert found == [
+        f"{dist.wheel_name}: agentstores_postgres/floor.py imports tooling "
+        "(agentstores_tools.bench.floor, agentstores_tools.bench.floor.RawFloor)"
+    ]
+
+
+def test_the_tools_wheel_may_hold_and_import_tooling(tmp_path: Path) -> None:
+    dist = Distribution.load("packages/agentstores-tools")
+    assert any(name.startswith("agentstores_tools/drill/") for name in dist.source_files())
+    added = {"agentstores_tools/extra.py": "from agentstores_tools.drill import run_drill\n"}
+    assert wheel_problems(dist, _wheel(tmp_path, dist, add=added)) == []

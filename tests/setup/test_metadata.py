@@ -4,6 +4,7 @@ API they subclass, and the noxfile builds exactly the shipped distributions."""
 
 from __future__ import annotations
 
+import re
 import tomllib
 from typing import Any
 
@@ -29,6 +30,13 @@ def _project(path: str) -> dict[str, Any]:
 def test_shipped_is_every_distribution_in_the_repository() -> None:
     found = {p.parent.relative_to(ROOT).as_posix() for p in ROOT.glob("packages/*/pyproject.toml")}
     assert set(SHIPPED) == found | {"contract_tests"}
+
+
+@pytest.mark.parametrize("page", ["README.md", "docs/index.md"])
+def test_the_distribution_table_names_every_shipped_distribution(page: str) -> None:
+    text = (ROOT / page).read_text()
+    named = re.findall(r"^\| `(agentstores[\w-]*)` \|", text, re.MULTILINE)
+    assert sorted(named) == sorted(Distribution.load(path).name for path in SHIPPED)
 
 
 def test_the_noxfile_builds_exactly_the_shipped_distributions() -> None:
@@ -97,10 +105,16 @@ def test_hiredis_is_an_extra_of_the_redis_adapter_not_a_requirement() -> None:
     assert [Requirement(d).name for d in project["optional-dependencies"]["hiredis"]] == ["hiredis"]
 
 
-def test_matplotlib_is_the_plot_extra_of_core_not_a_requirement() -> None:
-    project = _project("packages/agentstores")
+def test_matplotlib_is_the_plot_extra_of_the_tools_not_a_requirement() -> None:
+    project = _project("packages/agentstores-tools")
     assert not any(Requirement(d).name == "matplotlib" for d in project["dependencies"])
     assert [Requirement(d).name for d in project["optional-dependencies"]["plot"]] == ["matplotlib"]
+
+
+def test_core_requires_pluggy_alone_and_has_no_tooling_extra() -> None:
+    project = _project("packages/agentstores")
+    assert [Requirement(d).name for d in project["dependencies"]] == ["pluggy"]
+    assert set(project.get("optional-dependencies", {})) == {"crypto"}
 
 
 def _workspace() -> dict[str, Any]:

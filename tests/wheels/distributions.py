@@ -17,6 +17,7 @@ SHIPPED = (
     "packages/agentstores-s3",
     "packages/agentstores-langgraph",
     "packages/agentstores-zav",
+    "packages/agentstores-tools",
     "contract_tests",
 )
 """Every distribution that ships (the template is copied, never installed from an index)."""

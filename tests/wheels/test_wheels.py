@@ -1,5 +1,6 @@
 """The built wheels install into clean venvs and work: core alone, each adapter beside only
 core. A file left out of a wheel, a missing entry point or a wrong dependency fails here.
+``agentstores bench`` and ``agentstores drill`` exist only beside agentstores-tools.
 
 The wheels come from the ``dist_dir`` fixture (conftest.py), their dependencies at the
 versions uv.lock pins (``constraints``). PostgreSQL and Redis are opened at
@@ -70,7 +71,10 @@ CASES = [
     Case("mongo", "packages/agentstores-mongo", scheme="mongodb://"),
     Case("s3", "packages/agentstores-s3", scheme="s3://"),
     Case("contract", "contract_tests"),
+    Case("tools", "packages/agentstores-tools"),
 ]
+TOOLING_COMMANDS = ("bench", "drill")
+"""The subcommands agentstores-tools adds: absent with core alone, present beside it."""
 
 
 def _wheel(dist_dir: Path, path: str) -> Path:
@@ -136,8 +140,15 @@ def test_wheel_installs_and_works(
     if case.scheme is not None:
         listed = run(bindir / "agentstores", "backends")
         assert f"[{case.scheme}" in listed or f" {case.scheme}" in listed, listed
+    commands = _subcommands(bindir / "agentstores", tmp_path)
+    if case.name == "tools":
+        assert set(TOOLING_COMMANDS) <= commands, commands
+    else:
+        assert not set(TOOLING_COMMANDS) & commands, commands
     if case.name == "core":
         _open(python, "memory://wheels", "agentstores", tmp_path)
+    elif case.name == "tools":
+        _bench_and_drill(bindir / "agentstores", tmp_path)
     elif case.name == "file":
         _open(python, f"file://{tmp_path / 'store'}", package, tmp_path)
     elif case.name == "contract":
@@ -145,6 +156,25 @@ def test_wheel_installs_and_works(
     elif case.env_url:
         server = "postgres" if case.name == "postgres" else "redis"
         _open_server(python, servers[server], case, package, tmp_path)
+
+
+def _subcommands(agentstores: Path, cwd: Path) -> set[str]:
+    """The subcommands ``agentstores --help`` lists (its ``{a,b,...}`` choices)."""
+    usage = run(agentstores, "--help", cwd=cwd)
+    choices = usage.split("{", 1)[1].split("}", 1)[0]
+    return set(choices.split(","))
+
+
+def _bench_and_drill(agentstores: Path, cwd: Path) -> None:
+    """Both tools run from the installed wheel: a tiny bench of memory:// beside its
+    floor (the floor modules are in the wheel), and the drill's help."""
+    for command in TOOLING_COMMANDS:
+        assert "exit codes" in run(agentstores, command, "--help", cwd=cwd)
+    tiny = ["--clients", "1", "--seconds", "0.1", "--warmup", "0.01", "--rounds", "1"]
+    tiny += ["--ops", "cas", "--lengths", "none", "--json", "--quiet"]
+    out = json.loads(run(agentstores, "bench", "--url", "memory://wheels", *tiny, cwd=cwd))
+    (result,) = out["runs"]
+    assert result["backend"] == "memory" and result["floor"]["cas"]["ops"] > 0, result
 
 
 def _open_server(python: Path, url: str, case: Case, package: str, cwd: Path) -> None:

@@ -22,7 +22,6 @@ BACKEND = BackendInfo(
         "fsynced: it survives a killed process and, with fsync=True (the default), a "
         "power loss on a filesystem that honours fsync"
     ),
-    bench_floor="agentstores_file.floor:FileFloor",
 )
 """The one declaration of this backend; its ``Stores`` class reads its capabilities here."""
 

@@ -26,7 +26,6 @@ BACKEND = BackendInfo(
     ),
     durability=DURABILITY,
     schema_installer="agentstores_mongo.schema:install",
-    bench_floor="agentstores_mongo.floor:MongoFloor",
 )
 """The one declaration of this backend; ``MongoStores`` reads its capabilities here."""
 

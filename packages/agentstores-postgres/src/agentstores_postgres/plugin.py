@@ -17,7 +17,6 @@ BACKEND = BackendInfo(
         "default) an acknowledged write survives a server crash"
     ),
     schema_installer="agentstores_postgres.schema:install",
-    bench_floor="agentstores_postgres.floor:PostgresFloor",
 )
 """The one declaration of this backend; its ``Stores`` class reads its capabilities here."""
 

@@ -37,7 +37,6 @@ BACKEND = BackendInfo(
         "script per write, server TIME, native expiry"
     ),
     durability=DURABILITY,
-    bench_floor="agentstores_redis.floor:RedisFloor",
 )
 """The one declaration of this backend; its ``Stores`` class reads its capabilities here."""
 

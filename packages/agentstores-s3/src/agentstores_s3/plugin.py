@@ -22,7 +22,6 @@ BACKEND = BackendInfo(
         "facilities once the response arrives); a write whose reply was lost is read back "
         "by its writer nonce, and reported as UnknownOutcomeError when that cannot be done"
     ),
-    bench_floor="agentstores_s3.floor:S3Floor",
 )
 """The one declaration of this backend; its ``Stores`` class reads its capabilities here."""
 

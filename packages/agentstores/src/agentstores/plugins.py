@@ -54,8 +54,6 @@ class BackendInfo:
     schema_installer: str | None = None
     """Optional ``"module:callable"``: ``async (url, *, schema, runtime_role) -> str`` run by
     ``agentstores schema install``; returns a human summary of what it did."""
-    bench_floor: str | None = None
-    """Optional ``"module:callable"`` returning the raw-driver floor for ``agentstores bench``."""
 
     def __post_init__(self) -> None:
         # Names become Capability members here, so a typo is refused at discovery.
@@ -81,7 +79,7 @@ class HookSpecs:
     def agentstores_register_commands(self, subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         """Add ``agentstores`` subcommands: ``subparsers.add_parser(name, ...)`` each, with
         ``set_defaults(run=callable)`` taking the parsed arguments and returning the exit
-        code. Tooling distributions (the contract suite's ``check``, bench, drill) plug in
+        code. Tooling distributions (``agentstores-tools``: ``bench`` and ``drill``) plug in
         here, so core carries none of their code."""
 
 

@@ -1,4 +1,6 @@
-"""The ``agentstores`` command. Each subcommand lives in its own module of this package."""
+"""The ``agentstores`` command. Each of core's subcommands lives in its own module of this
+package; a plugin adds its own through ``agentstores_register_commands``, using the exit
+codes and help layout exported here so every subcommand reads alike."""
 
 from __future__ import annotations
 
@@ -10,11 +12,12 @@ from collections.abc import Sequence
 
 from ..errors import UsageError
 from ..plugins import get_registry
-from ._exits import CANNOT_RUN, TOP_EPILOG, HelpFormatter
+from ._exits import CANNOT_RUN, FOUND_PROBLEM, OK, TOP_EPILOG, HelpFormatter, epilog
 
-SUBCOMMANDS = ("backends", "check", "drill", "bench", "schema")
+SUBCOMMANDS = ("backends", "check", "schema")
 """Core's own subcommands, modules of this package; each defines ``register(subparsers)``
-and sets a ``run`` default. Others come from plugins (``agentstores_register_commands``)."""
+and sets a ``run`` default. Others come from plugins (``agentstores_register_commands``):
+``bench`` and ``drill`` from ``agentstores-tools``."""
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +65,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"agentstores {args.command}: {exc}", file=sys.stderr)
         return CANNOT_RUN
     return code
+
+
+__all__ = [
+    "CANNOT_RUN",
+    "FOUND_PROBLEM",
+    "OK",
+    "SUBCOMMANDS",
+    "HelpFormatter",
+    "build_parser",
+    "epilog",
+    "main",
+]
 
 
 if __name__ == "__main__":

@@ -8,7 +8,6 @@ import json
 import sys
 from typing import Any
 
-from ..bench.floor import floor_path
 from ..plugins import BackendInfo, get_registry
 from ._exits import FOUND_PROBLEM, OK, HelpFormatter, epilog
 
@@ -53,7 +52,6 @@ def describe(info: BackendInfo) -> dict[str, Any]:
         "durability": info.durability,
         "description": info.description,
         "schema_installer": info.schema_installer is not None,
-        "bench_floor": floor_path(info) is not None,
     }
 
 

@@ -13,7 +13,6 @@ BACKEND = BackendInfo(
     distribution="agentstores",
     description="In-process reference backend; nothing survives a restart.",
     durability="none: every write is lost when the process exits",
-    bench_floor="agentstores.bench.floor:MemoryFloor",
 )
 """The one declaration of this backend; ``MemoryStores`` reads its capabilities here."""
 

@@ -1,7 +1,7 @@
 """PNG figures of a bench result (``agentstores bench --plot DIR``), drawn with matplotlib.
 
-matplotlib is an optional extra (``pip install 'agentstores[plot]'``), never a dependency
-of core: it is imported when a figure is drawn, and its absence is a :class:`UsageError`
+matplotlib is an optional extra (``pip install 'agentstores-tools[plot]'``), never a
+requirement: it is imported when a figure is drawn, and its absence is a :class:`UsageError`
 saying what to install. Each run gives up to four files, named after its backend:
 
 - ``<backend>-throughput.png``: ops/s per operation, the CAS beside its raw floor;
@@ -17,9 +17,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ..errors import UsageError
+from agentstores.errors import UsageError
 
-INSTALL_HINT = "pip install 'agentstores[plot]'"
+INSTALL_HINT = "pip install 'agentstores-tools[plot]'"
 
 
 def _pyplot() -> Any:

@@ -13,9 +13,9 @@ from __future__ import annotations
 import secrets
 from typing import Any
 
-from agentstores.bench.floor import RawFloor
+from agentstores_mongo.stores import MongoStores
 
-from .stores import MongoStores
+from ..bench.floor import RawFloor
 
 
 class MongoFloor(RawFloor):

@@ -10,8 +10,8 @@ import json
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from ..errors import UsageError
-from ..keys import ConversationKey
+from agentstores.errors import UsageError
+from agentstores.keys import ConversationKey
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,10 +10,10 @@ from typing import Any
 from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
 
-from agentstores.bench.floor import RawFloor
+from agentstores_redis.lua import SV_CAS
+from agentstores_redis.stores import parse_url
 
-from .lua import SV_CAS
-from .stores import parse_url
+from ..bench.floor import RawFloor
 
 
 class RedisFloor(RawFloor):

@@ -17,9 +17,9 @@ import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from agentstores.bench.floor import RawFloor
+from agentstores_file.stores import DEFAULT_WORKERS, path_from_url
 
-from .stores import DEFAULT_WORKERS, path_from_url
+from ..bench.floor import RawFloor
 
 _sync_data = getattr(os, "fdatasync", os.fsync)
 

@@ -7,7 +7,7 @@ alternating rounds) rather than with numbers from elsewhere.
 - **Operations**: ``clients`` concurrent clients, each with its own opened
   :class:`~agentstores.stores.Stores` bundle (so its own connections), each on its own
   keys, run one operation flat out for ``seconds`` after a ``warmup``.
-- **Floor**: the backend's :class:`~agentstores.bench.floor.RawFloor` CAS runs with the
+- **Floor**: the backend's :class:`~agentstores_tools.bench.floor.RawFloor` CAS runs with the
   same clients in rounds alternating with the adapter's CAS (A F, F A, ...). Neither
   builds its arguments in the timed window: each client's key is built once, and the
   rows of the CAS epochs ahead before each window (the floor's are ints).
@@ -47,14 +47,17 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from ..errors import AgentStoresError, UsageError
-from ..keys import ConversationKey
-from ..models import Message, RecordedEvent, SupervisionRow
-from ..plugins import create_stores, get_registry, scheme_of, unknown_scheme
-from ..protocol.heartbeats import coalescer_for
-from ..protocol.lease import Lease, LeaseConfig
-from ..stores import Stores
-from .floor import RawFloor, floor_path, load_floor
+from agentstores.errors import AgentStoresError, UsageError
+from agentstores.keys import ConversationKey
+from agentstores.models import Message, RecordedEvent, SupervisionRow
+from agentstores.plugins import create_stores, get_registry, scheme_of, unknown_scheme
+from agentstores.protocol.heartbeats import coalescer_for
+from agentstores.protocol.lease import Lease, LeaseConfig
+from agentstores.stores import Stores
+from agentstores.urls import redact_url
+
+from ..redaction import Redaction
+from .floor import RawFloor, load_floor
 from .stats import Sample, percentile
 
 OPERATIONS: dict[str, str] = {
@@ -544,16 +547,23 @@ async def _capacity(
 
 
 async def run_bench(cfg: BenchConfig) -> dict[str, Any]:
-    """Run every section ``cfg`` asks for and return the JSON-safe results."""
+    """Run every section ``cfg`` asks for and return the JSON-safe results; the URL's
+    secrets are masked in them and in every progress line."""
     cfg.validate()
-    note = cfg.progress or (lambda _msg: None)
+    redaction = Redaction(cfg.url)
+    progress = cfg.progress
+
+    def note(msg: str) -> None:
+        if progress is not None:
+            progress(redaction.text(msg))
+
     tmpdir: str | None = None
     url = cfg.url
     if url is None:
         tmpdir = tempfile.mkdtemp(prefix="agentstores-bench-")
         url = f"file://{tmpdir}"
     try:
-        return await _run(cfg, url, note, temporary=tmpdir is not None)
+        return redaction.data(await _run(cfg, url, note, temporary=tmpdir is not None))
     finally:
         if tmpdir is not None:
             shutil.rmtree(tmpdir, ignore_errors=True)
@@ -569,7 +579,7 @@ async def _run(
     tenant = f"bench-{uuid.uuid4().hex[:12]}"
     result: dict[str, Any] = {
         "backend": info.name,
-        "url": url,
+        "url": redact_url(url),
         "temporary_store": temporary,
         "tenant": tenant,
         "started_at": datetime.now(UTC).isoformat(),
@@ -590,7 +600,7 @@ async def _run(
     clients: list[_Client] = []
     floor: RawFloor | None = None
     try:
-        note(f"opening {cfg.clients} client bundles on {url}")
+        note(f"opening {cfg.clients} client bundles on {redact_url(url)}")
         for i in range(cfg.clients):
             stores = create_stores(url)
             await stores.open()
@@ -598,10 +608,10 @@ async def _run(
                 _Client(i, stores, tenant, f"user-{i}", random.Random(cfg.seed * 7919 + i))
             )
         await asyncio.gather(*(_prepare(c, cfg.ops) for c in clients))
-        if cfg.floor and "cas" in cfg.ops and floor_path(info) is not None:
-            floor = load_floor(info)
-            assert floor is not None
-            await floor.setup(url, cfg.clients)
+        if cfg.floor and "cas" in cfg.ops:
+            floor = load_floor(info.name)
+            if floor is not None:
+                await floor.setup(url, cfg.clients)
         for name in cfg.ops:
             note(f"operation {name}")
             if name == "cas" and floor is not None:

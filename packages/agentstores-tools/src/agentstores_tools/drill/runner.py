@@ -27,9 +27,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import UsageError
-from ..plugins import scheme_of
-from ..stores import Capability
+from agentstores.errors import UsageError
+from agentstores.plugins import scheme_of
+from agentstores.stores import Capability
+from agentstores.urls import redact_url
+
+from ..redaction import Redaction
 from .script import (
     PRINCIPAL,
     Timings,
@@ -38,7 +41,7 @@ from .script import (
     expected_text,
     user_message_id,
 )
-from .worker import open_bundle
+from .worker import URL_ENV, open_bundle
 
 Event = dict[str, Any]
 Say = Callable[[str], None]
@@ -199,6 +202,7 @@ class DrillResult:
     afterwards, and the error that stopped it, if any."""
 
     url: str
+    """The store's URL as shown: its secrets masked (:func:`~agentstores.urls.redact_url`)."""
     backend: str
     timings: Timings
     rounds: list[RoundResult] = field(default_factory=list)
@@ -245,10 +249,8 @@ class Drill:
         proc = await asyncio.create_subprocess_exec(
             sys.executable,
             "-m",
-            "agentstores.drill.worker",
+            "agentstores_tools.drill.worker",
             role,
-            "--url",
-            self.url,
             "--tenant",
             self.tenant,
             "--turn",
@@ -262,7 +264,9 @@ class Drill:
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            # The URL goes in the environment, which only this user can read: any local
+            # user can read a process's command line.
+            env={**os.environ, "PYTHONUNBUFFERED": "1", URL_ENV: self.url},
         )
         worker = Worker(name, proc)
         self.workers.append(worker)
@@ -479,9 +483,16 @@ async def run_drill(
 
     ``factory`` (``"module:callable"``, importable by the worker processes) makes the
     stores from the URL instead of the plugin registry, to drill a backend that has no
-    entry point (or a deliberately broken one).
+    entry point (or a deliberately broken one). The workers get the URL through their
+    environment, never their command line; what ``say`` is given and the result show it
+    with its secrets masked.
     """
     timings = timings or Timings()
+    redaction = Redaction(url)
+
+    def tell(line: str) -> None:
+        say(redaction.text(line))
+
     for mode in rounds:
         if mode not in ("kill", "pause"):
             raise UsageError(f"unknown drill round {mode!r}; expected kill or pause")
@@ -493,15 +504,15 @@ async def run_drill(
             "the drill runs separate OS processes and memory:// shares nothing across "
             "processes; give a file://, postgresql:// or redis:// URL"
         )
-    drill = Drill(url, timings, say, factory)
+    drill = Drill(url, timings, tell, factory)
     try:
         async with open_bundle(url, factory) as stores:
             backend, caps = stores.backend, stores.capabilities
-        result = DrillResult(url=url, backend=backend, timings=timings)
-        say(f"drill against {url} (backend {backend}; tenant {drill.tenant})")
+        result = DrillResult(url=redact_url(url), backend=backend, timings=timings)
+        tell(f"drill against {result.url} (backend {backend}; tenant {drill.tenant})")
         if Capability.MULTI_PROCESS not in caps:
-            say(f"  note: backend {backend} does not declare {Capability.MULTI_PROCESS!r}")
-        say(
+            tell(f"  note: backend {backend} does not declare {Capability.MULTI_PROCESS!r}")
+        tell(
             f"  timings: heartbeat {timings.heartbeat}s, dead after {timings.dead_after}s, "
             f"flush {timings.flush}s, checkpoint {timings.checkpoint}s, "
             f"{timings.length} chars at {timings.chunk} per {timings.tick}s"
@@ -512,7 +523,7 @@ async def run_drill(
             await drill.verify(result)
         except DrillError as exc:
             result.error = str(exc)
-        return result
+        return redaction.data(result)
     finally:
         await drill.cleanup()
         if tmp is not None and not keep:

@@ -8,12 +8,14 @@ import json
 import sys
 from typing import Any
 
+from agentstores.cli import CANNOT_RUN, FOUND_PROBLEM, OK, HelpFormatter, epilog
+from agentstores.errors import AgentStoresError
+
 from ..bench.harness import DEFAULT_LENGTHS, DEFAULT_OPS, OPERATIONS, BenchConfig, run_bench
 from ..bench.plot import check_available as check_plot
 from ..bench.plot import plot_runs
 from ..bench.report import render
-from ..errors import AgentStoresError
-from ._exits import CANNOT_RUN, FOUND_PROBLEM, OK, HelpFormatter, epilog
+from ..redaction import Redaction
 
 
 def _csv(value: str) -> tuple[str, ...]:
@@ -147,7 +149,7 @@ def register(subparsers: Any) -> None:
         metavar="DIR",
         help="also write PNG figures into DIR: throughput beside the floor, latency "
         "percentiles, cost by transcript length, the capacity curve; needs matplotlib, "
-        "pip install 'agentstores[plot]' (default: no figures)",
+        "pip install 'agentstores-tools[plot]' (default: no figures)",
     )
     p.add_argument(
         "--quiet", action="store_true", help="no progress lines on stderr (default: shown)"
@@ -156,11 +158,14 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Benchmark each ``--url`` in turn and print the report; exit 1 when an operation
-    reported an error (the figures are suspect), 2 on a usage or store error."""
+    """Benchmark each ``--url`` in turn and print the report (every URL's secrets
+    masked); exit 1 when an operation reported an error (the figures are suspect), 2 on
+    a usage or store error."""
+
+    redaction = Redaction(*(args.url or []))
 
     def progress(msg: str) -> None:
-        print(f"bench: {msg}", file=sys.stderr, flush=True)
+        print(f"bench: {redaction.text(msg)}", file=sys.stderr, flush=True)
 
     configs = [_config(args, url, progress) for url in (args.url or [None])]
     runs: list[dict[str, Any]] = []
@@ -171,7 +176,8 @@ def run(args: argparse.Namespace) -> int:
             runs.append(asyncio.run(run_bench(cfg)))
         written = plot_runs(runs, args.plot) if args.plot else []
     except AgentStoresError as exc:
-        print(f"agentstores bench: {exc}", file=sys.stderr)
+        # A backend's error may quote the URL it was given.
+        print(f"agentstores bench: {redaction.text(str(exc))}", file=sys.stderr)
         return CANNOT_RUN
     if args.json:
         print(json.dumps({"runs": runs}, indent=2))

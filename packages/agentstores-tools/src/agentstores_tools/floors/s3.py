@@ -12,10 +12,10 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from agentstores.bench.floor import RawFloor
+from agentstores_s3.client import bare_etag
+from agentstores_s3.stores import flag_option, make_client, parse_url
 
-from .client import bare_etag
-from .stores import flag_option, make_client, parse_url
+from ..bench.floor import RawFloor
 
 
 class S3Floor(RawFloor):

@@ -6,10 +6,18 @@ with no adapter in between (no key codec, no ownership or fence checks, no error
 translation). The ratio adapter/floor is the adapter's overhead on this machine, in this
 run; absolute numbers drift between runs, the ratio much less.
 
-A backend offers its floor through :attr:`agentstores.plugins.BackendInfo.bench_floor`,
-a lazy ``"module:callable"`` path. The callable takes no arguments and returns a fresh,
-unopened :class:`RawFloor`. Discovery never imports it; the bench does, only for the
-backend it measures.
+A floor is found by its backend's name (``BackendInfo.name``) as a lazy
+``"module:callable"`` path whose callable takes no arguments and returns a fresh,
+unopened :class:`RawFloor`. The floors of the backends this project ships are in
+:data:`FLOORS`, one module each under ``agentstores_tools.floors``; any other distribution
+declares its own in the :data:`FLOOR_GROUP` entry-point group, so neither core nor this
+distribution needs to know it::
+
+    [project.entry-points."agentstores.floors"]
+    mybackend = "agentstores_mybackend_bench:MyFloor"
+
+Nothing imports a floor until the bench measures its backend, and a floor module may
+import its adapter and driver freely.
 
 Writing one (the harness drives it; see the method docs for the exact protocol)::
 
@@ -28,15 +36,27 @@ Writing one (the harness drives it; see the method docs for the exact protocol):
 
 from __future__ import annotations
 
-import asyncio
 import importlib
+import importlib.metadata
 from abc import ABC, abstractmethod
 
-from ..errors import UsageError
-from ..plugins import BackendInfo, get_registry, scheme_of, unknown_scheme
+from agentstores.errors import UsageError
+from agentstores.plugins import DISTRIBUTIONS, get_registry, scheme_of, unknown_scheme
 
-BUILTIN_FLOORS: dict[str, str] = {"memory": "agentstores.bench.floor:MemoryFloor"}
-"""Floors for backends whose ``BackendInfo`` does not name one (the built-in memory backend)."""
+FLOOR_GROUP = "agentstores.floors"
+"""The entry-point group of floors: each entry's name is a backend's name, its value the
+``"module:callable"`` making that backend's floor."""
+
+FLOORS: dict[str, str] = {
+    "memory": "agentstores_tools.floors.memory:MemoryFloor",
+    "file": "agentstores_tools.floors.file:FileFloor",
+    "postgres": "agentstores_tools.floors.postgres:PostgresFloor",
+    "redis": "agentstores_tools.floors.redis:RedisFloor",
+    "mongo": "agentstores_tools.floors.mongo:MongoFloor",
+    "s3": "agentstores_tools.floors.s3:S3Floor",
+}
+"""The floors of the backends this project ships, by backend name. Each module imports
+its adapter, so it is imported only when that backend is measured."""
 
 
 class RawFloor(ABC):
@@ -84,46 +104,57 @@ class RawFloor(ABC):
         """Remove scratch data and close connections."""
 
 
-class MemoryFloor(RawFloor):
-    """The floor of the in-memory backend: a dict compare-and-set under an asyncio lock."""
+def floor_path(backend: str) -> str | None:
+    """The ``"module:callable"`` of the floor of the backend named ``backend``: a
+    distribution's entry in :data:`FLOOR_GROUP`, else :data:`FLOORS`; None when it has none.
 
-    name = "dict compare-and-set under asyncio.Lock"
-
-    def __init__(self) -> None:
-        self._values: list[int] = []
-        self._lock = asyncio.Lock()
-
-    async def setup(self, url: str, clients: int) -> None:
-        """Give each of the ``clients`` clients a slot holding ``0`` (the URL is not needed)."""
-        self._values = [0] * clients
-
-    async def cas(self, client: int, op: int) -> bool:
-        """Replace ``op`` with ``op + 1`` in ``client``'s slot under the lock; True if it did."""
-        async with self._lock:
-            if self._values[client] != op:
-                return False
-            self._values[client] = op + 1
-            return True
-
-    async def close(self) -> None:
-        """Drop the slots."""
-        self._values = []
+    Raises:
+        UsageError: more than one distribution declares a floor for ``backend``.
+    """
+    declared = sorted(
+        {ep.value for ep in importlib.metadata.entry_points(group=FLOOR_GROUP, name=backend)}
+    )
+    if len(declared) > 1:
+        raise UsageError(
+            f"more than one floor is declared for backend {backend!r} in the "
+            f"{FLOOR_GROUP!r} entry-point group: {', '.join(declared)}"
+        )
+    return declared[0] if declared else FLOORS.get(backend)
 
 
-def floor_path(info: BackendInfo) -> str | None:
-    """The ``"module:callable"`` of a backend's floor, or None when it has none."""
-    return info.bench_floor or BUILTIN_FLOORS.get(info.name)
+def _not_installed(backend: str, path: str, missing: str) -> str:
+    """Why the floor at ``path`` cannot load: module ``missing`` (its adapter, most
+    often) is not installed; with the distribution to install when it is one of ours."""
+    top = missing.partition(".")[0]
+    message = f"backend {backend!r} has no floor here: {path} needs {top}, which is not installed"
+    distribution = {d.replace("-", "_"): d for d in DISTRIBUTIONS.values()}.get(top)
+    if distribution is not None:
+        message += f"; install it with: pip install {distribution}"
+    return message
 
 
-def load_floor(info: BackendInfo) -> RawFloor | None:
-    """A fresh, unopened floor for ``info``'s backend (None when it offers none)."""
-    path = floor_path(info)
+def load_floor(backend: str) -> RawFloor | None:
+    """A fresh, unopened floor for the backend named ``backend`` (None when it has none).
+
+    Raises:
+        UsageError: the floor's path is malformed, its module (or the adapter it
+            imports) is not installed, or it does not make a :class:`RawFloor`.
+    """
+    path = floor_path(backend)
     if path is None:
         return None
     module_name, _, attr = path.partition(":")
     if not module_name or not attr:
-        raise UsageError(f"bench_floor must look like 'module:callable', got {path!r}")
-    make = getattr(importlib.import_module(module_name), attr)
+        raise UsageError(
+            f"the floor of backend {backend!r} must be named 'module:callable', got {path!r}"
+        )
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        raise UsageError(_not_installed(backend, path, exc.name or module_name)) from exc
+    make = getattr(module, attr, None)
+    if not callable(make):
+        raise UsageError(f"the floor of backend {backend!r}: {path} names no callable")
     floor = make()
     if not isinstance(floor, RawFloor):
         raise UsageError(f"{path} returned {type(floor).__name__}, not a RawFloor")
@@ -131,18 +162,22 @@ def load_floor(info: BackendInfo) -> RawFloor | None:
 
 
 def floor_for_url(url: str) -> RawFloor | None:
-    """The floor of the backend ``url`` names (None when it offers none)."""
+    """The floor of the backend ``url`` names (None when it offers none).
+
+    Raises:
+        UsageError: no installed backend handles the URL's scheme, or :func:`load_floor`'s.
+    """
     scheme = scheme_of(url)
     registry = get_registry()
     info = registry.by_scheme(scheme)
     if info is None:
         raise UsageError(unknown_scheme(scheme, registry))
-    return load_floor(info)
+    return load_floor(info.name)
 
 
 __all__ = [
-    "BUILTIN_FLOORS",
-    "MemoryFloor",
+    "FLOORS",
+    "FLOOR_GROUP",
     "RawFloor",
     "floor_for_url",
     "floor_path",

@@ -10,9 +10,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from agentstores.cli import CANNOT_RUN, FOUND_PROBLEM, OK, HelpFormatter, epilog
+from agentstores.errors import AgentStoresError
+
 from ..drill import Timings, render, run_drill
-from ..errors import AgentStoresError
-from ._exits import CANNOT_RUN, FOUND_PROBLEM, OK, HelpFormatter, epilog
+from ..redaction import Redaction
 
 
 def register(subparsers: Any) -> None:
@@ -106,7 +108,8 @@ def run(args: argparse.Namespace) -> int:
             )
         )
     except AgentStoresError as exc:
-        print(f"agentstores drill: {exc}", file=sys.stderr)
+        # A backend's error may quote the URL it was given.
+        print(f"agentstores drill: {Redaction(args.url).text(str(exc))}", file=sys.stderr)
         return CANNOT_RUN
     print(render(result))
     if args.json:

@@ -1,4 +1,5 @@
-"""One drill process: ``python -m agentstores.drill.worker ROLE --url URL --tenant T ...``.
+"""One drill process: ``python -m agentstores_tools.drill.worker ROLE --tenant T ...``,
+with the store's URL in ``$AGENTSTORES_DRILL_URL`` (:data:`URL_ENV`).
 
 Roles:
 - ``producer`` starts turn N (stale-guarded), appends the user message and streams the
@@ -21,17 +22,18 @@ import argparse
 import asyncio
 import importlib
 import json
+import os
 import sys
 import time
 from collections.abc import Awaitable, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Any
 
-from ..api import open_stores
-from ..errors import AgentStoresError, ErasedError, FencedError, LeaseLostError
-from ..keys import ConversationKey
-from ..models import Message, RecordedEvent, SupervisionRow
-from ..protocol import (
+from agentstores.api import open_stores
+from agentstores.errors import AgentStoresError, ErasedError, FencedError, LeaseLostError
+from agentstores.keys import ConversationKey
+from agentstores.models import Message, RecordedEvent, SupervisionRow
+from agentstores.protocol import (
     FollowEnd,
     Lease,
     LeaseConfig,
@@ -40,8 +42,9 @@ from ..protocol import (
     liveness,
     start_turn,
 )
-from ..protocol.lease import heartbeat_age
-from ..stores import Stores
+from agentstores.protocol.lease import heartbeat_age
+from agentstores.stores import Stores
+
 from .script import (
     PRINCIPAL,
     Timings,
@@ -50,6 +53,11 @@ from .script import (
     expected_text,
     user_message_id,
 )
+
+URL_ENV = "AGENTSTORES_DRILL_URL"
+"""The environment variable a worker reads its store URL from. A URL may hold a password,
+and any local user can read a process's command line (``/proc/PID/cmdline``); only the
+process's own user can read its environment."""
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -377,10 +385,13 @@ ROLES = {"producer": run_producer, "standby": run_standby, "follower": run_follo
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The worker's command line: role, store URL, the run's tenant, turn and timings."""
-    parser = argparse.ArgumentParser(prog="python -m agentstores.drill.worker")
+    """The worker's command line: role, the run's tenant, turn and timings (the store URL
+    comes from :data:`URL_ENV`, never from here)."""
+    parser = argparse.ArgumentParser(
+        prog="python -m agentstores_tools.drill.worker",
+        epilog=f"The store URL is read from ${URL_ENV}.",
+    )
     parser.add_argument("role", choices=sorted(ROLES))
-    parser.add_argument("--url", required=True)
     parser.add_argument("--tenant", required=True)
     parser.add_argument("--turn", type=int, required=True)
     parser.add_argument("--timings", type=Timings.from_json, default=Timings())
@@ -407,19 +418,23 @@ def open_bundle(url: str, factory: str | None) -> AbstractAsyncContextManager[St
     return made
 
 
-async def main_async(args: argparse.Namespace) -> int:
-    """Open the stores and play the worker's role on the drill conversation."""
+async def main_async(url: str, args: argparse.Namespace) -> int:
+    """Open the stores at ``url`` and play the worker's role on the drill conversation."""
     key = conversation_key(args.tenant)
-    async with open_bundle(args.url, args.factory) as stores:
+    async with open_bundle(url, args.factory) as stores:
         emit("ready", role=args.role, backend=stores.backend)
         return await ROLES[args.role](stores, key, args)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one worker; an unexpected error is printed as an ``error`` event, then raised."""
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    url = os.environ.get(URL_ENV)
+    if not url:
+        parser.error(f"${URL_ENV} must hold the store URL")
     try:
-        return asyncio.run(main_async(args))
+        return asyncio.run(main_async(url, args))
     except Exception as exc:
         emit("error", error=f"{type(exc).__name__}: {exc}")
         raise

@@ -11,12 +11,12 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from agentstores.bench.floor import RawFloor
 from agentstores.errors import BackendUnavailableError
+from agentstores_postgres.database import keep_session
+from agentstores_postgres.migrations import check_identifier, quote_ident
+from agentstores_postgres.urls import parse_url
 
-from .database import keep_session
-from .migrations import check_identifier, quote_ident
-from .urls import parse_url
+from ..bench.floor import RawFloor
 
 
 class PostgresFloor(RawFloor):
