@@ -14,32 +14,11 @@ from typing import Any
 
 import pytest
 
-pytest.register_assert_rewrite(
-    "agentstores_contract.base",
-    "agentstores_contract.clock",
-    "agentstores_contract.concurrency",
-    "agentstores_contract.conversations",
-    "agentstores_contract.erasure",
-    "agentstores_contract.fencing",
-    "agentstores_contract.isolation",
-    "agentstores_contract.lease_lifecycle",
-    "agentstores_contract.lifetimes",
-    "agentstores_contract.machines",
-    "agentstores_contract.metadata",
-    "agentstores_contract.multi_record",
-    "agentstores_contract.multiprocess",
-    "agentstores_contract.oauth",
-    "agentstores_contract.ownership",
-    "agentstores_contract.pause_tokens",
-    "agentstores_contract.protocol",
-    "agentstores_contract.recording",
-    "agentstores_contract.regions",
-    "agentstores_contract.scenarios",
-    "agentstores_contract.state",
-    "agentstores_contract.store_edges",
-    "agentstores_contract.supervision",
-    "agentstores_contract.sweep_accounting",
-)
+# The whole package, before this plugin imports any of its modules, so that a failing
+# contract assertion explains itself (``assert got == want`` with both sides shown).
+# pytest marks it on its own only in some ways of installing and loading the plugin, not
+# for ``-p agentstores_contract.pytest_plugin`` or a conftest's ``pytest_plugins``.
+pytest.register_assert_rewrite("agentstores_contract")
 
 from . import profiles, seeds  # noqa: E402
 from .promises import promises_of  # noqa: E402
