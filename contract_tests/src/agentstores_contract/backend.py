@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from agentstores.capabilities import Capability, capability_set
 from agentstores.errors import UsageError
 from agentstores.plugins import create_stores
 from agentstores.stores import Stores
+
+from . import waivers
 
 
 @dataclass
@@ -26,6 +28,10 @@ class BackendUnderTest:
     declares ``settable_clock``, ``clock``: the suite checks lifetimes with it. The contract
     makes the tombstone TTL configurable, so a backend without ``open_with`` fails those
     tests rather than skipping them.
+
+    ``waive`` maps promise names (those of :data:`~agentstores_contract.PROMISES`) to the
+    reason the backend does not keep each: its tests still run and are reported waived,
+    never passed; a waiver whose tests all pass fails the run (see :mod:`.waivers`).
     """
 
     open: Callable[[], Stores]
@@ -33,8 +39,10 @@ class BackendUnderTest:
     capabilities: frozenset[Capability] = None  # type: ignore[assignment]
     name: str = ""
     open_with: Callable[..., Stores] | None = None
+    waive: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        self.waive = waivers.checked(self.waive)
         if self.capabilities is None or not self.name:
             probe = self.open()
             if not isinstance(probe, Stores):
@@ -46,12 +54,16 @@ class BackendUnderTest:
         self.capabilities = capability_set(self.capabilities)
 
     @classmethod
-    def from_url(cls, url: str, **options: Any) -> BackendUnderTest:
-        """The backend a URL names, through the plugin registry."""
+    def from_url(
+        cls, url: str, *, waive: Mapping[str, str] | None = None, **options: Any
+    ) -> BackendUnderTest:
+        """The backend a URL names, through the plugin registry; ``options`` go to
+        :func:`~agentstores.plugins.create_stores`."""
         return cls(
             open=lambda: create_stores(url, **options),
             url=url if not options else None,
             open_with=lambda **more: create_stores(url, **{**options, **more}),
+            waive=waive or {},
         )
 
     def has(self, capability: Capability | str) -> bool:
