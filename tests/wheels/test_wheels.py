@@ -114,6 +114,8 @@ def test_wheel_installs_and_works(tmp_path: Path, dist_dir: Path, case: Case) ->
         _open(python, f"file://{tmp_path / 'store'}", package, tmp_path)
     elif case.name == "contract":
         assert "--agentstores-url" in run(python, "-m", "pytest", "--help", cwd=tmp_path)
+        checking = run(bindir / "agentstores", "check", "--help", cwd=tmp_path)
+        assert "--accept-waivers" in checking, "the suite adds check to agentstores"
     elif case.env_url and os.environ.get(case.env_url):
         _open_server(python, os.environ[case.env_url], case, package, tmp_path)
 

@@ -12,9 +12,12 @@ from ..errors import UsageError
 from ..plugins import get_registry
 from ._exits import CANNOT_RUN, TOP_EPILOG, HelpFormatter
 
-SUBCOMMANDS = ("backends", "check", "drill", "bench", "schema")
+SUBCOMMANDS = ("backends", "drill", "bench", "schema")
 """Core's own subcommands, modules of this package; each defines ``register(subparsers)``
 and sets a ``run`` default. Others come from plugins (``agentstores_register_commands``)."""
+ELSEWHERE = {"check": "agentstores-contract"}
+"""Subcommands that other distributions add, each with its distribution: when that is not
+installed, the command is still there and says what to install."""
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +48,29 @@ def build_parser() -> argparse.ArgumentParser:
             log.warning(
                 "agentstores plugin %r could not add its commands: %s", impl.plugin_name, exc
             )
+    for name, distribution in ELSEWHERE.items():
+        if name not in sub.choices:
+            _not_installed(sub, name, distribution)
     return parser
+
+
+def _not_installed(subparsers: argparse._SubParsersAction, name: str, distribution: str) -> None:  # type: ignore[type-arg]
+    """A stand-in for a plugin's command that says what to install. Every word after the
+    name is taken as it is (no word starts with its prefix character), ``--json`` too."""
+    p = subparsers.add_parser(
+        name, help=f"(not installed: pip install {distribution})", add_help=False, prefix_chars="\0"
+    )
+    p.add_argument("words", nargs="*")
+
+    def run(args: argparse.Namespace) -> int:
+        print(
+            f"agentstores {name} comes with {distribution}, which is not installed; "
+            f"install it with: pip install {distribution}",
+            file=sys.stderr,
+        )
+        return CANNOT_RUN
+
+    p.set_defaults(run=run)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
