@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 import pytest
@@ -250,6 +251,25 @@ def test_a_bad_waiver_exits_two_in_one_line(waiver: str, says: str) -> None:
     assert run.returncode == 2, run.stdout + run.stderr
     assert run.stdout == "" and len(run.stderr.splitlines()) == 1, run.stderr
     assert says in run.stderr
+
+
+SECRET = "hunter2-very-secret"
+
+
+def test_a_password_in_the_url_never_reaches_the_output() -> None:
+    url = f"memory://someone:{SECRET}@pw-{uuid.uuid4().hex}"
+    promise = ("--profile", "quick", "--promise", "conversations.truncate", "--seed", "5")
+    text = check(url, *promise, pre=TRUNCATE_BREAKS)
+    assert text.returncode == 1, text.stdout + text.stderr
+    assert "checking memory://someone:***@pw-" in text.stdout
+    assert "agentstores check 'memory://someone:***@pw-" in text.stdout, "the replay, masked"
+    as_json = check(url, *promise, "--json", pre=TRUNCATE_BREAKS)
+    assert as_json.returncode == 1, as_json.stderr
+    assert json.loads(as_json.stdout)["backend"].startswith("memory://someone:***@pw-")
+    refused = check(f"memory://someone:{SECRET}@x?pool_size=2")
+    assert refused.returncode == 2 and "memory://someone:***@x" in refused.stderr
+    for run in (text, as_json, refused):
+        assert SECRET not in run.stdout + run.stderr
 
 
 def test_python_m_runs_the_same_command() -> None:

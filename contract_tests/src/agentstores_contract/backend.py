@@ -11,6 +11,7 @@ from agentstores.capabilities import Capability, capability_set
 from agentstores.errors import UsageError
 from agentstores.plugins import create_stores
 from agentstores.stores import Stores
+from agentstores.urls import redact_url
 
 from . import waivers
 
@@ -70,9 +71,15 @@ class BackendUnderTest:
         """Whether the backend declares ``capability``; an unknown name is an error."""
         return Capability.parse(capability) in self.capabilities
 
+    def __repr__(self) -> str:
+        """Without the URL's secrets (a repr ends up in failure reports)."""
+        url = redact_url(self.url) if self.url else None
+        return f"BackendUnderTest(name={self.name!r}, url={url!r}, waive={self.waive!r})"
+
     @property
     def label(self) -> str:
-        return self.url or self.name
+        """The backend as it may be shown: its URL without secrets, else its name."""
+        return redact_url(self.url) if self.url else self.name
 
 
 def load_object(spec: str) -> Any:

@@ -12,6 +12,7 @@ from typing import Any
 
 from agentstores.cli._exits import CANNOT_RUN, FOUND_PROBLEM, OK, HelpFormatter, epilog
 from agentstores.errors import UsageError
+from agentstores.urls import redact_url
 
 TWO_FORMS = (
     "give a backend URL (scheme://..., e.g. postgresql://user@host/db, "
@@ -23,7 +24,7 @@ DESCRIPTION = (
     "Runs every contract promise against the backend URL names (it must be reachable and "
     "writable: tests write under fresh random tenants). The backend is opened once first: "
     "when that fails, the one line saying why is all it prints. Then a line per promise "
-    "as results arrive, then a table."
+    "as results arrive, then a table. A password in the URL is shown as ***."
 )
 EPILOG = epilog(
     "every promise kept (or skipped for a capability the backend does not declare; "
@@ -130,7 +131,7 @@ def run(args: argparse.Namespace) -> int:
     except UsageError as exc:
         return _fail(f"--waive: {exc}")
     seed = args.seed if args.seed is not None else seeds.fresh()
-    label = args.url or args.factory
+    label = redact_url(args.url) if args.url else args.factory
     done = 0
 
     def start() -> None:

@@ -22,6 +22,7 @@ import pytest
 pytest.register_assert_rewrite("agentstores_contract")
 
 from agentstores.errors import UsageError  # noqa: E402
+from agentstores.urls import redact_url  # noqa: E402
 
 from . import profiles, seeds, waivers  # noqa: E402
 from .promises import promises_of  # noqa: E402
@@ -131,8 +132,9 @@ def pytest_report_header(config: pytest.Config) -> str | None:
     target = config.getoption("agentstores_url") or config.getoption("agentstores_factory")
     if not target:
         return None
+    shown = redact_url(target)
     return (
-        f"agentstores contract: {target} (profile {profiles.active().name}, seed {seeds.current()})"
+        f"agentstores contract: {shown} (profile {profiles.active().name}, seed {seeds.current()})"
     )
 
 

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from agentstores.errors import AgentStoresError, UsageError
+from agentstores.urls import redact_url
 
 from . import not_implemented, profiles, seeds, waivers
 from .backend import BackendUnderTest, as_backend, from_factory
@@ -220,8 +221,12 @@ def _reason(report: pytest.TestReport) -> str:
 class Collector:
     """A pytest plugin object: per-test outcomes, folded into promises as they finish."""
 
-    def __init__(self, on_result: Callable[[PromiseResult], None] | None = None) -> None:
+    def __init__(
+        self, on_result: Callable[[PromiseResult], None] | None = None, *, url: str | None = None
+    ) -> None:
         self.on_result = on_result
+        self.url = url
+        """The backend's URL, shown without its secrets wherever a failure quotes it."""
         self.tests: dict[str, TestResult] = {}
         self.pending: dict[str, int] = {}
         self.results: dict[str, PromiseResult] = {}
@@ -265,7 +270,7 @@ class Collector:
             return
         test.duration += report.duration
         if report.failed and test.outcome != FAILED:
-            test.outcome, test.reason = FAILED, _reason(report)
+            test.outcome, test.reason = FAILED, _hidden(_reason(report), self.url)
             if test.not_implemented:
                 test.reason = f"not implemented: {', '.join(test.not_implemented)}"
             elif report.when != "call" and not test.waiver:
@@ -273,7 +278,7 @@ class Collector:
         elif report.skipped and hasattr(report, "wasxfail") and test.outcome == PASSED:
             test.outcome, test.reason = WAIVED, test.waiver
         elif report.skipped and test.outcome == PASSED:
-            test.outcome, test.reason = SKIPPED, _reason(report)
+            test.outcome, test.reason = SKIPPED, _hidden(_reason(report), self.url)
         if report.when == "teardown":
             for name in test.promises:
                 self.pending[name] -= 1
@@ -376,7 +381,7 @@ def validate(
     finish. ``seed`` fixes the generated values (default: a fresh seed, reported in
     ``Report.seed``, with a replay command per failed promise). ``waive`` adds waivers
     (promise name to reason) to the backend's own ``waive``. pytest's own output is
-    silenced.
+    silenced; a password in a URL is shown as ``***`` in the report.
 
     Raises:
         UsageError: both ``target`` and ``factory`` given, or neither; a bad ``waive``.
@@ -387,13 +392,13 @@ def validate(
     chosen = profile or profiles.active().name
     run_seed = seeds.fresh() if seed is None else seed
     started = time.perf_counter()
-    label = target if isinstance(target, str) else repr(target)
+    label = redact_url(target) if isinstance(target, str) else repr(target)
     if factory is not None:
         label = factory
     try:
         backend = from_factory(factory) if factory is not None else as_backend(target)
     except Exception as exc:
-        why = f"cannot make a backend from {label}: {_why(exc)}"
+        why = f"cannot make a backend from {label}: {_hidden(_why(exc), target)}"
         return Report(label, chosen, [], [], time.perf_counter() - started, why, run_seed)
     if extra:
         backend = dataclasses.replace(backend, waive={**backend.waive, **extra})
@@ -402,7 +407,7 @@ def validate(
     problem = unreachable(backend)
     if problem is not None:
         elapsed = time.perf_counter() - started
-        why = f"cannot reach {label}: {problem}"
+        why = f"cannot reach {label}: {_hidden(_hidden(problem, target), backend.url)}"
         return Report(label, chosen, [], [], elapsed, why, run_seed)
     if on_start is not None:
         on_start()
@@ -413,7 +418,7 @@ def validate(
     spec = importlib.util.find_spec("agentstores_contract._run")
     assert spec is not None and spec.origin is not None
     package_dir = str(Path(spec.origin).parent)
-    collector = Collector(on_result)
+    collector = Collector(on_result, url=backend.url)
     try:
         with tempfile.TemporaryDirectory(prefix="agentstores-contract-") as tmp:
             ini = Path(tmp) / "pytest.ini"
@@ -472,10 +477,16 @@ def validate(
     )
 
 
+def _hidden(text: str, url: object) -> str:
+    """``text`` with ``url``, wherever it appears in full, shown without its secrets."""
+    return text.replace(url, redact_url(url)) if isinstance(url, str) and url else text
+
+
 def _replay(target: object, factory: str | None, promise: str, profile: str, seed: int) -> str:
     """The command (or call) that reruns one promise of a :func:`validate` run."""
     if isinstance(target, str):
-        check = ["agentstores", "check", target, "--profile", profile, "--seed", str(seed)]
+        shown = redact_url(target)
+        check = ["agentstores", "check", shown, "--profile", profile, "--seed", str(seed)]
         return shlex.join([*check, "--promise", promise])
     if factory is not None:
         run = ["pytest", "--agentstores-factory", factory, "--agentstores-promise", promise]
