@@ -137,6 +137,27 @@ def test_a_backend_shows_its_url_without_the_password() -> None:
     assert backend.url == f"memory://someone:{SECRET}@shown", "the URL itself stays usable"
 
 
+def test_worker_processes_never_carry_the_url_on_their_command_line(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Any local user can read a process's command line; the URL goes through stdin."""
+    from agentstores.keys import ConversationKey
+    from agentstores_contract import multiprocess
+
+    started: list[list[str]] = []
+    popen = subprocess.Popen
+
+    def recording(args: list[str], *rest: Any, **options: Any) -> Any:
+        started.append(list(args))
+        return popen(args, *rest, **options)
+
+    monkeypatch.setattr(subprocess, "Popen", recording)
+    url = f"memory://someone:{SECRET}@workers-{uuid.uuid4().hex}"
+    key = ConversationKey("tenant", "session")
+    assert multiprocess.race_processes(url, "write", key, 2, 1) == [["w0"], ["w1"]]
+    assert len(started) == 2 and all(SECRET not in " ".join(args) for args in started)
+
+
 def test_validate_reports_per_promise() -> None:
     seen: list[str] = []
     report = validate(

@@ -1,7 +1,9 @@
 """One racing client in its own OS process (used by the multi-process contract).
 
-``python -m agentstores_contract._worker MODE URL TENANT SESSION WORKER ROUNDS``: opens the
-backend, prints ``ready``, waits for a line on stdin, races, prints one JSON line.
+``python -m agentstores_contract._worker MODE TENANT SESSION WORKER ROUNDS``: reads the
+backend URL from the first line of stdin (never the command line, which other local users
+can read), opens it, prints ``ready``, waits for a line on stdin, races, prints one JSON
+line.
 """
 
 from __future__ import annotations
@@ -82,8 +84,9 @@ async def write_and_exit(stores: Any, key: ConversationKey, worker: str) -> list
 
 
 async def main(argv: list[str]) -> None:
-    mode, url, tenant, session, worker, rounds = argv
+    mode, tenant, session, worker, rounds = argv
     key = ConversationKey(tenant, session)
+    url = sys.stdin.readline().rstrip("\n")
     async with create_stores(url) as stores:
         print("ready", flush=True)
         await asyncio.to_thread(sys.stdin.readline)

@@ -23,7 +23,11 @@ TIMEOUT = 300
 def race_processes(
     url: str, mode: str, key: ConversationKey, processes: int, rounds: int
 ) -> list[Any]:
-    """Start the workers, release them together, return each one's JSON result."""
+    """Start the workers, release them together, return each one's JSON result.
+
+    Each worker reads the URL from its stdin, never its command line: any local user can
+    read a process's command line, and a URL may carry a password.
+    """
     procs = [
         subprocess.Popen(
             [
@@ -31,7 +35,6 @@ def race_processes(
                 "-m",
                 "agentstores_contract._worker",
                 mode,
-                url,
                 key.tenant,
                 key.session_id,
                 f"w{i}",
@@ -45,6 +48,10 @@ def race_processes(
         for i in range(processes)
     ]
     try:
+        for p in procs:
+            assert p.stdin is not None
+            p.stdin.write(f"{url}\n")
+            p.stdin.flush()
         for p in procs:
             assert p.stdout is not None
             line = p.stdout.readline().strip()
