@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from agentstores.errors import UsageError
-from agentstores_contract import PROMISES, ContractSuite, Report, validate
+from agentstores_contract import PROMISES, BackendUnderTest, ContractSuite, Report, validate
 from agentstores_contract.validation import FAILED, PASSED, SKIPPED
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -92,6 +92,70 @@ def test_plugin_reports_a_broken_factory(tmp_path: Path) -> None:
     assert "agentstores contract: tests.catalogue.mutants:cas_creates_from_epoch" in run.stdout
     assert "1 failed, 1 passed" in run.stdout, "with a test path, the suite runs beside it"
     assert "must not create a missing row" in run.stdout
+
+
+SECRET = "hunter2-very-secret"
+TRUNCATE_BREAKS = """
+import agentstores.memory.stores as s
+import tests.catalogue.mutants as m
+
+_init = s.MemoryStores.__init__
+
+
+def _broken(self, *args, **kwargs):
+    _init(self, *args, **kwargs)
+    self.conversations = m.TruncateKeepsUserMessage(self.data)
+
+
+s.MemoryStores.__init__ = _broken
+"""
+"""A conftest making every memory:// bundle keep the user message it truncates at."""
+
+
+def test_plugin_masks_a_password_in_the_url(tmp_path: Path) -> None:
+    (tmp_path / "conftest.py").write_text(TRUNCATE_BREAKS)
+    url = f"memory://someone:{SECRET}@pw-{uuid.uuid4().hex}"
+    run = pytest_in(
+        tmp_path,
+        "--agentstores-url",
+        url,
+        "--agentstores-promise",
+        "conversations.truncate",
+        "--agentstores-profile",
+        "quick",
+    )
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert "agentstores contract: memory://someone:***@pw-" in run.stdout, "the header, masked"
+    assert "--agentstores-url 'memory://someone:***@pw-" in run.stdout, "the replay, masked"
+    assert SECRET not in run.stdout + run.stderr
+
+
+def test_a_backend_shows_its_url_without_the_password() -> None:
+    backend = BackendUnderTest.from_url(f"memory://someone:{SECRET}@shown")
+    assert backend.label == "memory://someone:***@shown"
+    assert SECRET not in repr(backend) and "memory://someone:***@shown" in repr(backend)
+    assert backend.url == f"memory://someone:{SECRET}@shown", "the URL itself stays usable"
+
+
+def test_worker_processes_never_carry_the_url_on_their_command_line(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Any local user can read a process's command line; the URL goes through stdin."""
+    from agentstores.keys import ConversationKey
+    from agentstores_contract import multiprocess
+
+    started: list[list[str]] = []
+    popen = subprocess.Popen
+
+    def recording(args: list[str], *rest: Any, **options: Any) -> Any:
+        started.append(list(args))
+        return popen(args, *rest, **options)
+
+    monkeypatch.setattr(subprocess, "Popen", recording)
+    url = f"memory://someone:{SECRET}@workers-{uuid.uuid4().hex}"
+    key = ConversationKey("tenant", "session")
+    assert multiprocess.race_processes(url, "write", key, 2, 1) == [["w0"], ["w1"]]
+    assert len(started) == 2 and all(SECRET not in " ".join(args) for args in started)
 
 
 def test_validate_reports_per_promise() -> None:

@@ -6,14 +6,14 @@ from pathlib import Path
 
 import pytest
 
-from agentstores_contract.backend import BackendUnderTest
-from agentstores_contract.protocol import ProtocolContract
+from agentstores_contract import BackendUnderTest, ProtocolContract
 
 pytest.importorskip("agentstores_file.stores", reason="the file backend is not installed")
 
 
 class TestProtocolOnFile(ProtocolContract):
     @pytest.fixture(scope="class")
-    def backend(self, tmp_path_factory: pytest.TempPathFactory) -> BackendUnderTest:
+    @classmethod
+    def backend(cls, tmp_path_factory: pytest.TempPathFactory) -> BackendUnderTest:
         root: Path = tmp_path_factory.mktemp("protocol-file")
         return BackendUnderTest.from_url(root.as_uri())

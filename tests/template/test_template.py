@@ -1,5 +1,6 @@
 """The template adapter: it installs, registers, implements exactly the abstract methods,
-and ``agentstores check`` refuses it with every missing method named, not a traceback."""
+``agentstores check`` refuses it with every missing method named, not a traceback, and
+its own ``tests/test_contract.py`` runs the contract suite against it."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from agentstores.plugins import create_stores, get_registry
 from agentstores_template.stores import TemplateStores
 
 ROOT = Path(__file__).resolve().parents[2]
+TEMPLATE = ROOT / "templates" / "agentstores-template"
 PAIRS = {
     "supervision": abcs.SupervisionStore,
     "recording": abcs.RecordingStore,
@@ -29,13 +31,14 @@ PAIRS = {
 }
 
 
-def run(*args: str) -> subprocess.CompletedProcess[str]:
+def run(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, *args],
         capture_output=True,
         text=True,
         timeout=600,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
+        cwd=cwd,
     )
 
 
@@ -120,3 +123,27 @@ def test_check_json_names_every_method_the_suite_reached() -> None:
     assert failed and all(p["reason"].startswith("not implemented: ") for p in failed), [
         p["reason"] for p in failed if not p["reason"].startswith("not implemented: ")
     ]
+
+
+def test_its_own_contract_tests_collect_the_whole_suite() -> None:
+    """Run from the template's folder, as in a copy of it: its pytest settings, its tests."""
+    from agentstores_contract import ContractSuite
+
+    listed = run("-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", cwd=TEMPLATE)
+    assert listed.returncode == 0, listed.stdout + listed.stderr
+    prefix = "tests/test_contract.py::TestTemplateContract::"
+    collected = {
+        line.removeprefix(prefix).split("[")[0]
+        for line in listed.stdout.splitlines()
+        if line.startswith(prefix)
+    }
+    assert collected == {name for name in dir(ContractSuite) if name.startswith("test_")}
+    assert "PytestRemovedIn" not in listed.stdout + listed.stderr, "the fixture form is current"
+
+
+def test_its_own_contract_tests_run_against_template_urls() -> None:
+    chosen = "test_state_model or test_bad_ids_raise_invalid_key"
+    result = run("-m", "pytest", "-q", "-p", "no:cacheprovider", "-k", chosen, cwd=TEMPLATE)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "2 failed" in result.stdout, result.stdout
+    assert "NotImplementedError: Stores rule now" in result.stdout, result.stdout

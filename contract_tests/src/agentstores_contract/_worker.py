@@ -1,16 +1,15 @@
 """One racing client in its own OS process (used by the multi-process contract).
 
-``python -m agentstores_contract._worker MODE TENANT SESSION WORKER ROUNDS``, with the
-backend URL in ``$AGENTSTORES_CONTRACT_URL`` (a command line is readable by every local
-user; the environment only by the same user): opens the backend, prints ``ready``, waits
-for a line on stdin, races, prints one JSON line.
+``python -m agentstores_contract._worker MODE TENANT SESSION WORKER ROUNDS``: reads the
+backend URL from the first line of stdin (never the command line, which other local users
+can read), opens it, prints ``ready``, waits for a line on stdin, races, prints one JSON
+line.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import os
 import sys
 from typing import Any
 
@@ -18,9 +17,6 @@ from agentstores.errors import ErasedError, StaleWriteError
 from agentstores.keys import ConversationKey
 from agentstores.models import Message, SupervisionRow
 from agentstores.plugins import create_stores
-
-URL_ENV = "AGENTSTORES_CONTRACT_URL"
-"""The backend URL a worker opens: never on its command line, which any local user reads."""
 
 
 async def race_cas(stores: Any, key: ConversationKey, worker: str, rounds: int) -> list[int]:
@@ -89,8 +85,8 @@ async def write_and_exit(stores: Any, key: ConversationKey, worker: str) -> list
 
 async def main(argv: list[str]) -> None:
     mode, tenant, session, worker, rounds = argv
-    url = os.environ[URL_ENV]
     key = ConversationKey(tenant, session)
+    url = sys.stdin.readline().rstrip("\n")
     async with create_stores(url) as stores:
         print("ready", flush=True)
         await asyncio.to_thread(sys.stdin.readline)

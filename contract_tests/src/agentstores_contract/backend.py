@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from agentstores.capabilities import Capability, capability_set
@@ -12,6 +12,8 @@ from agentstores.errors import UsageError
 from agentstores.plugins import create_stores
 from agentstores.stores import Stores
 from agentstores.urls import redact_url
+
+from . import waivers
 
 
 @dataclass
@@ -27,6 +29,10 @@ class BackendUnderTest:
     declares ``settable_clock``, ``clock``: the suite checks lifetimes with it. The contract
     makes the tombstone TTL configurable, so a backend without ``open_with`` fails those
     tests rather than skipping them.
+
+    ``waive`` maps promise names (those of :data:`~agentstores_contract.PROMISES`) to the
+    reason the backend does not keep each: its tests still run and are reported waived,
+    never passed; a waiver whose tests all pass fails the run (see :mod:`.waivers`).
     """
 
     open: Callable[[], Stores]
@@ -34,8 +40,10 @@ class BackendUnderTest:
     capabilities: frozenset[Capability] = None  # type: ignore[assignment]
     name: str = ""
     open_with: Callable[..., Stores] | None = None
+    waive: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        self.waive = waivers.checked(self.waive)
         if self.capabilities is None or not self.name:
             probe = self.open()
             if not isinstance(probe, Stores):
@@ -47,21 +55,30 @@ class BackendUnderTest:
         self.capabilities = capability_set(self.capabilities)
 
     @classmethod
-    def from_url(cls, url: str, **options: Any) -> BackendUnderTest:
-        """The backend a URL names, through the plugin registry."""
+    def from_url(
+        cls, url: str, *, waive: Mapping[str, str] | None = None, **options: Any
+    ) -> BackendUnderTest:
+        """The backend a URL names, through the plugin registry; ``options`` go to
+        :func:`~agentstores.plugins.create_stores`."""
         return cls(
             open=lambda: create_stores(url, **options),
             url=url if not options else None,
             open_with=lambda **more: create_stores(url, **{**options, **more}),
+            waive=waive or {},
         )
 
     def has(self, capability: Capability | str) -> bool:
         """Whether the backend declares ``capability``; an unknown name is an error."""
         return Capability.parse(capability) in self.capabilities
 
+    def __repr__(self) -> str:
+        """Without the URL's secrets (a repr ends up in failure reports)."""
+        url = redact_url(self.url) if self.url else None
+        return f"BackendUnderTest(name={self.name!r}, url={url!r}, waive={self.waive!r})"
+
     @property
     def label(self) -> str:
-        """How reports and skip reasons name the backend: its URL without secrets."""
+        """The backend as it may be shown: its URL without secrets, else its name."""
         return redact_url(self.url) if self.url else self.name
 
 

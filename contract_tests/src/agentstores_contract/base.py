@@ -19,8 +19,10 @@ T = TypeVar("T")
 
 
 class ContractBase:
-    """Base of every contract mixin. Subclasses of :class:`ContractSuite` override the
-    ``backend`` fixture (class- or session-scoped) to return a BackendUnderTest.
+    """Base of every contract area. A test class (a subclass of :class:`ContractSuite` or
+    of one area's class) overrides the ``backend`` fixture to return a BackendUnderTest:
+    class-scoped, as a classmethod (``@pytest.fixture(scope="class")`` over
+    ``@classmethod``); pytest deprecates a class-scoped fixture on the instance.
 
     Tests are synchronous: each runs its coroutine on a loop of its own
     (:meth:`run`), so the suite does not depend on any pytest-asyncio mode.

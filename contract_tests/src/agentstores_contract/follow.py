@@ -38,33 +38,9 @@ from agentstores.stores import Stores
 
 from .backend import BackendUnderTest
 from .base import ContractBase
-from .promises import promise, register_promise
+from .promises import promise
 from .protocol import LONG, PATIENCE, SHORT, USER, _take_over_when_dead, _until
 from .runtime import clients
-
-for _name, _text in {
-    "protocol.follow.catch_up": "a follower started at 0 mid-turn gets the message from its "
-    "start, then only what is new, then the final answer",
-    "protocol.follow.start_index": "a follower started at start_index jumps to the present: it "
-    "yields only what lies beyond start_index",
-    "protocol.follow.takeover": "a takeover mid-follow continues the stream without rollback, "
-    "though the new producer resumes from an older checkpoint",
-    "protocol.follow.done": "a follow of a turn sealed done ends done with the final transcript "
-    "message, also when it started after the seal",
-    "protocol.follow.errored": "a follow of a turn sealed errored ends errored",
-    "protocol.follow.gone": "a follow ends gone with no turn, when the key is erased, and for a "
-    "principal the key is not visible to",
-    "protocol.follow.dead": "a follow of a producer dead past the grace, with no takeover, ends "
-    "dead; its partial snapshot is streamed only with partial=True",
-    "protocol.follow.arguments": "follow refuses a bad start_index, poll, dead_after, grace or "
-    "message_id with a UsageError naming it (bools, infinities and NaN are not seconds)",
-    "protocol.follow.counts": "FollowEnd counts each distinct snapshot behind the stream and each "
-    "malformed or non-extending one once, however often it is polled; another message's "
-    "snapshot is ignored",
-    "protocol.follow.final_message": "the final message is found by id when it is not the "
-    "transcript's tail, and its text is yielded at the epoch last seen (0 if none)",
-}.items():
-    register_promise(_name, _text)
 
 MID = "a1"
 POLL = 0.02

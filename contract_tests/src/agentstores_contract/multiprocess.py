@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from typing import Any
@@ -13,7 +12,6 @@ import pytest
 from agentstores.keys import ConversationKey
 from agentstores.stores import Capability, Stores
 
-from ._worker import URL_ENV
 from .backend import BackendUnderTest
 from .base import ContractBase
 from .multi_record import assert_erased, erasure_setup
@@ -25,7 +23,11 @@ TIMEOUT = 300
 def race_processes(
     url: str, mode: str, key: ConversationKey, processes: int, rounds: int
 ) -> list[Any]:
-    """Start the workers, release them together, return each one's JSON result."""
+    """Start the workers, release them together, return each one's JSON result.
+
+    Each worker reads the URL from its stdin, never its command line: any local user can
+    read a process's command line, and a URL may carry a password.
+    """
     procs = [
         subprocess.Popen(
             [
@@ -42,11 +44,14 @@ def race_processes(
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
-            env={**os.environ, URL_ENV: url},
         )
         for i in range(processes)
     ]
     try:
+        for p in procs:
+            assert p.stdin is not None
+            p.stdin.write(f"{url}\n")
+            p.stdin.flush()
         for p in procs:
             assert p.stdout is not None
             line = p.stdout.readline().strip()

@@ -229,6 +229,56 @@ PROMISES: dict[str, str] = {
     "protocol.sweep.bounds": "a Sweeper refuses empty batches and schedules, and runs its rules",
     "protocol.sweep.report": "a sweep report counts batches, erasures and survivors exactly",
     "protocol.sweep.schedule": "run_forever sweeps until stopped and records a failed sweep",
+    # the turn protocol on the backend (protocol.py)
+    "protocol.claim.exclusive": "of producers racing to claim one turn, at most one can write",
+    "protocol.claim.busy": "a live turn refuses another message with BusyError naming it",
+    "protocol.takeover.dead": "a producer silent past dead_after (store clock) is taken over "
+    "at epoch+1",
+    "protocol.heartbeat.refresh": "a heartbeat restamps heartbeat_at on the store clock",
+    "protocol.heartbeat.lost": "a refused heartbeat stops the producer",
+    "protocol.fencing.paused_producer": "a producer paused past a takeover lands no write "
+    "in any store",
+    "protocol.turn.stale_guard": "start_turn claims first; a wrong tail is StaleWriteError "
+    "and releases the turn",
+    "protocol.sweep.touched_survives": "a conversation touched mid-sweep survives it",
+    "protocol.sweep.cascade": "the sweeper erases every store's data and leaves a tombstone",
+    "protocol.rehydrate": "rehydrate gives the last N user/assistant turns that carry text, "
+    "oldest first, skipping blank and tool-call-only messages",
+    # the conversation handle and its turns (turns.py)
+    "handle.reads": "a conversation handle reads, shares, truncates, branches and erases "
+    "exactly what the store API does, as its principal",
+    "protocol.turn.lifecycle": "a clean turn appends the user message and the streamed answer "
+    "under its id, records complete, seals done and drops the recording",
+    "protocol.turn.errored": "a turn that raises keeps the user message, records and seals "
+    "errored and drops the recording",
+    "protocol.turn.throttle": "a turn's stream and checkpoint write at most once per interval "
+    "and flush the latest value when the interval ends",
+    "handle.arguments": "every argument of a conversation handle's calls reaches the store",
+    "protocol.turn.arguments": "conv.turn passes its title, expiry, tail, intervals and lease "
+    "through, refuses bad ones, and a reply carries metadata and is appended once",
+    "protocol.turn.ambient_epoch": "inside a turn, store writes without an epoch carry the "
+    "lease's (tasks it starts too); after a takeover they are fenced and land nothing",
+    # following a running turn (follow.py)
+    "protocol.follow.catch_up": "a follower started at 0 mid-turn gets the message from its "
+    "start, then only what is new, then the final answer",
+    "protocol.follow.start_index": "a follower started at start_index jumps to the present: it "
+    "yields only what lies beyond start_index",
+    "protocol.follow.takeover": "a takeover mid-follow continues the stream without rollback, "
+    "though the new producer resumes from an older checkpoint",
+    "protocol.follow.done": "a follow of a turn sealed done ends done with the final transcript "
+    "message, also when it started after the seal",
+    "protocol.follow.errored": "a follow of a turn sealed errored ends errored",
+    "protocol.follow.gone": "a follow ends gone with no turn, when the key is erased, and for a "
+    "principal the key is not visible to",
+    "protocol.follow.dead": "a follow of a producer dead past the grace, with no takeover, ends "
+    "dead; its partial snapshot is streamed only with partial=True",
+    "protocol.follow.arguments": "follow refuses a bad start_index, poll, dead_after, grace or "
+    "message_id with a UsageError naming it (bools, infinities and NaN are not seconds)",
+    "protocol.follow.counts": "FollowEnd counts each distinct snapshot behind the stream and each "
+    "malformed or non-extending one once, however often it is polled; another message's "
+    "snapshot is ignored",
+    "protocol.follow.final_message": "the final message is found by id when it is not the "
+    "transcript's tail, and its text is yielded at the epoch last seen (0 if none)",
 }
 
 
@@ -245,7 +295,8 @@ def promises_of(item: Any) -> list[str]:
 
 
 def register_promise(name: str, description: str) -> str:
-    """Add a promise (for mixins outside this package, such as the protocol contract)."""
+    """Add a promise of a contract area written outside this package (a third party's own
+    mixin); this package's promises are all in :data:`PROMISES` above."""
     existing = PROMISES.setdefault(name, description)
     if existing != description:
         raise ValueError(f"promise {name!r} is already registered as {existing!r}")

@@ -39,29 +39,11 @@ from agentstores.stores import IdleFor, OverCap, Stores
 from . import not_implemented
 from .backend import BackendUnderTest
 from .base import ContractBase
-from .promises import promise, register_promise
+from .promises import promise
 from .runtime import clients
 from .scenarios import check_fenced, check_stale
 
 T = TypeVar("T")
-
-for _name, _text in {
-    "protocol.claim.exclusive": "of producers racing to claim one turn, at most one can write",
-    "protocol.claim.busy": "a live turn refuses another message with BusyError naming it",
-    "protocol.takeover.dead": "a producer silent past dead_after (store clock) is taken over "
-    "at epoch+1",
-    "protocol.heartbeat.refresh": "a heartbeat restamps heartbeat_at on the store clock",
-    "protocol.heartbeat.lost": "a refused heartbeat stops the producer",
-    "protocol.fencing.paused_producer": "a producer paused past a takeover lands no write "
-    "in any store",
-    "protocol.turn.stale_guard": "start_turn claims first; a wrong tail is StaleWriteError "
-    "and releases the turn",
-    "protocol.sweep.touched_survives": "a conversation touched mid-sweep survives it",
-    "protocol.sweep.cascade": "the sweeper erases every store's data and leaves a tombstone",
-    "protocol.rehydrate": "rehydrate gives the last N user/assistant turns that carry text, "
-    "oldest first, skipping blank and tool-call-only messages",
-}.items():
-    register_promise(_name, _text)
 
 USER = "owner"
 SHORT = LeaseConfig(dead_after=0.3, heartbeat_interval=0.1)

@@ -13,6 +13,8 @@ import os
 import random
 import shlex
 
+from agentstores.urls import redact_url
+
 SEED_ENV = "AGENTSTORES_CONTRACT_SEED"
 
 _seed: int | None = None
@@ -62,9 +64,13 @@ def replay_command(
     url: str | None = None,
     factory: str | None = None,
 ) -> str:
-    """The pytest command that replays one test with this run's seed and profile."""
+    """The pytest command that replays one test with this run's seed and profile (a
+    password in ``url`` shown as ``***``: the command is printed)."""
     if url or factory:
-        target = ["--agentstores-url", url] if url else ["--agentstores-factory", str(factory)]
+        if url:
+            target = ["--agentstores-url", redact_url(url)]
+        else:
+            target = ["--agentstores-factory", str(factory)]
         chosen = [arg for name in promises for arg in ("--agentstores-promise", name)]
     else:
         target, chosen = [nodeid], []

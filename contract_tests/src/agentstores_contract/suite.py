@@ -58,11 +58,13 @@ class ContractSuite(
     StoreEdgesContract,
     UrlContract,
 ):
-    """The whole contract. Subclass it with a name starting with ``Test`` and override
-    the ``backend`` fixture::
+    """The whole contract: every area's class above, in one. Subclass it (or one area's
+    class, to adopt the contract area by area) with a name starting with ``Test`` and
+    override the ``backend`` fixture, a class-scoped classmethod::
 
         class TestMyBackend(ContractSuite):
             @pytest.fixture(scope="class")
-            def backend(self) -> BackendUnderTest:
+            @classmethod
+            def backend(cls) -> BackendUnderTest:
                 return BackendUnderTest.from_url("mine://...")
     """

@@ -32,26 +32,9 @@ from agentstores.stores.ambient import ambient_epoch
 
 from .backend import BackendUnderTest
 from .base import ContractBase
-from .promises import promise, register_promise
+from .promises import promise
 from .protocol import PATIENCE, SHORT, USER, _take_over_when_dead, _until
 from .scenarios import check_fenced
-
-for _name, _text in {
-    "handle.reads": "a conversation handle reads, shares, truncates, branches and erases "
-    "exactly what the store API does, as its principal",
-    "protocol.turn.lifecycle": "a clean turn appends the user message and the streamed answer "
-    "under its id, records complete, seals done and drops the recording",
-    "protocol.turn.errored": "a turn that raises keeps the user message, records and seals "
-    "errored and drops the recording",
-    "protocol.turn.throttle": "a turn's stream and checkpoint write at most once per interval "
-    "and flush the latest value when the interval ends",
-    "handle.arguments": "every argument of a conversation handle's calls reaches the store",
-    "protocol.turn.arguments": "conv.turn passes its title, expiry, tail, intervals and lease "
-    "through, refuses bad ones, and a reply carries metadata and is appended once",
-    "protocol.turn.ambient_epoch": "inside a turn, store writes without an epoch carry the "
-    "lease's (tasks it starts too); after a takeover they are fenced and land nothing",
-}.items():
-    register_promise(_name, _text)
 
 LONG_TURN = LeaseConfig(dead_after=60.0, heartbeat_interval=1.0)
 PATIENT_SHORT = replace(SHORT, heartbeat_timeout=PATIENCE)

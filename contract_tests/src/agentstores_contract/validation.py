@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import importlib.util
 import json
 import shlex
 import tempfile
 import textwrap
 import time
-from collections.abc import Callable, Generator, Iterable
+from collections.abc import Callable, Generator, Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,11 +20,11 @@ import pytest
 from agentstores.errors import AgentStoresError, UsageError
 from agentstores.urls import redact_url
 
-from . import not_implemented, profiles, seeds
+from . import not_implemented, profiles, seeds, waivers
 from .backend import BackendUnderTest, as_backend, from_factory
 from .promises import PROMISES, promises_of
 
-PASSED, FAILED, SKIPPED = "passed", "failed", "skipped"
+PASSED, FAILED, SKIPPED, WAIVED = "passed", "failed", "skipped", "waived"
 
 
 @dataclass
@@ -35,11 +36,15 @@ class TestResult:
     duration: float = 0.0
     not_implemented: list[str] = field(default_factory=list)
     """Backend methods the failure ran into ``NotImplementedError`` from."""
+    waiver: str = ""
+    """Why the backend waives this test's promises, when it does."""
 
 
 @dataclass
 class PromiseResult:
-    """One promise's verdict: failed if any of its tests failed, skipped if all skipped."""
+    """One promise's verdict: failed if any of its tests failed (a waiver none of them
+    needed included), else waived if the backend waives it and a test failed as expected,
+    skipped if all skipped, else passed."""
 
     name: str
     outcome: str
@@ -65,9 +70,17 @@ class Report:
     """The seed the run's generated values came from."""
     replays: dict[str, str] = field(default_factory=dict)
     """For each failed promise, the command that replays it with the same seed."""
+    waivers: dict[str, str] = field(default_factory=dict)
+    """The promises the backend waives, with the reasons it gave."""
 
     @property
     def ok(self) -> bool:
+        """Every promise kept or skipped for a capability: none failed, none waived."""
+        return self.error is None and not self.failed and not self.waived
+
+    @property
+    def ok_with_waivers(self) -> bool:
+        """None failed, waived ones allowed (``agentstores check --accept-waivers``)."""
         return self.error is None and not self.failed
 
     @property
@@ -83,6 +96,10 @@ class Report:
         return [p for p in self.promises if p.outcome == SKIPPED]
 
     @property
+    def waived(self) -> list[PromiseResult]:
+        return [p for p in self.promises if p.outcome == WAIVED]
+
+    @property
     def not_implemented(self) -> list[str]:
         """Backend methods a failed test ran into ``NotImplementedError`` from, sorted."""
         return sorted({m for t in self.tests if t.outcome == FAILED for m in t.not_implemented})
@@ -92,8 +109,10 @@ class Report:
 
     def summary(self) -> str:
         seed = f", seed {self.seed}" if self.seed is not None else ""
+        waived = f"{len(self.waived)} waived, " if self.waived else ""
         return (
-            f"{len(self.passed)} passed, {len(self.failed)} failed, {len(self.skipped)} skipped "
+            f"{len(self.passed)} passed, {len(self.failed)} failed, {waived}"
+            f"{len(self.skipped)} skipped "
             f"of {len(self.promises)} promises ({len(self.tests)} tests) in {self.duration:.1f}s"
             f"{seed}"
         )
@@ -143,11 +162,13 @@ class Report:
             "backend": self.backend,
             "profile": self.profile,
             "ok": self.ok,
+            "ok_with_waivers": self.ok_with_waivers,
             "duration": round(self.duration, 3),
             "error": self.error,
             "not_implemented": self.not_implemented,
             "seed": self.seed,
             "replays": self.replays,
+            "waivers": self.waivers,
             "promises": [
                 {**asdict(p), "description": p.description, "duration": round(p.duration, 3)}
                 for p in self.promises
@@ -174,6 +195,7 @@ class Report:
             data.get("error"),
             data.get("seed"),
             dict(data.get("replays", {})),
+            dict(data.get("waivers", {})),
         )
 
 
@@ -199,12 +221,18 @@ def _reason(report: pytest.TestReport) -> str:
 class Collector:
     """A pytest plugin object: per-test outcomes, folded into promises as they finish."""
 
-    def __init__(self, on_result: Callable[[PromiseResult], None] | None = None) -> None:
+    def __init__(
+        self, on_result: Callable[[PromiseResult], None] | None = None, *, url: str | None = None
+    ) -> None:
         self.on_result = on_result
+        self.url = url
+        """The backend's URL, shown without its secrets wherever a failure quotes it."""
         self.tests: dict[str, TestResult] = {}
         self.pending: dict[str, int] = {}
         self.results: dict[str, PromiseResult] = {}
         self.errors: list[str] = []
+        self.no_replay: set[str] = set()
+        """Failed promises a replay would not help: a missing method, a needless waiver."""
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         for item in session.items:
@@ -226,6 +254,9 @@ class Collector:
         report = yield
         noted = not_implemented.take()
         test = self.tests.get(item.nodeid)
+        waived = item.stash.get(waivers.WAIVED, None)
+        if waived and test is not None:
+            test.waiver = "; ".join(dict.fromkeys(waived.values()))
         if report.failed and test is not None:
             raised = call.excinfo.value if call.excinfo is not None else None
             for method in not_implemented.methods_in(raised) + noted:
@@ -239,13 +270,15 @@ class Collector:
             return
         test.duration += report.duration
         if report.failed and test.outcome != FAILED:
-            test.outcome, test.reason = FAILED, _reason(report)
+            test.outcome, test.reason = FAILED, _hidden(_reason(report), self.url)
             if test.not_implemented:
                 test.reason = f"not implemented: {', '.join(test.not_implemented)}"
-            elif report.when != "call":
+            elif report.when != "call" and not test.waiver:
                 test.reason = f"in {report.when}: {test.reason}"
+        elif report.skipped and hasattr(report, "wasxfail") and test.outcome == PASSED:
+            test.outcome, test.reason = WAIVED, test.waiver
         elif report.skipped and test.outcome == PASSED:
-            test.outcome, test.reason = SKIPPED, _reason(report)
+            test.outcome, test.reason = SKIPPED, _hidden(_reason(report), self.url)
         if report.when == "teardown":
             for name in test.promises:
                 self.pending[name] -= 1
@@ -256,12 +289,19 @@ class Collector:
         tests = [t for t in self.tests.values() if name in t.promises]
         failed = [t for t in tests if t.outcome == FAILED]
         skipped = [t for t in tests if t.outcome == SKIPPED]
+        waived = [t for t in tests if t.outcome == WAIVED]
         missing = sorted({m for t in failed for m in t.not_implemented})
         if failed and all(t.not_implemented for t in failed):
             outcome, reason = FAILED, f"not implemented: {', '.join(missing)}"
+            self.no_replay.add(name)
+        elif failed and all(t.waiver for t in failed):
+            outcome, reason = FAILED, _one_line(failed[0].reason)
+            self.no_replay.add(name)
         elif failed:
             outcome = FAILED
             reason = "; ".join(f"{t.nodeid.split('::')[-1]}: {_one_line(t.reason)}" for t in failed)
+        elif waived:
+            outcome, reason = WAIVED, waived[0].reason
         elif len(skipped) == len(tests):
             outcome, reason = SKIPPED, _one_line(skipped[0].reason)
         else:
@@ -328,6 +368,7 @@ def validate(
     on_start: Callable[[], None] | None = None,
     pytest_args: Iterable[str] = (),
     seed: int | None = None,
+    waive: Mapping[str, str] | None = None,
 ) -> Report:
     """Run the contract suite against ``target`` in this process and report per promise.
 
@@ -338,14 +379,16 @@ def validate(
     the run to names matching these globs; ``on_start`` is called once the backend has
     answered, just before the suite runs; ``on_result`` is called as each promise's tests
     finish. ``seed`` fixes the generated values (default: a fresh seed, reported in
-    ``Report.seed``, with a replay command per failed promise). pytest's own output is
-    silenced.
+    ``Report.seed``, with a replay command per failed promise). ``waive`` adds waivers
+    (promise name to reason) to the backend's own ``waive``. pytest's own output is
+    silenced; a password in a URL is shown as ``***`` in the report.
 
     Raises:
-        UsageError: both ``target`` and ``factory`` given, or neither.
+        UsageError: both ``target`` and ``factory`` given, or neither; a bad ``waive``.
     """
     if (target is None) == (factory is None):
         raise UsageError("validate() takes a target or factory='module:callable', not both")
+    extra = waivers.checked(waive or {})
     chosen = profile or profiles.active().name
     run_seed = seeds.fresh() if seed is None else seed
     started = time.perf_counter()
@@ -355,14 +398,17 @@ def validate(
     try:
         backend = from_factory(factory) if factory is not None else as_backend(target)
     except Exception as exc:
-        problem = f"cannot make a backend from {label}: {_why(exc)}"
-        return Report(label, chosen, [], [], time.perf_counter() - started, problem, run_seed)
+        why = f"cannot make a backend from {label}: {_hidden(_why(exc), target)}"
+        return Report(label, chosen, [], [], time.perf_counter() - started, why, run_seed)
+    if extra:
+        backend = dataclasses.replace(backend, waive={**backend.waive, **extra})
     if factory is None and not isinstance(target, str):
         label = backend.label
     problem = unreachable(backend)
     if problem is not None:
         elapsed = time.perf_counter() - started
-        return Report(label, chosen, [], [], elapsed, f"cannot reach {label}: {problem}", run_seed)
+        why = f"cannot reach {label}: {_hidden(_hidden(problem, target), backend.url)}"
+        return Report(label, chosen, [], [], elapsed, why, run_seed)
     if on_start is not None:
         on_start()
     _in_process.append(backend)
@@ -372,7 +418,7 @@ def validate(
     spec = importlib.util.find_spec("agentstores_contract._run")
     assert spec is not None and spec.origin is not None
     package_dir = str(Path(spec.origin).parent)
-    collector = Collector(on_result)
+    collector = Collector(on_result, url=backend.url)
     try:
         with tempfile.TemporaryDirectory(prefix="agentstores-contract-") as tmp:
             ini = Path(tmp) / "pytest.ini"
@@ -416,7 +462,7 @@ def validate(
     replays = {
         p.name: _replay(target if factory is None else None, factory, p.name, chosen, run_seed)
         for p in ordered
-        if p.outcome == FAILED and not p.reason.startswith("not implemented: ")
+        if p.outcome == FAILED and p.name not in collector.no_replay
     }
     return Report(
         label,
@@ -427,13 +473,20 @@ def validate(
         error,
         run_seed,
         replays,
+        dict(backend.waive),
     )
+
+
+def _hidden(text: str, url: object) -> str:
+    """``text`` with ``url``, wherever it appears in full, shown without its secrets."""
+    return text.replace(url, redact_url(url)) if isinstance(url, str) and url else text
 
 
 def _replay(target: object, factory: str | None, promise: str, profile: str, seed: int) -> str:
     """The command (or call) that reruns one promise of a :func:`validate` run."""
     if isinstance(target, str):
-        check = ["agentstores", "check", target, "--profile", profile, "--seed", str(seed)]
+        shown = redact_url(target)
+        check = ["agentstores", "check", shown, "--profile", profile, "--seed", str(seed)]
         return shlex.join([*check, "--promise", promise])
     if factory is not None:
         run = ["pytest", "--agentstores-factory", factory, "--agentstores-promise", promise]

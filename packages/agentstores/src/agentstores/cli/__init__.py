@@ -14,10 +14,17 @@ from ..errors import UsageError
 from ..plugins import get_registry
 from ._exits import CANNOT_RUN, FOUND_PROBLEM, OK, TOP_EPILOG, HelpFormatter, epilog
 
-SUBCOMMANDS = ("backends", "check", "schema")
+SUBCOMMANDS = ("backends", "schema")
 """Core's own subcommands, modules of this package; each defines ``register(subparsers)``
 and sets a ``run`` default. Others come from plugins (``agentstores_register_commands``):
-``bench`` and ``drill`` from ``agentstores-tools``."""
+``check`` from ``agentstores-contract``, ``bench`` and ``drill`` from ``agentstores-tools``."""
+ELSEWHERE = {
+    "check": "agentstores-contract",
+    "bench": "agentstores-tools",
+    "drill": "agentstores-tools",
+}
+"""Subcommands that other distributions add, each with its distribution: when that is not
+installed, the command is still there and says what to install."""
 
 log = logging.getLogger(__name__)
 
@@ -33,13 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True)
     for name in SUBCOMMANDS:
-        try:
-            module = importlib.import_module(f"{__name__}.{name}")
-        except ModuleNotFoundError as exc:
-            if exc.name != f"{__name__}.{name}":
-                raise
-            continue
-        module.register(sub)
+        importlib.import_module(f"{__name__}.{name}").register(sub)
     registry = get_registry()
     for impl in registry.manager.hook.agentstores_register_commands.get_hookimpls():
         try:
@@ -48,7 +49,29 @@ def build_parser() -> argparse.ArgumentParser:
             log.warning(
                 "agentstores plugin %r could not add its commands: %s", impl.plugin_name, exc
             )
+    for name, distribution in ELSEWHERE.items():
+        if name not in sub.choices:
+            _not_installed(sub, name, distribution)
     return parser
+
+
+def _not_installed(subparsers: argparse._SubParsersAction, name: str, distribution: str) -> None:  # type: ignore[type-arg]
+    """A stand-in for a plugin's command that says what to install. Every word after the
+    name is taken as it is (no word starts with its prefix character), ``--json`` too."""
+    p = subparsers.add_parser(
+        name, help=f"(not installed: pip install {distribution})", add_help=False, prefix_chars="\0"
+    )
+    p.add_argument("words", nargs="*")
+
+    def run(args: argparse.Namespace) -> int:
+        print(
+            f"agentstores {name} comes with {distribution}, which is not installed; "
+            f"install it with: pip install {distribution}",
+            file=sys.stderr,
+        )
+        return CANNOT_RUN
+
+    p.set_defaults(run=run)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
