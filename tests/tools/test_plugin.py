@@ -1,6 +1,6 @@
 """agentstores-tools adds ``bench`` and ``drill`` to ``agentstores`` through core's
-``agentstores_register_commands`` hook: core names neither, the plugin is cheap to load,
-and disabling it takes both away."""
+``agentstores_register_commands`` hook: core implements neither, the plugin is cheap to
+load, and without it both only say what to install."""
 
 from __future__ import annotations
 
@@ -11,22 +11,24 @@ COMMANDS = "from agentstores.cli import build_parser; build_parser().parse_args(
 
 
 def test_core_names_neither_tool() -> None:
-    assert agentstores.cli.SUBCOMMANDS == ("backends", "check", "schema")
+    assert agentstores.cli.SUBCOMMANDS == ("backends", "schema")
 
 
 def test_the_plugin_adds_bench_and_drill() -> None:
     out = run_python(COMMANDS)
-    assert "{backends,check,schema,bench,drill}" in out.stdout, out.stdout + out.stderr
+    assert "{backends,schema,check,bench,drill}" in out.stdout, out.stdout + out.stderr
+    assert "(not installed:" not in out.stdout, out.stdout
 
 
-def test_without_the_plugin_there_is_no_bench_or_drill() -> None:
+def test_without_the_plugin_bench_and_drill_only_say_what_to_install() -> None:
     out = run_python(COMMANDS, env={"AGENTSTORES_DISABLE_PLUGINS": "tools"})
-    assert "{backends,check,schema}" in out.stdout, out.stdout + out.stderr
+    assert "(not installed: pip install agentstores-tools)" in out.stdout, out.stdout
     out = run_python(
         "from agentstores.cli import main; raise SystemExit(main(['drill']))",
         env={"AGENTSTORES_DISABLE_PLUGINS": "tools"},
     )
-    assert out.returncode == 2 and "invalid choice: 'drill'" in out.stderr, out.stderr
+    assert out.returncode == 2, out.stderr
+    assert "pip install agentstores-tools" in out.stderr, out.stderr
 
 
 def test_loading_the_registry_imports_no_tool() -> None:
