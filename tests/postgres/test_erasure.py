@@ -15,6 +15,7 @@ from agentstores_postgres.stores import PostgresStores
 from tests.servers.postgres import Installation
 
 from .conftest import PgServer
+from .previous_layout import install_previous_layout
 
 
 async def _owner_counts(admin_url: str, schema: str, tenant: str) -> dict[str, int]:
@@ -49,7 +50,7 @@ async def test_the_owners_last_erasure_removes_their_count(pg: PgServer) -> None
 
 async def test_upgrading_removes_the_counts_earlier_erasures_left_at_zero(pg: PgServer) -> None:
     async with Installation(pg.admin_url, install=False) as bare:
-        await install(pg.admin_url, schema=bare.schema, runtime_role=bare.role, target_version=7)
+        await install_previous_layout(pg.admin_url, bare.schema, bare.role, 7)
         conn = await asyncpg.connect(pg.admin_url)
         try:
             await conn.execute(
