@@ -24,10 +24,12 @@ from agentstores import (
     refusal_error,
 )
 from agentstores.capabilities import capability_set
+from agentstores.models import RecordedEvent
 from agentstores.stores import Stores
 from agentstores.stores.kit import (
     after_cursor,
     can_read,
+    check_recording_put,
     check_write,
     decode_cursor,
     encode_cursor,
@@ -105,6 +107,19 @@ def test_check_write_raises_typed_errors_with_context() -> None:
     with pytest.raises(ErasedError):
         check_write(KEY, owner="me", fence=0, erased=True, principal="me", epoch=None)
     check_write(KEY, owner="me", fence=7, erased=False, principal="me", epoch=7)
+
+
+def test_recording_rule_refuses_an_older_epoch_and_never_rolls_back() -> None:
+    stored = ("m", 5, 3)
+    assert check_recording_put(KEY, RecordedEvent(0, "x", "m", 5), None)
+    with pytest.raises(FencedError) as fenced:
+        check_recording_put(KEY, RecordedEvent(9, "x", "m", 4), stored)
+    assert (fenced.value.epoch, fenced.value.fence, fenced.value.key) == (4, 5, KEY)
+    assert "below the recording's 5" in str(fenced.value)
+    assert not check_recording_put(KEY, RecordedEvent(2, "x", "m", 5), stored)
+    assert check_recording_put(KEY, RecordedEvent(3, "x", "m", 5), stored)
+    assert check_recording_put(KEY, RecordedEvent(0, "x", "m", 6), stored)
+    assert check_recording_put(KEY, RecordedEvent(0, "x", "other", 5), stored)
 
 
 def test_fence_only_rises_and_visibility_needs_owner_or_share() -> None:

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
-from datetime import UTC, datetime
+import json
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
@@ -17,10 +18,13 @@ from agentstores.errors import (
     UsageError,
 )
 from agentstores.models import (
+    ClientInfo,
     Message,
+    PendingAuthorization,
     RecordedEvent,
     SupervisionRow,
     SupervisionView,
+    UserIntegration,
 )
 
 NOW = datetime(2030, 1, 1, tzinfo=UTC)
@@ -71,6 +75,41 @@ def test_message_validates_id_and_role() -> None:
         Message("m1", "robot", "x")  # type: ignore[arg-type]
     with pytest.raises(InvalidKeyError):
         Message("", "user", "x")
+
+
+def test_oauth_records_have_one_stored_json_form_that_round_trips() -> None:
+    """Every adapter stores this form: pinned, so a change breaks stored records loudly."""
+    plus_two = timezone(timedelta(hours=2))
+    pending = PendingAuthorization(
+        "st", "https://a/auth", "verifier", "https://a/token", "https://me/cb",
+        datetime(2030, 1, 2, 3, 4, 5, 678901, tzinfo=plus_two), resource="https://a/r",
+    )  # fmt: skip
+    record = UserIntegration("t", "u", "srv", pending, {"access_token": "x", "n": [1.5]})
+    form = record.to_json()
+    assert form == {
+        "tenant": "t",
+        "user": "u",
+        "server": "srv",
+        "pending": {
+            "state": "st",
+            "auth_url": "https://a/auth",
+            "code_verifier": "verifier",
+            "token_endpoint": "https://a/token",
+            "redirect_uri": "https://me/cb",
+            "expires_at": "2030-01-02T03:04:05.678901+02:00",
+            "resource": "https://a/r",
+        },
+        "tokens": {"access_token": "x", "n": [1.5]},
+    }
+    back = UserIntegration.from_json(json.loads(json.dumps(form)))
+    assert back == record and back.pending is not None
+    assert back.pending.expires_at.utcoffset() == timedelta(hours=2)
+    bare = UserIntegration("t", "u", "srv")
+    assert UserIntegration.from_json(json.loads(json.dumps(bare.to_json()))) == bare
+    assert PendingAuthorization.from_json(pending.to_json()) == pending
+    info = ClientInfo("t", "srv", {"client_id": "c"})
+    assert info.to_json() == {"tenant": "t", "server": "srv", "info": {"client_id": "c"}}
+    assert ClientInfo.from_json(json.loads(json.dumps(info.to_json()))) == info
 
 
 def test_models_are_frozen() -> None:

@@ -19,6 +19,8 @@ from agentstores.errors import (
 from agentstores.keys import ConversationKey
 from agentstores.models import Message, PendingAuthorization, SupervisionRow, UserIntegration
 from agentstores.plugins import get_registry
+from agentstores.stores import OverCap
+from agentstores_file.fsio import FileIO
 from agentstores_file.plugin import agentstores_backends
 from agentstores_file.stores import FileStores, path_from_url
 
@@ -181,4 +183,56 @@ async def test_reopening_sees_everything(tmp_path: Path) -> None:
         assert info is not None and (info.title, info.message_count) == ("T", 2)
         assert await stores.state.load(key, "u") == {"step": 3}
         page = await stores.conversations.list_conversations("t", "u")
+        assert [i.key for i in page.items] == [key]
+
+
+def _entries(folder: str) -> list[str] | None:
+    """What ``folder`` holds; None when there is no such folder."""
+    return sorted(os.listdir(folder)) if os.path.lexists(folder) else None
+
+
+async def test_an_owner_with_no_conversation_left_leaves_no_folder(stores: FileStores) -> None:
+    """The listing folder ``owners/../<sha(tenant, owner)>`` goes with the owner's last
+    conversation, erased by them or by the sweeper; a new conversation makes it again."""
+    root = stores.root
+    conv = stores.conversations
+    for session, owner in (("c1", "p"), ("c2", "p"), ("d1", "q")):
+        await conv.append_messages(ConversationKey("t", session), owner, [Message.user("hi")])
+    p_dir, q_dir = root.owner_dir("t", "p"), root.owner_dir("t", "q")
+    assert await conv.delete(ConversationKey("t", "c1"), "p")
+    assert _entries(p_dir) == [ConversationKey("t", "c2").digest]
+    assert await conv.delete(ConversationKey("t", "c2"), "p")
+    assert _entries(p_dir) is None
+    assert await conv.erase_if(ConversationKey("t", "d1"), OverCap(0))
+    assert _entries(q_dir) is None
+    await conv.append_messages(ConversationKey("t", "c3"), "p", [Message.user("again")])
+    assert _entries(p_dir) == [ConversationKey("t", "c3").digest]
+    page = await conv.list_conversations("t", "p")
+    assert [i.key.session_id for i in page.items] == ["c3"]
+
+
+class _ErasedMeanwhile(FileIO):
+    """Removes the owner's (empty) listing folder right before the entry goes in, as
+    another process erasing that owner's last conversation at that moment would."""
+
+    def __init__(self) -> None:
+        super().__init__(fsync=False)
+        self.owners: str | None = None
+
+    def step(self, what: str, path: str) -> None:
+        if what == "create" and self.owners is not None and path.startswith(self.owners):
+            owners, self.owners = self.owners, None
+            os.rmdir(owners)
+
+
+async def test_a_conversation_created_while_the_owners_folder_goes_is_listed(
+    tmp_path: Path,
+) -> None:
+    io = _ErasedMeanwhile()
+    async with FileStores(f"file://{tmp_path / 'store'}", io=io) as stores:
+        io.owners = stores.root.owner_dir("t", "p")
+        key = ConversationKey("t", "c1")
+        await stores.conversations.append_messages(key, "p", [Message.user("hi")])
+        assert io.owners is None, "the folder was removed under the append"
+        page = await stores.conversations.list_conversations("t", "p")
         assert [i.key for i in page.items] == [key]

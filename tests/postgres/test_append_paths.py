@@ -1,7 +1,7 @@
-"""conv_append's two paths (migration 5): one message that is not a speaker's, on an
-expected tail, is one statement that lands only when every rule lets it through; any
-other case, and any refusal, goes through the rules one by one. Both must give what the
-rules give, also when appends race."""
+"""conv_append's two paths (``sql/functions/conv_append.sql``): one message that is not a
+speaker's, on an expected tail, is one statement that lands only when every rule lets it
+through; any other case, and any refusal, goes through the rules one by one. Both must
+give what the rules give, also when appends race."""
 
 from __future__ import annotations
 

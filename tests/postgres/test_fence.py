@@ -132,8 +132,8 @@ async def test_an_append_waits_for_a_takeover_in_flight_and_is_fenced_by_it(
 ) -> None:
     """The takeover CAS updates the supervision row alone (no header lock). An append
     judged against the epoch while that CAS is uncommitted waits for it and is fenced by
-    the new epoch (migration 6); reading the epoch unlocked, it landed under the
-    takeover."""
+    the new epoch (conv_append locks the supervision row); reading the epoch unlocked,
+    it landed under the takeover."""
     key = _key()
     async with PostgresStores(pg.url) as stores:
         conv = stores.conversations
@@ -155,8 +155,9 @@ async def test_a_state_save_waits_for_a_takeover_in_flight_and_is_fenced_by_it(
 ) -> None:
     """Every write other than the append locks the header through ``lock_header``; a
     fenced one judged while a takeover CAS is uncommitted waits for it and is fenced by
-    the new epoch (migration 7). Reading the epoch unlocked, it landed under the
-    takeover: the takeover had returned, and a write of the old epoch still landed."""
+    the new epoch (lock_header locks the supervision row). Reading the epoch unlocked,
+    it landed under the takeover: the takeover had returned, and a write of the old
+    epoch still landed."""
     key = _key()
     async with PostgresStores(pg.url) as stores:
         assert await stores.supervision.compare_and_swap(

@@ -7,6 +7,9 @@ what is missing when the schema is absent, unmarked, older, newer or not granted
 from __future__ import annotations
 
 import asyncio
+import re
+import subprocess
+import sys
 from collections.abc import Iterator
 
 import asyncpg
@@ -16,12 +19,19 @@ from agentstores.cli import main as cli_main
 from agentstores.errors import BackendUnavailableError, UsageError
 from agentstores.keys import ConversationKey
 from agentstores.models import SupervisionRow
-from agentstores_postgres.migrations import FUNCTIONS, MIGRATIONS, SCHEMA_VERSION, fingerprint
+from agentstores_postgres.functions import DEFINITIONS, FUNCTIONS
+from agentstores_postgres.migrations import (
+    MIGRATIONS,
+    PREVIOUS_LAYOUT,
+    SCHEMA_VERSION,
+    fingerprint,
+)
 from agentstores_postgres.schema import install
 from agentstores_postgres.stores import PostgresStores
 from tests.servers.postgres import Installation, with_query
 
 from .conftest import PgServer
+from .previous_layout import install_previous_layout, previous_fingerprint
 
 
 @pytest.fixture
@@ -210,27 +220,134 @@ def test_bad_names_and_options_are_usage_errors() -> None:
 
 RELEASED_FINGERPRINTS = {
     1: "2de620ef9c3f24c5",
-    2: "843b57d6c86d5539",
-    3: "809da028dc80d851",
-    4: "a0e2ad1c1968a33a",
-    5: "8de013772043e249",
-    6: "bd530f9ddf33edf6",
+    3: "2377801cb3c8b702",
+    8: "bf5e0758b982934d",
 }
 """What installed schemas record: a released migration file must never change."""
 
 
 def test_released_migrations_are_unchanged() -> None:
-    assert [m.version for m in MIGRATIONS] == list(range(1, SCHEMA_VERSION + 1))
+    assert [m.version for m in MIGRATIONS] == sorted(RELEASED_FINGERPRINTS)
     for version, recorded in RELEASED_FINGERPRINTS.items():
         assert fingerprint(version) == recorded, f"migration {version} was edited"
 
 
-@pytest.mark.parametrize("written_at", [3, 4, 5])
+def test_the_previous_layouts_fingerprints_are_what_its_schemas_record() -> None:
+    assert {v: previous_fingerprint(v) for v in range(1, 8)} == PREVIOUS_LAYOUT
+
+
+def test_migrations_hold_tables_and_every_function_its_own_file() -> None:
+    for migration in MIGRATIONS:
+        assert not re.search(r"\bFUNCTION\b", migration.sql, re.IGNORECASE), migration.version
+    assert len(FUNCTIONS) == len(set(FUNCTIONS)) == len(DEFINITIONS) == 24
+
+
+async def _functions(admin_url: str, schema: str, role: str) -> dict[str, tuple[int, bool]]:
+    """Each function name in ``schema``: how many overloads, and whether ``role`` may run
+    them all while PUBLIC may run none."""
+    conn = await asyncpg.connect(admin_url)
+    try:
+        rows = await conn.fetch(
+            "SELECT p.proname, count(*) AS n, "
+            "bool_and(has_function_privilege($2, p.oid, 'EXECUTE')) AND NOT bool_or("
+            "  EXISTS (SELECT FROM aclexplode(coalesce(p.proacl, acldefault('f', p.proowner)))"
+            "          a WHERE a.grantee = 0)) AS ok "
+            "FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace "
+            "WHERE n.nspname = $1 GROUP BY p.proname",
+            schema,
+            role,
+        )
+    finally:
+        await conn.close()
+    return {r["proname"]: (r["n"], r["ok"]) for r in rows}
+
+
+async def _install_over_previous_layout(pg: PgServer, bare: Installation, version: int) -> None:
+    """The previous layout at ``version``, then this version's install (without naming the
+    runtime role: it keeps what the old install granted it)."""
+    await install_previous_layout(pg.admin_url, bare.schema, bare.role, version)
+    message = await _open_error(bare.url)
+    assert f"version {version}; this adapter needs {SCHEMA_VERSION}" in message
+    summary = await install(pg.admin_url, schema=bare.schema)
+    assert f"version {version} -> {SCHEMA_VERSION}" in summary
+    assert "functions applied: " + ", ".join(FUNCTIONS) in summary
+    assert await _functions(pg.admin_url, bare.schema, bare.role) == {
+        name: (1, True) for name in FUNCTIONS
+    }
+    again = await install(pg.admin_url, schema=bare.schema, runtime_role=bare.role)
+    assert "nothing to migrate" in again and "functions unchanged" in again
+
+
+async def test_the_last_previous_layout_upgrades_and_passes_the_suite(
+    pg: PgServer, bare: Installation
+) -> None:
+    """Version 7: the last release that kept functions in its migrations."""
+    await _install_over_previous_layout(pg, bare, 7)
+    run = await asyncio.to_thread(
+        subprocess.run,
+        [sys.executable, "-m", "agentstores.cli", "check", bare.url, "--profile", "quick"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+
+
+async def test_a_function_whose_signature_changed_is_replaced_not_overloaded(
+    pg: PgServer, bare: Installation
+) -> None:
+    """Version 2's conv_append took two arguments fewer: CREATE OR REPLACE would have
+    added an overload beside it."""
+    from agentstores.models import Message
+
+    await _install_over_previous_layout(pg, bare, 2)
+    async with PostgresStores(bare.url) as stores:
+        key = ConversationKey("t", "from-version-2")
+        stored = await stores.conversations.append_messages(
+            key, "u", [Message.user("q")], metadata={"m": 1}
+        )
+        assert [m.seq for m in stored] == [0]
+        info = await stores.conversations.get_conversation(key, "u")
+        assert info is not None and dict(info.metadata) == {"m": 1}
+
+
+async def test_only_a_changed_function_is_applied_again(pg: PgServer, bare: Installation) -> None:
+    await install(pg.admin_url, schema=bare.schema, runtime_role=bare.role)
+    s = f'"{bare.schema}"'
+    # conv_share edited by hand, conv_set_title dropped, token_abandon given another result
+    # type (CREATE OR REPLACE cannot undo that), and a stray overload of conv_truncate
+    await _admin(
+        pg,
+        f"COMMENT ON FUNCTION {s}.conv_share IS 'edited by hand'",
+        f"DROP FUNCTION {s}.conv_set_title",
+        f"DROP FUNCTION {s}.token_abandon",
+        f"CREATE FUNCTION {s}.token_abandon(t text, s text, tok text, p text, n uuid, "
+        "ttl interval) RETURNS integer LANGUAGE sql AS 'SELECT 1'",
+        f'GRANT EXECUTE ON FUNCTION {s}.token_abandon TO "{bare.role}"',
+        f"CREATE FUNCTION {s}.conv_truncate(x integer) RETURNS integer LANGUAGE sql AS 'SELECT x'",
+    )
+    message = await _open_error(bare.url)
+    assert "holds functions other than this adapter's" in message
+    for named in ("conv_set_title (absent)", "conv_share (differs)", "token_abandon (differs)"):
+        assert named in message
+    assert "conv_truncate (" not in message, "its own definition is still there"
+    summary = await install(pg.admin_url, schema=bare.schema)  # no --runtime-role
+    applied = "conv_set_title, conv_share, conv_truncate, token_abandon"
+    assert f"functions applied: {applied}" in summary
+    assert await _functions(pg.admin_url, bare.schema, bare.role) == {
+        name: (1, True) for name in FUNCTIONS
+    }
+    await _works(bare.url)
+    assert "functions unchanged" in await install(pg.admin_url, schema=bare.schema)
+
+
+@pytest.mark.parametrize("written_at", [3, 4, 5, 6, 7])
 async def test_a_conversation_written_by_an_older_conv_append_goes_on_after_migrating(
     pg: PgServer, bare: Installation, written_at: int
 ) -> None:
-    """Migrations 4, 5 and 6 replace conv_append: a transcript written by an older function
-    keeps its positions, counters, tail and metadata, and its ids stay idempotent."""
+    """Releases 4 to 7 replaced conv_append, and this one keeps it in its own file: a
+    transcript written by an older function keeps its positions, counters, tail and
+    metadata, and its ids stay idempotent."""
     import uuid
     from datetime import timedelta
 
@@ -238,9 +355,7 @@ async def test_a_conversation_written_by_an_older_conv_append_goes_on_after_migr
     from agentstores.stores import MAX_CONVERSATION_METADATA_BYTES
     from agentstores_postgres import conversations as conv_sql
 
-    await install(
-        pg.admin_url, schema=bare.schema, runtime_role=bare.role, target_version=written_at
-    )
+    await install_previous_layout(pg.admin_url, bare.schema, bare.role, written_at)
     conn = await asyncpg.connect(pg.admin_url)
     try:
         await conn.fetchrow(

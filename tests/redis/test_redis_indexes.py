@@ -6,7 +6,7 @@ from __future__ import annotations
 import uuid
 from datetime import timedelta
 
-from agentstores import ConversationKey, IdleFor, Message
+from agentstores import ConversationKey, IdleFor, Message, OverCap
 from agentstores_redis.stores import RedisStores
 
 
@@ -65,4 +65,44 @@ async def test_lost_index_step_is_rebuilt(url: str) -> None:
             IdleFor(timedelta(microseconds=1)), limit=10_000
         )
         assert key in found
+        await s.purge()
+
+
+async def _registered(s: RedisStores, tenant: str, owner: str) -> bool:
+    registry = s.keys.owner_registry(s.keys.owner_shard(tenant, owner))
+    members = await s.client.command(registry, "SMEMBERS", registry)
+    return s.keys.owner_name(tenant, owner).encode() in members
+
+
+async def test_an_owner_with_no_conversation_left_leaves_no_trace(url: str) -> None:
+    """Erasing an owner's last conversation (by them or by the sweeper) removes their
+    name from the owner registry; their index went with its last member."""
+    tenant = f"t-{uuid.uuid4().hex[:8]}"
+    async with RedisStores(url) as s:
+        await _conversations(s, tenant, "p", ["c1", "c2"])
+        await _conversations(s, tenant, "q", ["d1"])
+        assert await _registered(s, tenant, "p") and await _registered(s, tenant, "q")
+        assert await s.conversations.delete(ConversationKey(tenant, "c1"), "p")
+        assert await _registered(s, tenant, "p")
+        assert await s.conversations.delete(ConversationKey(tenant, "c2"), "p")
+        assert not await _registered(s, tenant, "p")
+        ix = s.keys.owner_index(tenant, "p")
+        assert not await s.client.command(ix, "EXISTS", ix)
+        assert await s.conversations.erase_if(ConversationKey(tenant, "d1"), OverCap(0))
+        assert not await _registered(s, tenant, "q")
+        await _conversations(s, tenant, "p", ["c3"])
+        assert await _registered(s, tenant, "p"), "a new conversation registers them again"
+        await s.purge()
+
+
+async def test_the_over_cap_sweep_removes_a_name_left_without_conversations(url: str) -> None:
+    """A name an earlier build (or a lost cleanup step) left in the registry goes when the
+    over-cap sweep finds the owner has no conversation."""
+    tenant = f"t-{uuid.uuid4().hex[:8]}"
+    async with RedisStores(url) as s:
+        registry = s.keys.owner_registry(s.keys.owner_shard(tenant, "gone"))
+        await s.client.command(registry, "SADD", registry, s.keys.owner_name(tenant, "gone"))
+        assert await _registered(s, tenant, "gone")
+        await s.conversations.find_sweepable(OverCap(1), limit=10)
+        assert not await _registered(s, tenant, "gone")
         await s.purge()

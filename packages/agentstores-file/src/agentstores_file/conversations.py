@@ -136,9 +136,27 @@ class FileConversationStore(FileStoreBase, ConversationStore):
         if stale:
             io.sync_dir(kdir)
         owners = self.root.owner_dir(key.tenant, h["owner"])
-        io.ensure_dir(owners)
-        io.create_empty(os.path.join(owners, key.digest))
+        while True:
+            io.ensure_dir(owners)
+            try:
+                io.create_empty(os.path.join(owners, key.digest))
+                break
+            except FileNotFoundError:  # the owner's last erasure removed the folder
+                continue
         h["conv"] = new_meta(now)
+
+    def _unlist(self, key: ConversationKey, owner: str) -> None:
+        """Remove ``key``'s listing entry, and the owner's folder with their last one:
+        an owner with no conversation left leaves nothing behind."""
+        io = self.root.io
+        owners = self.root.owner_dir(key.tenant, owner)
+        if not io.unlink(os.path.join(owners, key.digest)):
+            return
+        if io.remove_empty_dir(owners):
+            io.sync_dir(os.path.dirname(owners))
+            return
+        with suppress(FileNotFoundError):  # another erasure removed it meanwhile
+            io.sync_dir(owners)
 
     def _drop(self, kdir: str, names: list[str]) -> None:
         """Remove files a committed header no longer names (best effort)."""
@@ -376,9 +394,7 @@ class FileConversationStore(FileStoreBase, ConversationStore):
             }
             root.put_head(kdir, tomb)
             root.purge(kdir)
-            owners = root.owner_dir(key.tenant, h["owner"])
-            if root.io.unlink(os.path.join(owners, key.digest)):
-                root.io.sync_dir(owners)
+            self._unlist(key, h["owner"])
             return True
 
     # --- reads -------------------------------------------------------------------

@@ -444,6 +444,18 @@ class FileIO:
         self._committing()
         return True
 
+    def remove_empty_dir(self, path: str) -> bool:
+        """Remove ``path`` if it is an empty folder; False when it holds something or is
+        already gone. The caller syncs the parent."""
+        self.step("rmdir", path)
+        try:
+            os.rmdir(path)
+        except OSError as exc:
+            if exc.errno in (errno.ENOTEMPTY, errno.EEXIST, errno.ENOENT):
+                return False
+            raise
+        return True
+
     def ensure_dir(self, path: str) -> None:
         """Create ``path`` and missing parents, making each new entry durable. A folder
         created here is :data:`DIR_MODE` whatever the umask."""

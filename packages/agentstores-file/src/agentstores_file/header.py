@@ -13,6 +13,7 @@ Layout under the root directory (no raw id is ever a path segment)::
         tokens/<sha256(token_id)>       one pause token each
         msgs.dat msgs.idx *.idx ids-*.tbl   the transcript (see transcript.py)
     owners/<o[:2]>/<o>/<d>              listing entries: o = sha256 of (tenant, owner)
+                                        (<o> goes with the owner's last entry)
     oauth/u/<u[:2]>/<u>/{lock,<s>.rec}  user integrations: u = sha256(tenant, user)
     oauth/c/<t[:2]>/<t>/{lock,<s>.rec}  client info: t = sha256(tenant)
     oauth/pending/<p[:2]>/<p>/<u>.<s>   pending-state index: p = sha256(state)

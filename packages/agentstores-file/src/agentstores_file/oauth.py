@@ -6,10 +6,9 @@ from __future__ import annotations
 
 import hashlib
 import os
-from datetime import datetime
 
 from agentstores.errors import Refusal, refusal_error
-from agentstores.models import ClientInfo, PendingAuthorization, UserIntegration
+from agentstores.models import ClientInfo, UserIntegration
 from agentstores.stores import OAuthStore
 
 from ._base import FileStoreBase, off_loop
@@ -53,24 +52,7 @@ class FileOAuthStore(FileStoreBase, OAuthStore):
             or (server is not None and data["server"] != server)
         ):
             raise refusal_error(Refusal.EXISTS, _COLLISION)
-        pending = data["pending"]
-        return UserIntegration(
-            tenant=data["tenant"],
-            user=data["user"],
-            server_name=data["server"],
-            pending=None
-            if pending is None
-            else PendingAuthorization(
-                state=pending["state"],
-                auth_url=pending["auth_url"],
-                code_verifier=pending["code_verifier"],
-                token_endpoint=pending["token_endpoint"],
-                redirect_uri=pending["redirect_uri"],
-                expires_at=datetime.fromisoformat(pending["expires_at"]),
-                resource=pending["resource"],
-            ),
-            tokens=data["tokens"],
-        )
+        return UserIntegration.from_json(data)
 
     @off_loop
     def _list_user_integrations(
@@ -128,24 +110,7 @@ class FileOAuthStore(FileStoreBase, OAuthStore):
                 pdir = self._pending_dir(pending.state)
                 io.ensure_dir(pdir)
                 io.create_empty(os.path.join(pdir, f"{u}.{name[:-4]}"))
-            body = {
-                "tenant": record.tenant,
-                "user": record.user,
-                "server": record.server_name,
-                "pending": None
-                if pending is None
-                else {
-                    "state": pending.state,
-                    "auth_url": pending.auth_url,
-                    "code_verifier": pending.code_verifier,
-                    "token_endpoint": pending.token_endpoint,
-                    "redirect_uri": pending.redirect_uri,
-                    "expires_at": pending.expires_at.isoformat(),
-                    "resource": pending.resource,
-                },
-                "tokens": None if record.tokens is None else dict(record.tokens),
-            }
-            io.replace_file(path, reencode(body))
+            io.replace_file(path, reencode(record.to_json()))
             if (
                 old is not None
                 and old.pending is not None
@@ -185,9 +150,7 @@ class FileOAuthStore(FileStoreBase, OAuthStore):
         data = loads(raw, path)
         if data["tenant"] != tenant or (server is not None and data["server"] != server):
             raise refusal_error(Refusal.EXISTS, _COLLISION)
-        return ClientInfo(
-            tenant=data["tenant"], server_name=data["server"], client_info=data["info"]
-        )
+        return ClientInfo.from_json(data)
 
     @off_loop
     def _list_client_info(self, tenant: str, server_names: list[str] | None) -> list[ClientInfo]:
@@ -215,13 +178,8 @@ class FileOAuthStore(FileStoreBase, OAuthStore):
     def _save_client_info(self, record: ClientInfo) -> None:
         cdir = self._client_dir(record.tenant)
         with self.root.locked(cdir, exclusive=True, create=True):
-            body = {
-                "tenant": record.tenant,
-                "server": record.server_name,
-                "info": dict(record.client_info),
-            }
             self.root.io.replace_file(
-                os.path.join(cdir, _record_name(record.server_name)), reencode(body)
+                os.path.join(cdir, _record_name(record.server_name)), reencode(record.to_json())
             )
 
 

@@ -3,10 +3,9 @@
 
 from __future__ import annotations
 
-from agentstores.errors import Refusal, refusal_error
 from agentstores.keys import ConversationKey
 from agentstores.models import RecordedEvent
-from agentstores.stores import RecordingStore
+from agentstores.stores import RecordingStore, kit
 
 from ._base import FileStoreBase, off_loop
 from .codec import loads, record
@@ -25,26 +24,14 @@ class FileRecordingStore(FileStoreBase, RecordingStore):
         with root.locked(kdir, exclusive=True, create=True):
             h, status = root.head(kdir, key, root.now_us())
             root.check_write(key, h, status, principal, event.epoch)
-            current = None
+            mark = None
             if status == LIVE and h is not None:
                 root.recover(kdir, h)
                 current = root.read_record(kdir, h, _NAME)
-            if current is not None:
-                stored = current[0]
-                if event.epoch < stored["e"]:
-                    raise refusal_error(
-                        Refusal.FENCED,
-                        f"epoch {event.epoch} is below the recording's {stored['e']}",
-                        key=key,
-                        epoch=event.epoch,
-                        fence=stored["e"],
-                    )
-                if (
-                    stored["m"] == event.message_id
-                    and stored["e"] == event.epoch
-                    and event.index < stored["i"]
-                ):
-                    return False
+                if current is not None:
+                    mark = (current[0]["m"], current[0]["e"], current[0]["i"])
+            if not kit.check_recording_put(key, event, mark):
+                return False
             new, changed = root.prepare(kdir, key, h, status, principal, event.epoch)
             meta = {"m": event.message_id, "e": event.epoch, "i": event.index}
             root.commit_side(kdir, new, changed, _NAME, record(meta, message_json))

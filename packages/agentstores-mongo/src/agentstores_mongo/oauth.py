@@ -4,7 +4,8 @@
 
 ``<prefix>oauth_users``: ``_id`` = encoded (tenant, user, server), fields t, u, n, ps
 (the pending authorization's state, indexed for the lookup across every user), d (the
-record as JSON text). ``<prefix>oauth_clients``: ``_id`` = encoded (tenant, server)."""
+record as JSON text, :meth:`UserIntegration.to_json`). ``<prefix>oauth_clients``: ``_id``
+= encoded (tenant, server)."""
 
 from __future__ import annotations
 
@@ -13,9 +14,8 @@ import json
 from typing import Any
 
 from agentstores.keys import encode_component
-from agentstores.models import ClientInfo, PendingAuthorization, UserIntegration
+from agentstores.models import ClientInfo, UserIntegration
 from agentstores.stores import OAuthStore
-from agentstores.stores.kit import from_micros, to_micros
 
 from ._base import MongoStoreBase, resent
 from .errors import LostReply, is_connection_error, maybe_sent
@@ -26,39 +26,11 @@ def _id(*parts: str) -> str:
 
 
 def _encode(record: UserIntegration) -> str:
-    pending = None
-    if record.pending is not None:
-        p = record.pending
-        pending = {
-            "state": p.state,
-            "auth_url": p.auth_url,
-            "code_verifier": p.code_verifier,
-            "token_endpoint": p.token_endpoint,
-            "redirect_uri": p.redirect_uri,
-            "expires_at": to_micros(p.expires_at),
-            "resource": p.resource,
-        }
-    tokens = None if record.tokens is None else dict(record.tokens)
-    return json.dumps({"pending": pending, "tokens": tokens}, separators=(",", ":"))
+    return json.dumps(record.to_json(), separators=(",", ":"))
 
 
 def _decode(doc: dict[str, Any]) -> UserIntegration:
-    body = json.loads(doc["d"])
-    pending = None
-    if body["pending"] is not None:
-        p = body["pending"]
-        pending = PendingAuthorization(
-            state=p["state"],
-            auth_url=p["auth_url"],
-            code_verifier=p["code_verifier"],
-            token_endpoint=p["token_endpoint"],
-            redirect_uri=p["redirect_uri"],
-            expires_at=from_micros(p["expires_at"]),
-            resource=p["resource"],
-        )
-    return UserIntegration(
-        tenant=doc["t"], user=doc["u"], server_name=doc["n"], pending=pending, tokens=body["tokens"]
-    )
+    return UserIntegration.from_json(json.loads(doc["d"]))
 
 
 async def _put(collection: Any, doc: dict[str, Any]) -> None:

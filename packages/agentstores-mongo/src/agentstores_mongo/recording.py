@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 
-from agentstores.errors import Refusal, refusal_error
 from agentstores.keys import ConversationKey
 from agentstores.models import RecordedEvent
 from agentstores.stores import RecordingStore, kit
@@ -24,22 +23,10 @@ class MongoRecordingStore(MongoStoreBase, RecordingStore):
 
         async def attempt(h: Header) -> bool | Retry:
             h.check_write(principal, event.epoch)
-            stored = h.get("rc")
-            if stored is not None:
-                if event.epoch < stored["e"]:
-                    raise refusal_error(
-                        Refusal.FENCED,
-                        f"epoch {event.epoch} is below the recording's {stored['e']}",
-                        key=key,
-                        epoch=event.epoch,
-                        fence=stored["e"],
-                    )
-                if (
-                    stored["m"] == event.message_id
-                    and stored["e"] == event.epoch
-                    and event.index < stored["i"]
-                ):
-                    return False
+            rc = h.get("rc")
+            mark = None if rc is None else (rc["m"], rc["e"], rc["i"])
+            if not kit.check_recording_put(key, event, mark):
+                return False
             if h.doc is None:
                 await ensure_header(ctx, key)
                 return RETRY

@@ -7,7 +7,7 @@ range is a range scan on ``(created_at, seq)``, ``recent`` a range on ``turn_pos
 position among user and assistant messages) from the count, and ``history`` starts
 from the compaction index. Each query carries a strict condition on the column its
 (partial) index is built on, which is what lets the planner use that index and no other.
-Every write is one call of a server-side function (see ``migrations.py`` and its ``sql`` files).
+Every write is one call of a server-side function (``sql/functions/<name>.sql``).
 """
 
 from __future__ import annotations

@@ -25,7 +25,7 @@ from typing import Any, Generic, TypeVar
 
 from agentstores.errors import AgentStoresError, BackendUnavailableError, UnknownOutcomeError
 
-from . import migrations
+from . import schema_check
 from .errors import is_connection_loss, translate
 from .urls import Config
 
@@ -118,7 +118,7 @@ class Database:
                 delay = min(delay * 2, 0.5)
         try:
             async with self.connection() as conn:
-                await migrations.check(conn, self.schema)
+                await schema_check.check(conn, self.schema)
         except BaseException:
             await self.close()
             raise

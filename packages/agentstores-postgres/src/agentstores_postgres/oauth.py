@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from datetime import datetime
 from typing import Any
 
 from agentstores.models import ClientInfo, PendingAuthorization, UserIntegration
@@ -56,29 +55,12 @@ def _dump(value: Any) -> bytes:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=True).encode()
 
 
-def _pending_json(p: PendingAuthorization | None) -> bytes | None:
-    if p is None:
-        return None
-    return _dump(
-        {
-            "state": p.state,
-            "auth_url": p.auth_url,
-            "code_verifier": p.code_verifier,
-            "token_endpoint": p.token_endpoint,
-            "redirect_uri": p.redirect_uri,
-            "expires_at": p.expires_at.isoformat(),
-            "resource": p.resource,
-        }
-    )
-
-
 def _integration(r: Any) -> UserIntegration:
+    """A row as the record; ``pending`` holds :meth:`PendingAuthorization.to_json`."""
     pending = None
     if r["pending"] is not None:
-        raw = json.loads(r["pending"])
-        raw["expires_at"] = datetime.fromisoformat(raw["expires_at"])
-        pending = PendingAuthorization(**raw)
-    tokens = json.loads(r["tokens"]) if r["tokens"] is not None else None
+        pending = PendingAuthorization.from_json(json.loads(r["pending"]))
+    tokens = None if r["tokens"] is None else json.loads(r["tokens"])
     return UserIntegration(r["tenant"], r["user_id"], r["server_name"], pending, tokens)
 
 
@@ -109,7 +91,7 @@ class PostgresOAuthStore(PostgresStoreBase, OAuthStore):
         return await self.db.read(run)
 
     async def _save_user_integration(self, record: UserIntegration) -> None:
-        pending = _pending_json(record.pending)
+        pending = None if record.pending is None else _dump(record.pending.to_json())
         tokens = _dump(dict(record.tokens)) if record.tokens is not None else None
         args = (
             record.tenant,

@@ -2,18 +2,22 @@
 
 ``agentstores schema install URL --schema S --runtime-role R`` (or :func:`install`) runs as
 an administrator: it creates schema ``S``, applies every migration newer than the version
-recorded in ``S.schema_version`` (all in one transaction, under an advisory lock so two
-installers never interleave), records the new version, and grants ``R`` exactly what the
+recorded in ``S.schema_version`` and records the new version, applies every function
+whose definition changed since it was installed (all in one transaction, under an
+advisory lock so two installers never interleave), and grants ``R`` exactly what the
 adapter uses: ``USAGE`` on the schema, ``SELECT`` on the version marker, ``SELECT, INSERT,
 UPDATE, DELETE`` on the data tables and ``EXECUTE`` on the functions. Running it again
-migrates forward; it never runs backward. The migrations themselves, and the check the
-adapter runs at open, are in :mod:`agentstores_postgres.migrations`.
+migrates forward; it never runs backward. The migrations are in
+:mod:`agentstores_postgres.migrations`, the functions in
+:mod:`agentstores_postgres.functions`, the check the adapter runs at open in
+:mod:`agentstores_postgres.schema_check`.
 """
 
 from __future__ import annotations
 
 from agentstores.errors import BackendUnavailableError, UsageError
 
+from .functions import install_functions
 from .migrations import (
     DATA_TABLES,
     MARKER,
@@ -38,7 +42,8 @@ async def install(
 
     ``schema`` defaults to the URL's ``?schema=`` option, else ``agentstores``.
     ``target_version`` (default: the latest) exists to install an older version on
-    purpose, e.g. to test a migration.
+    purpose, e.g. to test a migration; the functions, which are this version's, are
+    applied only when the tables reach it.
     """
     import asyncpg
 
@@ -70,6 +75,9 @@ async def install(
                     )
             await conn.execute(f"CREATE SCHEMA IF NOT EXISTS {quote_ident(schema)}")
             before, after, applied = await migrate(conn, schema, target)
+            functions: list[str] | None = None
+            if after == SCHEMA_VERSION:
+                functions = await install_functions(conn, schema)
             if runtime_role is not None:
                 for statement in grant_statements(schema, runtime_role):
                     await conn.execute(statement)
@@ -77,6 +85,12 @@ async def install(
         await conn.close()
     lines = [f"schema {schema}: version {before} -> {after}"]
     lines.append("applied " + ", ".join(applied) if applied else "nothing to migrate")
+    if functions is None:
+        lines.append(f"functions not applied (they need version {SCHEMA_VERSION})")
+    elif functions:
+        lines.append("functions applied: " + ", ".join(functions))
+    else:
+        lines.append("functions unchanged")
     if runtime_role is not None:
         lines.append(
             f"runtime role {runtime_role}: USAGE on the schema, SELECT on {MARKER}, "

@@ -6,6 +6,7 @@ sweeping read them.
     P:sw:{sN}:idle              every conversation by updated_at  (members: storage
     P:sw:{sN}:exp               temporary ones by expires_at       names), N = 0..15
     P:sw:{sN}:own               the (tenant, owner) names that have an owner index
+                                (removed with the owner's last conversation)
 
 On a cluster these live in other slots than the conversation, so no script can update
 them together with it. They are updated in a second, idempotent step right after each
@@ -79,7 +80,8 @@ class ConversationIndexes:
         await self._update(calls)
 
     async def drop(self, key: ConversationKey, owner: str) -> None:
-        """Remove an erased ``key`` from every index."""
+        """Remove an erased ``key`` from every index, and ``owner`` from the registry
+        when it was their last conversation."""
         ks = self.keys
         owned = ks.owner_index(key.tenant, owner)
         idle = ks.idle(ks.shard_of(key))
@@ -91,6 +93,31 @@ class ConversationIndexes:
                 (None, [expiring], ("ZREM", expiring, ks.member(key))),
             ]
         )
+        await self._unregister_if_gone(key.tenant, owner)
+
+    async def _unregister_if_gone(self, tenant: str, owner: str) -> None:
+        """Remove ``owner``'s name from the registry once their index is gone (Redis
+        deletes a sorted set with its last member), so an owner with no conversation
+        left leaves nothing behind.
+
+        The name is removed first and added back if the index exists by then. A write
+        adds to the owner index before it registers the owner (one pipeline, in order,
+        on a standalone server), so a conversation created meanwhile never stays
+        unregistered. On a cluster the two go to different nodes at once: one created in
+        the same instant can miss the registry until the owner's next write (or
+        :meth:`rebuild`)."""
+        ks = self.keys
+        owned = ks.owner_index(tenant, owner)
+        registry = ks.owner_registry(ks.owner_shard(tenant, owner))
+        name = ks.owner_name(tenant, owner)
+        try:
+            if await self.client.command(owned, "EXISTS", owned):
+                return
+            await self.client.command(registry, "SREM", registry, name)
+            if await self.client.command(owned, "EXISTS", owned):
+                await self.client.command(registry, "SADD", registry, name)
+        except Exception as exc:  # the sweeper removes a name left behind (_over_cap)
+            log.warning("agentstores-redis: owner registry not cleaned up: %s", exc)
 
     async def _update(self, calls: list[Call]) -> None:
         """Idempotent index updates; the failed ones are kept for :meth:`flush`."""
@@ -282,6 +309,8 @@ class ConversationIndexes:
         for name in owners:
             tenant, owner = decode_owner_name(text(name))
             entries = await self.owned(tenant, owner, None, 1_000_000_000)
+            if not entries:
+                await self._unregister_if_gone(tenant, owner)
             for info in entries[keep:]:
                 assert info.key is not None
                 matches.append((info.updated_us, info.key.session_id, info.key))

@@ -15,9 +15,8 @@ import logging
 from typing import Any
 
 from agentstores.errors import UnknownOutcomeError
-from agentstores.models import ClientInfo, PendingAuthorization, UserIntegration
+from agentstores.models import ClientInfo, UserIntegration
 from agentstores.stores import OAuthStore
-from agentstores.stores.kit import from_micros, to_micros
 
 from ._base import RedisStoreBase, text
 from .client import Uncertain
@@ -27,49 +26,11 @@ log = logging.getLogger(__name__)
 
 
 def _encode_integration(record: UserIntegration) -> bytes:
-    pending = None
-    if record.pending is not None:
-        p = record.pending
-        pending = {
-            "state": p.state,
-            "auth_url": p.auth_url,
-            "code_verifier": p.code_verifier,
-            "token_endpoint": p.token_endpoint,
-            "redirect_uri": p.redirect_uri,
-            "expires_at": to_micros(p.expires_at),
-            "resource": p.resource,
-        }
-    doc = {
-        "tenant": record.tenant,
-        "user": record.user,
-        "server_name": record.server_name,
-        "pending": pending,
-        "tokens": None if record.tokens is None else dict(record.tokens),
-    }
-    return json.dumps(doc, separators=(",", ":")).encode()
+    return json.dumps(record.to_json(), separators=(",", ":")).encode()
 
 
 def _decode_integration(raw: bytes) -> UserIntegration:
-    doc = json.loads(raw)
-    pending = None
-    if doc["pending"] is not None:
-        p = doc["pending"]
-        pending = PendingAuthorization(
-            state=p["state"],
-            auth_url=p["auth_url"],
-            code_verifier=p["code_verifier"],
-            token_endpoint=p["token_endpoint"],
-            redirect_uri=p["redirect_uri"],
-            expires_at=from_micros(p["expires_at"]),
-            resource=p["resource"],
-        )
-    return UserIntegration(
-        tenant=doc["tenant"],
-        user=doc["user"],
-        server_name=doc["server_name"],
-        pending=pending,
-        tokens=doc["tokens"],
-    )
+    return UserIntegration.from_json(json.loads(raw))
 
 
 def _pointer(tenant: str, user: str, server_name: str) -> bytes:

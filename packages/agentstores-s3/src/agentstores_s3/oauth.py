@@ -11,11 +11,10 @@ one reports True.
 from __future__ import annotations
 
 import hashlib
-from datetime import datetime
 from typing import Any
 
 from agentstores.errors import ConflictError, Refusal, refusal_error
-from agentstores.models import ClientInfo, PendingAuthorization, UserIntegration
+from agentstores.models import ClientInfo, UserIntegration
 from agentstores.stores import OAuthStore, kit
 
 from ._base import S3StoreBase, off_loop
@@ -35,27 +34,6 @@ def _client_dir(tenant: str) -> str:
 
 def _pending_dir(state: str) -> str:
     return f"oauth/p/{hashlib.sha256(state.encode()).hexdigest()}/"
-
-
-def _integration(data: dict[str, Any]) -> UserIntegration:
-    pending = data["pending"]
-    return UserIntegration(
-        tenant=data["tenant"],
-        user=data["user"],
-        server_name=data["server"],
-        pending=None
-        if pending is None
-        else PendingAuthorization(
-            state=pending["state"],
-            auth_url=pending["auth_url"],
-            code_verifier=pending["code_verifier"],
-            token_endpoint=pending["token_endpoint"],
-            redirect_uri=pending["redirect_uri"],
-            expires_at=datetime.fromisoformat(pending["expires_at"]),
-            resource=pending["resource"],
-        ),
-        tokens=data["tokens"],
-    )
 
 
 class S3OAuthStore(S3StoreBase, OAuthStore):
@@ -79,7 +57,7 @@ class S3OAuthStore(S3StoreBase, OAuthStore):
             or (server is not None and data["server"] != server)
         ):
             raise refusal_error(Refusal.EXISTS, _COLLISION)
-        return _integration(data)
+        return UserIntegration.from_json(data)
 
     def _listed(self, prefix: str, server_names: list[str] | None) -> list[tuple[str, str | None]]:
         if server_names is None:
@@ -111,7 +89,7 @@ class S3OAuthStore(S3StoreBase, OAuthStore):
             data, _ = self._load(f"oauth/u/{u}/{s}")
             pending = None if data is None else data["pending"]
             if data is not None and pending is not None and pending["state"] == state:
-                return _integration(data)
+                return UserIntegration.from_json(data)
         return None
 
     @off_loop
@@ -124,25 +102,7 @@ class S3OAuthStore(S3StoreBase, OAuthStore):
         pending = record.pending
         if pending is not None:
             io.put(f"{_pending_dir(pending.state)}{u}.{s}", b"")
-        body = {
-            "tenant": record.tenant,
-            "user": record.user,
-            "server": record.server_name,
-            "pending": None
-            if pending is None
-            else {
-                "state": pending.state,
-                "auth_url": pending.auth_url,
-                "code_verifier": pending.code_verifier,
-                "token_endpoint": pending.token_endpoint,
-                "redirect_uri": pending.redirect_uri,
-                "expires_at": pending.expires_at.isoformat(),
-                "resource": pending.resource,
-            },
-            "tokens": None if record.tokens is None else dict(record.tokens),
-            "w": kit.writer_nonce_hex(),
-        }
-        io.put(name, dumps(body))
+        io.put(name, dumps({**record.to_json(), "w": kit.writer_nonce_hex()}))
         if (
             old is not None
             and old.pending is not None
@@ -183,9 +143,7 @@ class S3OAuthStore(S3StoreBase, OAuthStore):
             return None
         if data["tenant"] != tenant or (server is not None and data["server"] != server):
             raise refusal_error(Refusal.EXISTS, _COLLISION)
-        return ClientInfo(
-            tenant=data["tenant"], server_name=data["server"], client_info=data["info"]
-        )
+        return ClientInfo.from_json(data)
 
     @off_loop
     def _list_client_info(self, tenant: str, server_names: list[str] | None) -> list[ClientInfo]:
@@ -201,12 +159,7 @@ class S3OAuthStore(S3StoreBase, OAuthStore):
 
     @off_loop
     def _save_client_info(self, record: ClientInfo) -> None:
-        body = {
-            "tenant": record.tenant,
-            "server": record.server_name,
-            "info": dict(record.client_info),
-            "w": kit.writer_nonce_hex(),
-        }
+        body = {**record.to_json(), "w": kit.writer_nonce_hex()}
         self.root.io.put(_client_dir(record.tenant) + name_digest(record.server_name), dumps(body))
 
 

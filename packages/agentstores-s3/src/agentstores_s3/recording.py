@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import json
 
-from agentstores.errors import Refusal, refusal_error
 from agentstores.keys import ConversationKey
 from agentstores.models import RecordedEvent
-from agentstores.stores import RecordingStore
+from agentstores.stores import RecordingStore, kit
 
 from ._base import S3StoreBase, off_loop
 from .header import LIVE, Head, Outcome
@@ -24,22 +23,10 @@ class S3RecordingStore(S3StoreBase, RecordingStore):
 
         def decide(h: Head | None, status: str, now: int) -> Outcome:
             root.check(key, h, status, principal, event.epoch)
-            stored = h["rec"] if status == LIVE and h is not None else None
-            if stored is not None:
-                if event.epoch < stored["e"]:
-                    raise refusal_error(
-                        Refusal.FENCED,
-                        f"epoch {event.epoch} is below the recording's {stored['e']}",
-                        key=key,
-                        epoch=event.epoch,
-                        fence=stored["e"],
-                    )
-                if (
-                    stored["m"] == event.message_id
-                    and stored["e"] == event.epoch
-                    and event.index < stored["i"]
-                ):
-                    return Outcome(None, False)
+            rec = h["rec"] if status == LIVE and h is not None else None
+            mark = None if rec is None else (rec["m"], rec["e"], rec["i"])
+            if not kit.check_recording_put(key, event, mark):
+                return Outcome(None, False)
             new = root.claim(key, h, status, principal, event.epoch)
             new["rec"] = {"m": event.message_id, "e": event.epoch, "i": event.index, "b": text}
             return Outcome(new, True)

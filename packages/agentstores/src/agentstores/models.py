@@ -248,6 +248,10 @@ class Page:
 # --- OAuth ------------------------------------------------------------------------
 
 
+# Every adapter that stores these records as JSON stores the form ``to_json`` gives and
+# reads it back with ``from_json``: one encoding, so a record moves between backends as is.
+
+
 @dataclass(frozen=True, slots=True)
 class PendingAuthorization:
     """An OAuth authorization-code flow in flight, waiting for its browser callback."""
@@ -260,6 +264,32 @@ class PendingAuthorization:
     expires_at: datetime
     resource: str | None = None
 
+    def to_json(self) -> dict[str, JSON]:
+        """The stored JSON form: every field by name, ``expires_at`` in ISO 8601 (exact
+        to the microsecond, its UTC offset kept)."""
+        return {
+            "state": self.state,
+            "auth_url": self.auth_url,
+            "code_verifier": self.code_verifier,
+            "token_endpoint": self.token_endpoint,
+            "redirect_uri": self.redirect_uri,
+            "expires_at": self.expires_at.isoformat(),
+            "resource": self.resource,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, JSON]) -> PendingAuthorization:
+        """The pending authorization :meth:`to_json` encoded."""
+        return cls(
+            state=data["state"],
+            auth_url=data["auth_url"],
+            code_verifier=data["code_verifier"],
+            token_endpoint=data["token_endpoint"],
+            redirect_uri=data["redirect_uri"],
+            expires_at=datetime.fromisoformat(data["expires_at"]),
+            resource=data["resource"],
+        )
+
 
 @dataclass(frozen=True, slots=True)
 class UserIntegration:
@@ -271,6 +301,29 @@ class UserIntegration:
     pending: PendingAuthorization | None = None
     tokens: Mapping[str, JSON] | None = None
 
+    def to_json(self) -> dict[str, JSON]:
+        """The stored JSON form: ``tenant``, ``user``, ``server``, ``pending`` (see
+        :meth:`PendingAuthorization.to_json`) and ``tokens``, either of the last two null."""
+        return {
+            "tenant": self.tenant,
+            "user": self.user,
+            "server": self.server_name,
+            "pending": None if self.pending is None else self.pending.to_json(),
+            "tokens": None if self.tokens is None else dict(self.tokens),
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, JSON]) -> UserIntegration:
+        """The record :meth:`to_json` encoded."""
+        pending = data["pending"]
+        return cls(
+            tenant=data["tenant"],
+            user=data["user"],
+            server_name=data["server"],
+            pending=None if pending is None else PendingAuthorization.from_json(pending),
+            tokens=data["tokens"],
+        )
+
 
 @dataclass(frozen=True, slots=True)
 class ClientInfo:
@@ -279,3 +332,12 @@ class ClientInfo:
     tenant: str
     server_name: str
     client_info: Mapping[str, JSON]
+
+    def to_json(self) -> dict[str, JSON]:
+        """The stored JSON form: ``tenant``, ``server`` and ``info``."""
+        return {"tenant": self.tenant, "server": self.server_name, "info": dict(self.client_info)}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, JSON]) -> ClientInfo:
+        """The record :meth:`to_json` encoded."""
+        return cls(tenant=data["tenant"], server_name=data["server"], client_info=data["info"])

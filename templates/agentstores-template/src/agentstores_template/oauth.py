@@ -30,7 +30,8 @@ class TemplateOAuthStore(TemplateStoreBase, OAuthStore):
 
     async def _save_user_integration(self, record: UserIntegration) -> None:
         raise NotImplementedError(
-            "OAuthStore rule: last write wins per (tenant, user, server_name)"
+            "OAuthStore rule: last write wins per (tenant, user, server_name); as JSON, "
+            "store record.to_json() and read it back with UserIntegration.from_json"
         )
 
     async def _delete_user_integration(self, tenant: str, user: str, server_name: str) -> bool:
@@ -47,4 +48,7 @@ class TemplateOAuthStore(TemplateStoreBase, OAuthStore):
         raise NotImplementedError("OAuthStore rule: one record per (tenant, server)")
 
     async def _save_client_info(self, record: ClientInfo) -> None:
-        raise NotImplementedError("OAuthStore rule: last write wins per (tenant, server)")
+        raise NotImplementedError(
+            "OAuthStore rule: last write wins per (tenant, server); as JSON, store "
+            "record.to_json() and read it back with ClientInfo.from_json"
+        )

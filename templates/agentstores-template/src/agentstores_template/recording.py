@@ -16,8 +16,8 @@ class TemplateRecordingStore(TemplateStoreBase, RecordingStore):
         self, key: ConversationKey, principal: str, event: RecordedEvent, message_json: bytes
     ) -> bool:
         raise NotImplementedError(
-            "RecordingStore rule put: kit.check_write, FENCED below the stored record's epoch "
-            "too, False for a lower index of the same message and epoch, then kit.raised_fence"
+            "RecordingStore rule put: kit.check_write, then kit.check_recording_put on the "
+            "stored record (False: change nothing), then kit.raised_fence"
         )
 
     async def _read(self, key: ConversationKey, principal: str) -> RecordedEvent | None:

@@ -50,7 +50,14 @@ from ..stores import (
     decode_metadata,
     merge_metadata,
 )
-from ..stores.kit import after_cursor, decode_cursor, encode_cursor, to_micros, url_options
+from ..stores.kit import (
+    after_cursor,
+    check_recording_put,
+    decode_cursor,
+    encode_cursor,
+    to_micros,
+    url_options,
+)
 from .data import (
     ConversationRecord,
     MemoryData,
@@ -191,22 +198,10 @@ class MemoryRecordingStore(MemoryStoreBase, RecordingStore):
         d = self.data
         d.check_write(key, principal, event.epoch)
         current = d.recording.get(key)
-        if current is not None:
-            stored = current.event
-            if event.epoch < stored.epoch:
-                raise refusal_error(
-                    Refusal.FENCED,
-                    f"epoch {event.epoch} is below the recording's {stored.epoch}",
-                    key=key,
-                    epoch=event.epoch,
-                    fence=stored.epoch,
-                )
-            if (
-                stored.message_id == event.message_id
-                and stored.epoch == event.epoch
-                and event.index < stored.index
-            ):
-                return False
+        stored = None if current is None else current.event
+        mark = None if stored is None else (stored.message_id, stored.epoch, stored.index)
+        if not check_recording_put(key, event, mark):
+            return False
         d.commit_write(key, principal, event.epoch)
         d.recording[key] = StoredRecord(event, message_json)
         return True

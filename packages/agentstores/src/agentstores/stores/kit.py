@@ -1,8 +1,9 @@
 """The adapter kit: every rule an adapter needs that is not storage, written once.
 
-An engine written in Python (memory, file, and any new adapter) calls these instead of
-writing them again. Adapters whose atomicity lives in the server (PL/pgSQL, Lua) keep a
-server-side copy of :func:`judge_write`; the contract suite keeps every copy equal.
+An engine written in Python (memory, file, MongoDB, S3, and any new adapter) calls these
+instead of writing them again. Adapters whose atomicity lives in the server (PL/pgSQL,
+Lua) keep a server-side copy of :func:`judge_write` and :func:`check_recording_put`; the
+contract suite keeps every copy equal.
 
 - :func:`encode_cursor` / :func:`decode_cursor`: the one keyset cursor of
   ``list_conversations`` (``updated_at`` in microseconds, then the session id);
@@ -11,6 +12,7 @@ server-side copy of :func:`judge_write`; the contract suite keeps every copy equ
   leaves behind, so a write whose reply was lost can be recognised on read-back;
 - :func:`judge_write` / :func:`check_write` / :func:`can_read` / :func:`raised_fence`:
   the key-header rule (erased, owner, fence, then commit) and the visibility rule;
+- :func:`check_recording_put`: the recording's never-roll-back rule;
 - :func:`url_options`: a backend URL's query options, an unknown name refused by name;
 - :data:`DEFAULT_TOMBSTONE_TTL`: how long an erased key refuses late writes.
 """
@@ -30,6 +32,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 from ..errors import Refusal, UsageError, refusal_error
 from ..keys import ConversationKey
+from ..models import RecordedEvent
 
 DEFAULT_TOMBSTONE_TTL = timedelta(days=30)
 """How long an erased conversation's tombstone refuses late writes, unless configured."""
@@ -178,6 +181,38 @@ def can_read(
     return owner == principal or principal in shared_with
 
 
+# --- the recording rule -----------------------------------------------------------------
+
+
+def check_recording_put(
+    key: ConversationKey, event: RecordedEvent, stored: tuple[str, int, int] | None
+) -> bool:
+    """Whether a put of ``event`` replaces the stored snapshot (docs/semantics.md).
+
+    ``stored`` is the stored snapshot's ``(message_id, epoch, index)``, None when there
+    is none. Called after :func:`check_write`, before anything is written.
+
+    Returns:
+        False for a late flush: the same message id and epoch with a lower index (the
+        snapshot never rolls back; the put changes nothing). True otherwise.
+
+    Raises:
+        FencedError: ``event.epoch`` is below the stored snapshot's (``.fence`` is it).
+    """
+    if stored is None:
+        return True
+    message_id, epoch, index = stored
+    if event.epoch < epoch:
+        raise refusal_error(
+            Refusal.FENCED,
+            f"epoch {event.epoch} is below the recording's {epoch}",
+            key=key,
+            epoch=event.epoch,
+            fence=epoch,
+        )
+    return not (message_id == event.message_id and epoch == event.epoch and event.index < index)
+
+
 # --- URLs ------------------------------------------------------------------------------
 
 
@@ -215,6 +250,7 @@ __all__ = [
     "UNIX_EPOCH",
     "after_cursor",
     "can_read",
+    "check_recording_put",
     "check_write",
     "decode_cursor",
     "encode_cursor",

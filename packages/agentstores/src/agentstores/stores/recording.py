@@ -20,8 +20,9 @@ class RecordingStore(StoreBase, ABC):
       the key's fence or the stored record's epoch; returns False (changes nothing) when
       the stored record has the same ``message_id`` and epoch and a higher ``index``;
       otherwise overwrites the one record, raises the fence to ``event.epoch`` and
-      returns True. ``NotOwnedError`` for another principal's key, ``ErasedError`` on
-      an erased key.
+      returns True (:func:`agentstores.stores.kit.check_recording_put` is this rule, for
+      an engine written in Python). ``NotOwnedError`` for another principal's key,
+      ``ErasedError`` on an erased key.
     - ``read`` returns the record, or None (also for a principal it is not visible to).
     - ``delete`` removes the record iff it belongs to ``message_id``; ``epoch``, when
       given, is fenced like any write.

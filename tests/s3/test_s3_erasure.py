@@ -1,0 +1,41 @@
+"""Erasure leaves nothing of an owner behind: once their last conversation is erased (by
+them or by the sweeper), no object's name or body carries their id, and their listing
+prefix ``o/<sha(tenant, owner)>/`` is empty."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+from agentstores.keys import ConversationKey
+from agentstores.models import Message
+from agentstores.stores import OverCap
+from agentstores_s3 import S3Stores
+
+
+def _traces(stores: S3Stores, owner: str) -> list[str]:
+    """Every object whose name or body holds ``owner``."""
+    io = stores.root.io
+    found = []
+    for name in io.list(""):
+        got = io.get(name)
+        if owner in name or (got is not None and owner.encode() in got[0]):
+            found.append(name)
+    return found
+
+
+def test_an_owner_with_no_conversation_left_leaves_no_trace(url: str) -> None:
+    async def main() -> None:
+        tenant, owner = f"t-{uuid.uuid4().hex[:8]}", f"owner-{uuid.uuid4().hex}"
+        a, b = ConversationKey(tenant, "a"), ConversationKey(tenant, "b")
+        async with S3Stores(url) as stores:
+            for key in (a, b):
+                await stores.conversations.append_messages(key, owner, [Message.user("hi")])
+            assert await asyncio.to_thread(_traces, stores, owner)
+            assert await stores.conversations.delete(a, owner)
+            assert await stores.conversations.erase_if(b, OverCap(0))
+            assert await asyncio.to_thread(_traces, stores, owner) == []
+            listing = stores.root.owner_dir(tenant, owner)
+            assert await asyncio.to_thread(stores.root.io.list, listing) == []
+
+    asyncio.run(main())
