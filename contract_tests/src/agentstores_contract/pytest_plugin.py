@@ -21,6 +21,7 @@ pytest.register_assert_rewrite(
     "agentstores_contract.conversations",
     "agentstores_contract.erasure",
     "agentstores_contract.fencing",
+    "agentstores_contract.hostile_input",
     "agentstores_contract.isolation",
     "agentstores_contract.lease_lifecycle",
     "agentstores_contract.lifetimes",
