@@ -43,12 +43,14 @@ MAX_MESSAGE_BYTES = 8 * 1024 * 1024
 """Largest encoded ``content`` + ``metadata`` of one message."""
 MAX_BATCH = 1000
 """Most messages one ``append_messages`` call may carry."""
-MAX_APPEND_BYTES = 16 * 1024 * 1024
+MAX_APPEND_BYTES = 64 * 1024 * 1024
 """Largest encoded ``content`` + ``metadata`` of all the messages of one
-``append_messages`` together: two messages of the largest size. An append is one
-request (a Lua call that holds a Redis server while it runs, an S3 key header that every
-later read downloads until the next append), so it stays a few MiB however many
-messages it carries."""
+``append_messages`` together: eight messages of the largest size, and as much as one
+state save carries (``MAX_STATE_BYTES``), so no append is a bigger request than the
+biggest one any store already takes (a LangGraph checkpoint, its changed channels one
+message each in one append, holds as much as a state blob). Not more: an append is one
+request, a Lua call that holds a Redis server while it runs and an S3 key header that
+every later read downloads until the next append."""
 MAX_IDLE = timedelta(days=36_525)
 """Longest ``IdleFor.duration`` (a hundred years): longer than anything stored can have
 been idle, and short enough that ``now - duration`` is a time every backend can hold."""
