@@ -1,7 +1,7 @@
-"""Hostile and careless input: JSON nested too deep, lone surrogates, forged listing
-cursors, out-of-range sweep rules and oversized appends are each a ``UsageError`` on
-every backend, raised before anything is sent, and the refusal loses nothing: what the
-key held stays as it was and the bundle keeps working.
+"""Hostile and careless input: JSON nested too deep, lone surrogates, datetimes outside
+the UTC range, forged listing cursors, out-of-range sweep rules and oversized appends are
+each a ``UsageError`` on every backend, raised before anything is sent, and the refusal
+loses nothing: what the key held stays as it was and the bundle keeps working.
 """
 
 from __future__ import annotations
