@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import atexit
 import dataclasses
+import json
 import shutil
 import tempfile
 import uuid
@@ -54,6 +55,7 @@ from agentstores.models import (
     UserIntegration,
 )
 from agentstores.stores import UNSET, AppendRequest, EncodedMessage, TranscriptQuery
+from agentstores.stores.conversations import MAX_APPEND_BYTES
 from agentstores.stores.kit import decode_cursor, encode_cursor
 from agentstores_contract import BackendUnderTest
 from agentstores_contract.backend import load_object
@@ -493,6 +495,26 @@ class InclusiveCursor(MemoryConversationStore):
         return await super()._list_conversations(tenant, principal, limit, nudged)
 
 
+class AppendSplitsBigBatches(MemoryConversationStore):
+    """Takes a batch over MAX_APPEND_BYTES in two appends of half the messages each, as
+    an adapter splitting what is too big for one request would: no append is refused
+    for its total size."""
+
+    async def append_messages(
+        self, key: ConversationKey, principal: str, messages: Any, **options: Any
+    ) -> list[StoredMessage]:
+        if len(messages) < 2 or _size(messages) <= MAX_APPEND_BYTES:
+            return await super().append_messages(key, principal, messages, **options)
+        half = len(messages) // 2
+        first = await super().append_messages(key, principal, messages[:half], **options)
+        rest = await super().append_messages(key, principal, messages[half:], **options)
+        return first + rest
+
+
+def _size(messages: Any) -> int:
+    return sum(len(json.dumps(m.content)) + len(json.dumps(m.metadata)) for m in messages)
+
+
 class EraseWithoutTombstone(MemoryConversationStore):
     async def _erase(self, key: ConversationKey, principal: str | None, rule: Any) -> bool:
         erased = await super()._erase(key, principal, rule)
@@ -694,6 +716,7 @@ leaky_get_conversation = _make(conversations=LeakyGetConversation)
 share_by_anyone = _make(conversations=ShareByAnyone)
 unshare_does_nothing = _make(conversations=UnshareDoesNothing)
 inclusive_cursor = _make(conversations=InclusiveCursor)
+append_splits_big_batches = _make(conversations=AppendSplitsBigBatches)
 erase_without_tombstone = _make(conversations=EraseWithoutTombstone)
 erase_keeps_metadata = _make(conversations=EraseKeepsMetadata)
 status_ignores_owner = _make(conversations=StatusIgnoresOwner)
@@ -781,6 +804,7 @@ MUTANTS: list[Mutant] = [
     _m("share_by_anyone", "ownership.conversations.share"),
     _m("unshare_does_nothing", "sharing.read_only"),
     _m("inclusive_cursor", "conversations.list"),
+    _m("append_splits_big_batches", "conversations.append.total_size"),
     _m("erase_without_tombstone", "erasure.tombstone"),
     _m("erase_keeps_metadata", "erasure.cascade"),
     _m("status_ignores_owner", "ownership.conversations.set_last_turn_status"),

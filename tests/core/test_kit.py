@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import os
 from datetime import UTC, datetime, timedelta, timezone
 
@@ -24,9 +25,11 @@ from agentstores import (
     refusal_error,
 )
 from agentstores.capabilities import capability_set
+from agentstores.keys import MAX_ID_BYTES
 from agentstores.models import RecordedEvent
 from agentstores.stores import Stores
 from agentstores.stores.kit import (
+    MAX_CURSOR_CHARS,
     after_cursor,
     can_read,
     check_recording_put,
@@ -41,6 +44,9 @@ from agentstores.stores.kit import (
 )
 from agentstores_contract import BackendUnderTest
 
+FIRST_MICROS = to_micros(datetime.min.replace(tzinfo=UTC))
+LAST_MICROS = to_micros(datetime.max.replace(tzinfo=UTC))
+
 KEY = ConversationKey("t", "s")
 
 
@@ -54,7 +60,9 @@ def test_micros_round_trip_exactly() -> None:
 
 
 def test_cursor_round_trip_and_keyset_order() -> None:
-    for updated, session in [(0, "a"), (1_700_000_000_000_000, "s\u00e9ss/ion"), (5, "")]:
+    longest = "\x01" * MAX_ID_BYTES  # each escaped as \u0001: the longest cursor there is
+    edges = [(FIRST_MICROS, "a"), (LAST_MICROS, "z"), (5, longest)]
+    for updated, session in [(0, "a"), (1_700_000_000_000_000, "s\u00e9ss/ion"), *edges]:
         assert decode_cursor(encode_cursor(updated, session)) == (updated, session)
     cursor = (10, "m")
     assert after_cursor(9, "z", cursor) and after_cursor(10, "l", cursor)
@@ -66,6 +74,33 @@ def test_cursor_round_trip_and_keyset_order() -> None:
 def test_a_foreign_cursor_is_a_usage_error(garbage: str) -> None:
     with pytest.raises(UsageError, match="cursor"):
         decode_cursor(garbage)
+
+
+def _forged(payload: str) -> str:
+    return base64.urlsafe_b64encode(payload.encode()).decode()
+
+
+@pytest.mark.parametrize(
+    "forged",
+    [
+        _forged(f'[{FIRST_MICROS - 1},"s"]'),
+        _forged(f'[{LAST_MICROS + 1},"s"]'),
+        _forged(f'[{2**70},"s"]'),
+        _forged('[0,"\\ud800"]'),
+        _forged('[0,""]'),
+        _forged('[0,"a\\u0000b"]'),
+        _forged(f'[0,"{"s" * (MAX_ID_BYTES + 1)}"]'),
+        _forged("[" * 100_000 + "]" * 100_000),
+        "A" * (MAX_CURSOR_CHARS + 1),
+        "\ud800",
+    ],
+    ids=["early", "late", "2**70", "surrogate", "empty", "NUL", "long", "deep", "huge", "text"],
+)
+def test_a_forged_cursor_is_a_usage_error(forged: str) -> None:
+    """Its time past what a datetime holds, its session id no key can have, nested deep
+    or too long to be ours: refused before any store sees it."""
+    with pytest.raises(UsageError, match="cursor"):
+        decode_cursor(forged)
 
 
 def test_writer_nonces_are_unique_in_a_process_and_across_a_fork() -> None:

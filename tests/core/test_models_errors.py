@@ -112,6 +112,18 @@ def test_oauth_records_have_one_stored_json_form_that_round_trips() -> None:
     assert ClientInfo.from_json(json.loads(json.dumps(info.to_json()))) == info
 
 
+@pytest.mark.parametrize(
+    "kwargs",
+    [{"metadata": [("a", 1)]}, {"metadata": "ab"}, {"compaction": "yes"}, {"compaction": 1}],
+)
+def test_message_refuses_what_backends_would_store_differently(kwargs: dict[str, object]) -> None:
+    """A compaction flag that is not a bool came back as the caller's object from some
+    backends and as True or an error from others; metadata that is no mapping raised a
+    TypeError from deep inside the encoder."""
+    with pytest.raises(UsageError):
+        Message("m1", "user", "x", **kwargs)  # type: ignore[arg-type]
+
+
 def test_models_are_frozen() -> None:
     row = SupervisionRow("running", "m", 1)
     with pytest.raises(dataclasses.FrozenInstanceError):

@@ -13,6 +13,8 @@ from agentstores.api import DEFAULT_URL, open_stores
 from agentstores.errors import (
     BackendUnavailableError,
     ConflictError,
+    NotFoundError,
+    StaleWriteError,
     UnknownOutcomeError,
     UsageError,
 )
@@ -236,3 +238,46 @@ async def test_a_conversation_created_while_the_owners_folder_goes_is_listed(
         assert io.owners is None, "the folder was removed under the append"
         page = await stores.conversations.list_conversations("t", "p")
         assert [i.key for i in page.items] == [key]
+
+
+def _key_dirs(root: Path) -> set[Path]:
+    return {d for d in (root / "keys").glob("*/*") if d.is_dir()}
+
+
+async def test_refused_writes_leave_no_key_folder(stores: FileStores, store_url: str) -> None:
+    """A refused branch (the source absent, not visible or without the message, the new
+    key live or erased), a conditional append on a key that does not exist and a
+    compare-and-swap expecting a row there create no key folder, however many there are."""
+    root = Path(path_from_url(store_url))
+    c = stores.conversations
+    source, theirs = ConversationKey("t", "source"), ConversationKey("t", "theirs")
+    live, erased = ConversationKey("t", "live"), ConversationKey("t", "erased")
+    for key in (source, live, erased):
+        await c.append_messages(key, "me", [Message("m1", "user", "hi")])
+    await c.append_messages(theirs, "other", [Message("m1", "user", "hi")])
+    assert await c.delete(erased, "me")
+    before = _key_dirs(root)
+    for i in range(100):
+        fresh = f"new-{i}"
+        refused = [
+            c.branch(ConversationKey("t", f"absent-{i}"), "me", "m1", new_session_id=fresh),
+            c.branch(theirs, "me", "m1", new_session_id=fresh),
+            c.branch(source, "me", "no-such-message", new_session_id=fresh),
+            c.branch(source, "me", "m1", new_session_id="live"),
+            c.branch(source, "me", "m1", new_session_id="erased"),
+        ]
+        for call in refused:
+            with pytest.raises((NotFoundError, ConflictError)):
+                await call
+        with pytest.raises(StaleWriteError):
+            await c.append_messages(
+                ConversationKey("t", fresh), "me", [Message("m", "user", 1)], expected_tail="m0"
+            )
+        row = SupervisionRow("running", "m", 1)
+        assert not await stores.supervision.compare_and_swap(
+            ConversationKey("t", fresh), "me", 0, row
+        )
+    assert _key_dirs(root) == before, f"{len(_key_dirs(root) - before)} key folders left behind"
+    copy = await c.branch(source, "me", "m1")
+    assert [m.id for m in await c.read_messages(copy, "me")] != [], "a branch still copies"
+    assert len(_key_dirs(root)) == len(before) + 1

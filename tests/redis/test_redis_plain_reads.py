@@ -103,7 +103,7 @@ async def test_replies_taken_from_the_reader_equal_read_responses(
     """A transaction takes the replies already buffered straight from the hiredis reader:
     they must be what ``read_response`` gives, error replies (top-level and inside
     ``EXEC``) included."""
-    from agentstores_redis.client import _hiredis_reader, _pipeline
+    from agentstores_redis.client import _hiredis_reader, _pipeline, packed
 
     async with RedisStores(with_prefix(valkey_server.url)) as s:
         key = s.keys.prefix + ":{t}:plain"
@@ -120,8 +120,8 @@ async def test_replies_taken_from_the_reader_equal_read_responses(
         conn, release = await s.client._connect(key)
         try:
             assert _hiredis_reader(conn) is not None, "tests-redis installs the hiredis extra"
-            fast = await _pipeline(conn, cmds, True)
-            plain = await _pipeline(conn, cmds, False)
+            fast = await _pipeline(conn, packed(cmds), True)
+            plain = await _pipeline(conn, packed(cmds), False)
         finally:
             await release(conn)
 

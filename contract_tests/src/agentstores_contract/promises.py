@@ -52,6 +52,17 @@ PROMISES: dict[str, str] = {
     "keys.max_length": "ids of exactly MAX_ID_BYTES bytes work in every store",
     "keys.isolation": "distinct keys (near-collisions included) never see each other's writes",
     "keys.tenant_scope": "a tenant's listing never includes another tenant's conversations",
+    # hostile input, refused with UsageError before any backend sees it
+    "input.json_depth": "JSON nested deeper than MAX_JSON_DEPTH is a UsageError in every "
+    "store that takes JSON and changes nothing; exactly that depth round-trips",
+    "input.unicode": "a lone surrogate in any string (id, title, JSON key or value, "
+    "metadata name, OAuth field) is a UsageError and changes nothing",
+    "input.times": "a naive datetime, or one past either end of the UTC range, is a "
+    "UsageError wherever a store takes one, and changes nothing",
+    "input.cursor": "a forged listing cursor (numbers out of range, a bad session id, deep, "
+    "huge or not JSON) is a UsageError",
+    "input.sweep_rules": "a sweep rule out of range (OverCap.keep not an int in 0..2**63 - 1, "
+    "IdleFor.duration not a timedelta in (0, MAX_IDLE]) is a UsageError and erases nothing",
     # URLs
     "urls.unknown_option": "a URL option the backend does not know is refused with UsageError "
     "naming it, when the bundle is made (before any connection)",
@@ -87,6 +98,8 @@ PROMISES: dict[str, str] = {
     "conversations.append.create_if_absent": (
         "create_if_absent=False on a missing key creates nothing"
     ),
+    "conversations.append.total_size": "one append carries at most MAX_APPEND_BYTES of "
+    "encoded content and metadata; one byte over is a UsageError and changes nothing",
     "conversations.append.race": "of concurrent appends on one expected tail exactly one wins",
     "conversations.append.no_lost_updates": "concurrent unconditional appends all land, in order",
     "conversations.append.idempotent_race": "one message id appended concurrently lands once",

@@ -9,6 +9,7 @@ from .conversations import ConversationContract
 from .erasure import ErasureContract
 from .fencing import FencingContract
 from .follow import FollowContract
+from .hostile_input import HostileInputContract
 from .isolation import KeyContract
 from .lease_lifecycle import LeaseLifecycleContract
 from .lifetimes import LifetimeContract
@@ -56,6 +57,7 @@ class ContractSuite(
     LeaseLifecycleContract,
     SweepAccountingContract,
     StoreEdgesContract,
+    HostileInputContract,
     UrlContract,
 ):
     """The whole contract: every area's class above, in one. Subclass it (or one area's

@@ -180,8 +180,17 @@ class FileConversationStore(FileStoreBase, ConversationStore):
     ) -> list[StoredMessage]:
         root = self.root
         kdir = root.key_dir(key)
-        with root.locked(kdir, exclusive=True, create=request.create_if_absent) as exists:
+        # A key without a directory has no tail: an append expecting one is refused
+        # before a directory is made for it.
+        expects = request.has_tail_condition and request.expected_tail is not None
+        with root.locked(
+            kdir, exclusive=True, create=request.create_if_absent and not expects
+        ) as exists:
             if not exists:
+                if request.create_if_absent:
+                    raise refusal_error(
+                        Refusal.STALE_TAIL, key=key, tail=None, expected=request.expected_tail
+                    )
                 raise refusal_error(Refusal.NOT_FOUND, key=key)
             now = root.now_us()
             h, status = root.head(kdir, key, now)
@@ -313,46 +322,58 @@ class FileConversationStore(FileStoreBase, ConversationStore):
         root = self.root
         kdir = root.key_dir(key)
         ndir = root.key_dir(new_key)
-        with ExitStack() as stack:
-            # Both locks, always in digest order, so two branches cannot deadlock.
-            for d in sorted((kdir, ndir)):
-                held = stack.enter_context(root.locked(d, exclusive=d == ndir, create=d == ndir))
-                if not held:
+        while True:
+            with ExitStack() as stack:
+                # Both locks, always in digest order, so two branches cannot deadlock;
+                # the new key's directory is made only once nothing refuses the branch.
+                held = {}
+                for d in sorted((kdir, ndir)):
+                    held[d] = stack.enter_context(root.locked(d, exclusive=d == ndir, create=False))
+                if not held[kdir]:
                     raise refusal_error(Refusal.NOT_FOUND, key=key)
-            now = root.now_us()
-            h, status = root.head(kdir, key, now)
-            if not root.can_read(h, status, principal) or h is None or h["conv"] is None:
-                raise refusal_error(Refusal.NOT_FOUND, key=key)
-            source = stack.enter_context(Transcript(root.io, kdir, h["conv"], write=False))
-            target = source.find(message_id)
-            if target is None:
-                raise _no_message(message_id, key)
-            nh, nstatus = root.head(ndir, new_key, now)
-            if nstatus in (LIVE, ERASED):
-                raise refusal_error(
-                    Refusal.EXISTS, "the branch's key is already in use", key=new_key
-                )
-            new = root.claim(ndir, new_key, nh, nstatus, principal)
-            self._new_conversation(ndir, new_key, new, now)
-            conv = new["conv"]
-            conv["title"] = h["conv"]["title"]
-            conv["md"] = dict(h["conv"].get("md", {}))
-            copy = stack.enter_context(Transcript(root.io, ndir, conv, write=True))
-            for lo in range(0, target.seq + 1, COPY_CHUNK):
-                entries = source.entries(lo, min(target.seq + 1, lo + COPY_CHUNK))
-                chunk = [
-                    NewMessage(
-                        id=uuid.uuid4().hex,
-                        role=e.role,
-                        compaction=e.compaction,
-                        content_json=reencode(r["c"]),
-                        metadata_json=reencode(r["m"]),
+                now = root.now_us()
+                h, status = root.head(kdir, key, now)
+                if not root.can_read(h, status, principal) or h is None or h["conv"] is None:
+                    raise refusal_error(Refusal.NOT_FOUND, key=key)
+                source = stack.enter_context(Transcript(root.io, kdir, h["conv"], write=False))
+                target = source.find(message_id)
+                if target is None:
+                    raise _no_message(message_id, key)
+                if not held[ndir]:
+                    # Its lock comes first: make it, take both again. (Should the source
+                    # change meanwhile and refuse, the empty directory stays for the
+                    # key's next write; without the race nothing is ever left.)
+                    if ndir < kdir:
+                        root.io.ensure_dir(ndir)
+                        continue
+                    stack.enter_context(root.locked(ndir, exclusive=True, create=True))
+                nh, nstatus = root.head(ndir, new_key, now)
+                if nstatus in (LIVE, ERASED):
+                    raise refusal_error(
+                        Refusal.EXISTS, "the branch's key is already in use", key=new_key
                     )
-                    for e, r in zip(entries, source.records(entries), strict=True)
-                ]
-                copy.append(chunk, now)
-            root.put_head(ndir, new)
-            self._drop(ndir, copy.obsolete)
+                new = root.claim(ndir, new_key, nh, nstatus, principal)
+                self._new_conversation(ndir, new_key, new, now)
+                conv = new["conv"]
+                conv["title"] = h["conv"]["title"]
+                conv["md"] = dict(h["conv"].get("md", {}))
+                copy = stack.enter_context(Transcript(root.io, ndir, conv, write=True))
+                for lo in range(0, target.seq + 1, COPY_CHUNK):
+                    entries = source.entries(lo, min(target.seq + 1, lo + COPY_CHUNK))
+                    chunk = [
+                        NewMessage(
+                            id=uuid.uuid4().hex,
+                            role=e.role,
+                            compaction=e.compaction,
+                            content_json=reencode(r["c"]),
+                            metadata_json=reencode(r["m"]),
+                        )
+                        for e, r in zip(entries, source.records(entries), strict=True)
+                    ]
+                    copy.append(chunk, now)
+                root.put_head(ndir, new)
+                self._drop(ndir, copy.obsolete)
+                return
 
     def _matches(self, key: ConversationKey, h: Head, rule: SweepRule, now: int) -> bool:
         """Whether a live conversation falls under a sweep rule at ``now``."""

@@ -223,6 +223,8 @@ class FileSupervisionStore(FileStoreBase, SupervisionStore):
         kdir, lock, head = self._key_paths(key)
         fd = io.open_lock(lock)
         if fd is None:  # a new key: the general lock makes its directory
+            if expected_epoch is not None:  # no directory, no row: refused, nothing made
+                return False
             with root.locked(kdir, exclusive=True, create=True):
                 return self._swap_locked(kdir, head, key, principal, expected_epoch, row)
         # FileRoot.locked spelled out, as this is every lease's heartbeat and takeover.

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from agentstores.keys import ConversationKey
@@ -197,13 +197,22 @@ def _info(r: Any) -> ConversationInfo:
         title=r["title"],
         created_at=r["created_at"],
         updated_at=r["updated_at"],
-        expires_at=r["expires_at"],
+        expires_at=_aware(r["expires_at"]),
         last_turn_status=r["last_turn_status"],
         tail_message_id=r["tail_message_id"],
         message_count=r["message_count"],
         shared_with=frozenset(r["shared_with"]),
         metadata=decode_metadata(json.loads(r["metadata"])),
     )
+
+
+def _aware(moment: datetime | None) -> datetime | None:
+    """A stored time as the caller wrote it. asyncpg writes an instant equal to
+    ``datetime.max`` (or ``min``) as PostgreSQL's ``infinity`` and reads that back as a
+    naive ``datetime.max``: aware again here, in UTC, as every other stored time."""
+    if moment is None or moment.tzinfo is not None:
+        return moment
+    return moment.replace(tzinfo=UTC)
 
 
 def _update_json(updates: MetadataUpdate) -> str:

@@ -5,6 +5,9 @@ redis-py retries a command after a connection error by default. For a script tha
 writes, a retry after the first attempt landed would apply it twice, so every client
 here is built with retries off and this module decides instead:
 
+- a value that cannot be encoded (a lone surrogate, a bool) is found while packing,
+  before any connection is taken: :class:`Unencodable`, the caller's mistake, never an
+  unknown outcome (nothing was sent and no connection is dropped);
 - a failure while *getting* a ready connection (connect refused, pool exhausted) means
   the command was never sent: :class:`NotSent`;
 - a failure after the command was handed to the socket means it may or may not have
@@ -75,6 +78,10 @@ class NotSent(Exception):
         self.exhausted = exhausted
 
 
+class Unencodable(Exception):
+    """A command argument has no RESP encoding (a lone surrogate, a bool): nothing was sent."""
+
+
 class Uncertain(Exception):
     """The connection failed after the command was sent: it may or may not have run."""
 
@@ -102,6 +109,8 @@ class Script:
 
 Call = tuple[Script | None, Sequence[str], Sequence[EncodableT]]
 """A script with its KEYS and ARGV, or ``(None, [routing key], command args)``."""
+Request = tuple[bytes, int]
+"""Commands packed in RESP, and how many there are (:func:`packed`)."""
 
 
 @dataclass(frozen=True)
@@ -353,16 +362,16 @@ class RedisClient:
     # --- running --------------------------------------------------------------------
 
     async def _exchange(
-        self, conn: Connection, cmds: Sequence[Sequence[EncodableT]], *, buffered: bool = False
+        self, conn: Connection, request: Request, *, buffered: bool = False
     ) -> list[Any]:
         """:func:`_pipeline` bounded by ``socket_timeout`` (a timeout means the commands may
         have run: callers treat it like a lost connection)."""
         limit = self.options.socket_timeout
         if limit is None:
-            return await _pipeline(conn, cmds, buffered)
+            return await _pipeline(conn, request, buffered)
         try:
             async with asyncio.timeout(limit):
-                return await _pipeline(conn, cmds, buffered)
+                return await _pipeline(conn, request, buffered)
         except TimeoutError as exc:
             raise ReplyTimeout(f"no reply within {limit} s (socket_timeout)") from exc
 
@@ -389,19 +398,18 @@ class RedisClient:
     async def write(self, script: Script, keys: Sequence[str], args: Sequence[EncodableT]) -> Any:
         """Run a writing script once. Raises :class:`NotSent`, :class:`Uncertain`,
         :class:`NotDurable` (WAIT/WAITAOF short) or the server's error reply."""
-        evalsha = ("EVALSHA", script.sha, len(keys), *keys, *args)
-        waits = self._waits
+        request = packed([("EVALSHA", script.sha, len(keys), *keys, *args), *self._waits])
         for attempt in range(3):
             conn, release = await self._connect(keys[0])
             try:
                 try:
-                    replies = await self._exchange(conn, [evalsha, *waits])
+                    replies = await self._exchange(conn, request)
                 except BaseException as exc:
                     await self._lost(conn, exc, f" during {script.name}")
                 first = replies[0]
                 if isinstance(first, NoScriptError):
                     try:
-                        await self._exchange(conn, [("SCRIPT", "LOAD", script.source)])
+                        await self._exchange(conn, packed([("SCRIPT", "LOAD", script.source)]))
                     except BaseException:
                         await _drop(conn)
                         raise
@@ -424,6 +432,7 @@ class RedisClient:
         """Run writing scripts pipelined, one exchange per node (grouped by each call's
         first key; WAIT / WAITAOF once at the end of each). Each result is the script's
         reply or the exception for that call: :class:`NotSent` (it did not run),
+        :class:`Unencodable` (it did not run, nor did the rest of its node's pipeline),
         :class:`Uncertain` (its connection broke after sending), :class:`NotDurable`
         (it ran, unconfirmed) or the server's error reply."""
         results: list[Any] = [None] * len(calls)
@@ -460,10 +469,11 @@ class RedisClient:
         """One pipeline of writing scripts on ``node``; see :meth:`write_many`."""
         waits = self._waits
         cmds = [_command(c) for c in calls]
+        request = packed([*cmds, *waits])
         conn, release = await self._connect(None, node)
         try:
             try:
-                replies = await self._exchange(conn, [*cmds, *waits])
+                replies = await self._exchange(conn, request)
                 wait_replies = replies[len(cmds) :]
                 missing = [i for i, r in enumerate(replies[: len(cmds)]) if _no_script(r)]
                 if missing:  # NOSCRIPT: those did not run; load them and send them again
@@ -473,7 +483,7 @@ class RedisClient:
                         assert script is not None
                         loads.append(("SCRIPT", "LOAD", script.source))
                     again = await self._exchange(
-                        conn, [*loads, *(cmds[i] for i in missing), *waits]
+                        conn, packed([*loads, *(cmds[i] for i in missing), *waits])
                     )
                     rerun = again[len(loads) : len(loads) + len(missing)]
                     for i, reply in zip(missing, rerun, strict=True):
@@ -539,10 +549,10 @@ class RedisClient:
         nothing in between, so their replies are one atomic snapshot, without the cost of
         entering Lua. Returns ``EXEC``'s replies; an error reply is raised. Sent once more
         after a lost connection or a cluster redirection (they only read)."""
-        cmds = [_MULTI, *commands, _EXEC]
+        request = packed([_MULTI, *commands, _EXEC])
         for attempt in range(2):
             try:
-                replies = await self._transaction_once(routing_key, cmds)
+                replies = await self._transaction_once(routing_key, request)
             except (Uncertain, NotSent):
                 if attempt:
                     raise
@@ -565,13 +575,11 @@ class RedisClient:
             raise result if isinstance(result, Exception) else RuntimeError(f"EXEC: {result!r}")
         raise AssertionError("unreachable")  # pragma: no cover
 
-    async def _transaction_once(
-        self, routing_key: str, cmds: Sequence[tuple[EncodableT, ...]]
-    ) -> list[Any]:
+    async def _transaction_once(self, routing_key: str, request: Request) -> list[Any]:
         conn, release = await self._connect(routing_key)
         try:
             try:
-                return await self._exchange(conn, cmds, buffered=True)
+                return await self._exchange(conn, request, buffered=True)
             except BaseException as exc:
                 await self._lost(conn, exc)
         finally:
@@ -628,11 +636,12 @@ class RedisClient:
         return results
 
     async def _on_node(self, node: ClusterNode | None, calls: Sequence[Call]) -> list[Any]:
+        cmds = [_command(c) for c in calls]
+        request = packed(cmds)
         conn, release = await self._connect(None, node)
         try:
-            cmds = [_command(c) for c in calls]
             try:
-                replies = await self._exchange(conn, cmds)
+                replies = await self._exchange(conn, request)
                 missing = [
                     i for i, r in enumerate(replies) if isinstance(r, NoScriptError) and calls[i][0]
                 ]
@@ -642,7 +651,9 @@ class RedisClient:
                         script = calls[i][0]
                         assert script is not None
                         loads.append(("SCRIPT", "LOAD", script.source))
-                    again = await self._exchange(conn, [*loads, *(cmds[i] for i in missing)])
+                    again = await self._exchange(
+                        conn, packed([*loads, *(cmds[i] for i in missing)])
+                    )
                     for i, reply in zip(missing, again[len(loads) :], strict=True):
                         replies[i] = reply
             except BaseException as exc:
@@ -736,6 +747,18 @@ async def _ensure_ready(conn: Connection) -> None:
         await conn.connect()  # type: ignore[no-untyped-call]
 
 
+def packed(cmds: Sequence[Sequence[EncodableT]]) -> Request:
+    """``cmds`` packed for :func:`_pipeline`, before any connection is taken.
+
+    Raises:
+        Unencodable: an argument has no encoding; nothing is sent.
+    """
+    try:
+        return _pack(cmds), len(cmds)
+    except (UnicodeEncodeError, DataError) as exc:
+        raise Unencodable(f"a command argument cannot be sent: {exc}") from None
+
+
 def _pack(cmds: Sequence[Sequence[EncodableT]]) -> bytes:
     """The RESP encoding of ``cmds``, as redis-py's encoder makes it (UTF-8 text, ``repr``
     of numbers, bytes as they are; a bool refused). Packing is most of the client-side
@@ -786,18 +809,18 @@ def _encode_other(arg: object) -> bytes:
     return repr(arg).encode()
 
 
-async def _pipeline(
-    conn: Connection, cmds: Sequence[Sequence[EncodableT]], buffered: bool = False
-) -> list[Any]:
-    """Send every command in one write, read every reply; error replies are returned.
+async def _pipeline(conn: Connection, request: Request, buffered: bool = False) -> list[Any]:
+    """Send every command of ``request`` in one write, read every reply; error replies
+    are returned.
 
     ``buffered``: a reply already in the parser's buffer is taken from the hiredis reader
     itself (``read_response`` costs a few µs per reply around a parse of far less; most
     of a ``MULTI``/``EXEC``'s replies arrive with the first)."""
-    await conn.send_packed_command(_pack(cmds), check_health=False)
+    data, count = request
+    await conn.send_packed_command(data, check_health=False)
     reader = _hiredis_reader(conn) if buffered else None
     replies: list[Any] = []
-    for _ in cmds:
+    for _ in range(count):
         if reader is not None:
             reply = reader.gets()
             if reply is not _NOT_ENOUGH_DATA:
@@ -835,7 +858,10 @@ __all__ = [
     "NotDurable",
     "NotSent",
     "RedisClient",
+    "Request",
     "Script",
     "Uncertain",
+    "Unencodable",
+    "packed",
     "refused_before_run",
 ]

@@ -8,14 +8,17 @@ from agentstores.errors import (
     AgentStoresError,
     BackendUnavailableError,
     UnknownOutcomeError,
+    UsageError,
 )
 from redis import exceptions as rx
 
-from .client import NotDurable, NotSent, Uncertain, refused_before_run
+from .client import NotDurable, NotSent, Uncertain, Unencodable, refused_before_run
 
 
 def translate(exc: Exception) -> AgentStoresError | None:
     """The typed error for a driver failure; None lets a real bug propagate unchanged."""
+    if isinstance(exc, Unencodable):
+        return UsageError(f"{exc}; nothing was sent")
     if isinstance(exc, NotSent):
         return BackendUnavailableError(str(exc), exhausted=exc.exhausted)
     if isinstance(exc, Uncertain):

@@ -38,6 +38,10 @@ log = logging.getLogger(__name__)
 
 SLACK = 4
 """Index entries fetched beyond what a listing still needs (stale ones are skipped)."""
+MAX_WINDOW = 1_000_000_000
+"""Most index entries one page asks for: more than any owner has, and a count that Lua
+numbers (doubles) and ZRANGE's LIMIT both hold exactly, whatever a caller wants (an
+``OverCap.keep`` may be 2**63 - 1)."""
 RESTARTS = 8
 """How often one listing or sweep restarts after repairing stale entries before it settles."""
 MAX_PENDING = 100_000
@@ -167,7 +171,7 @@ class ConversationIndexes:
             position = cursor
             repaired = False
             while len(found) < want:
-                window = want - len(found) + SLACK
+                window = min(want - len(found), MAX_WINDOW) + SLACK
                 raw = await self.client.read(
                     IX_PAGE, [index], ["" if position is None else str(position[0]), window]
                 )
@@ -308,7 +312,7 @@ class ConversationIndexes:
         matches: list[tuple[int, str, ConversationKey]] = []
         for name in owners:
             tenant, owner = decode_owner_name(text(name))
-            entries = await self.owned(tenant, owner, None, 1_000_000_000)
+            entries = await self.owned(tenant, owner, None, MAX_WINDOW)
             if not entries:
                 await self._unregister_if_gone(tenant, owner)
             for info in entries[keep:]:

@@ -140,6 +140,12 @@ class Message:
         validate_id(self.id, "message id")
         if self.role not in ROLES:
             raise UsageError(f"unknown role {self.role!r}; expected one of {sorted(ROLES)}")
+        if not isinstance(self.metadata, Mapping):
+            raise UsageError(
+                f"message metadata must be a mapping, got {type(self.metadata).__name__}"
+            )
+        if not isinstance(self.compaction, bool):
+            raise UsageError(f"compaction must be a bool, got {type(self.compaction).__name__}")
 
     @classmethod
     def user(

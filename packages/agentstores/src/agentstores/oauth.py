@@ -35,9 +35,8 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from .errors import ExpiredError, NotFoundError, OAuthSecretError, UsageError
-from .keys import validate_id, validate_principal
 from .models import JSON, ClientInfo, PendingAuthorization, UserIntegration
-from .stores.oauth import OAuthStore
+from .stores.oauth import OAuthStore, check_client_info, check_user_integration
 
 if TYPE_CHECKING:
     from .stores import Stores
@@ -266,13 +265,8 @@ class OAuthVault:
 
     async def save_user_integration(self, record: UserIntegration) -> None:
         """Plain save (encrypting secrets); the flow methods above are usually what you want."""
-        if not isinstance(record, UserIntegration):
-            raise UsageError("record must be a UserIntegration")
-        validate_id(record.tenant, "tenant")
-        validate_principal(record.user)
-        validate_id(record.server_name, "server_name")
-        if record.pending is not None and record.pending.expires_at.tzinfo is None:
-            raise UsageError("pending.expires_at must be timezone-aware")
+        # Checked before encryption: sealed, a bad value would pass the store's check.
+        check_user_integration(record)
         await self.store.save_user_integration(self._encrypt(record))
 
     async def delete_user_integration(self, tenant: str, user: str, server_name: str) -> bool:
@@ -314,10 +308,7 @@ class OAuthVault:
 
     async def save_client_info(self, record: ClientInfo) -> None:
         """Save a client registration (last write wins), encrypting its secrets."""
-        if not isinstance(record, ClientInfo):
-            raise UsageError("record must be a ClientInfo")
-        validate_id(record.tenant, "tenant")
-        validate_id(record.server_name, "server_name")
+        check_client_info(record)
         await self.store.save_client_info(self._encrypt_client(record))
 
     async def rotate_client_info(self, tenant: str) -> int:

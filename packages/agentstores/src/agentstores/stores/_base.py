@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import enum
+import itertools
 import json
-from datetime import datetime
+import sys
+from datetime import UTC, datetime
 from types import TracebackType
 from typing import Final, Literal, overload
 
@@ -27,6 +29,12 @@ class Unset(enum.Enum):
 
 UNSET: Final = Unset.UNSET
 """Marks an optional argument the caller did not pass (distinct from ``None``)."""
+
+MAX_JSON_DEPTH = 100
+"""Deepest nesting of arrays and objects in a JSON value any store takes (a scalar is
+depth 0, ``[]`` and ``{}`` depth 1): what MongoDB allows a document and Ruby's JSON
+parser by default, and far inside Python's recursion limit, so every backend writes and
+reads back what it accepted, envelope included."""
 
 
 class StoreBase:
@@ -127,24 +135,99 @@ def check_datetime(value: object, what: str, *, optional: Literal[False] = ...) 
 @overload
 def check_datetime(value: object, what: str, *, optional: Literal[True]) -> datetime | None: ...
 def check_datetime(value: object, what: str, *, optional: bool = False) -> datetime | None:
-    """``value`` if it is a timezone-aware datetime (``None`` allowed when optional)."""
+    """``value`` if it is a timezone-aware datetime that UTC can represent (``None``
+    allowed when optional): every backend keeps instants in UTC, and one past
+    ``datetime.max`` there would be written, then fail every read."""
     if value is None and optional:
         return None
-    if not isinstance(value, datetime) or value.tzinfo is None:
+    if not isinstance(value, datetime) or value.utcoffset() is None:
         raise UsageError(f"{what} must be a timezone-aware datetime, got {value!r}")
+    try:
+        value.astimezone(UTC)
+    except OverflowError:
+        raise UsageError(f"{what} {value!r} is outside the range of UTC datetimes") from None
+    return value
+
+
+def check_text(value: object, what: str) -> str:
+    """``value`` if it is a str every backend can encode (UTF-8: no lone surrogate)."""
+    if not isinstance(value, str):
+        raise UsageError(f"{what} must be a str, got {type(value).__name__}")
+    if not value.isascii():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise UsageError(f"{what} holds a lone surrogate: not valid Unicode text") from None
     return value
 
 
 def encode_json(value: JSON, what: str, max_bytes: int) -> bytes:
-    """Canonical JSON bytes for ``value``; refuses what JSON cannot hold or what is too big."""
+    """Canonical JSON bytes for ``value``; refuses what JSON cannot hold (a lone
+    surrogate in any string included), what is nested deeper than
+    :data:`MAX_JSON_DEPTH` and what is over ``max_bytes``."""
     try:
         data = json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    except RecursionError:
+        raise _too_deep(what) from None
     except (TypeError, ValueError) as exc:
         raise UsageError(f"{what} is not JSON-serializable: {exc}") from exc
-    raw = data.encode("utf-8")
+    try:
+        raw = data.encode("utf-8")
+    except UnicodeEncodeError:
+        raise UsageError(f"{what} holds a lone surrogate: not valid Unicode text") from None
     if len(raw) > max_bytes:
         raise UsageError(f"{what} is {len(raw)} bytes; the limit is {max_bytes}")
+    if _deeper_than(raw, MAX_JSON_DEPTH):
+        raise _too_deep(what)
     return raw
+
+
+def check_json(value: JSON, what: str) -> None:
+    """:func:`encode_json`'s refusals, for a value with no size limit of its own."""
+    encode_json(value, what, sys.maxsize)
+
+
+def _too_deep(what: str) -> UsageError:
+    return UsageError(f"{what} is nested deeper than {MAX_JSON_DEPTH} arrays and objects")
+
+
+_NOT_MARKS = bytes(sorted(set(range(256)) - set(b'"[]{}')))
+"""Every byte but quotes and brackets."""
+_ONE_KIND = bytes.maketrans(b"{}", b"[]")
+"""Objects as arrays: only the nesting counts."""
+_STEPS = bytes.maketrans(b"[]", b"\x01\xff")
+"""An opening bracket as +1, a closing one as -1 (signed bytes)."""
+_PEELED = 4
+"""Levels of innermost containers removed before the running count (most values'
+containers are leaves or near them, so few brackets are left to count)."""
+
+
+def _deeper_than(raw: bytes, limit: int) -> bool:
+    """Whether canonical JSON ``raw`` nests arrays and objects deeper than ``limit``.
+
+    It reads the encoder's output, never the value again: one that opens at most
+    ``limit`` brackets (most values) cannot be deeper, so only larger ones are measured,
+    in C loops throughout: escaped backslashes and quotes go, so the quotes left delimit
+    strings; then every byte but quotes and brackets, then the strings (each an adjacent
+    pair of quotes unless it holds a bracket); then the innermost containers, a level per
+    pass; what is left by a running count.
+    """
+    if len(raw) <= 2 * limit or raw.count(b"[") + raw.count(b"{") <= limit:
+        return False
+    if b"\\" in raw:
+        raw = raw.replace(b"\\\\", b"").replace(b'\\"', b"")
+    marks = raw.translate(_ONE_KIND, _NOT_MARKS)
+    brackets = marks.replace(b'""', b"")
+    if b'"' in brackets:  # a string holds a bracket: cut every string's content out
+        brackets = b"".join(marks.split(b'"')[::2])
+    peeled = 0
+    while brackets and peeled < _PEELED:
+        brackets = brackets.replace(b"[]", b"")
+        peeled += 1
+    if not brackets:
+        return peeled > limit
+    steps = memoryview(brackets.translate(_STEPS)).cast("b")
+    return peeled + max(itertools.accumulate(steps)) > limit
 
 
 def decode_json(raw: bytes | str) -> JSON:

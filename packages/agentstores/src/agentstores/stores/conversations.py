@@ -21,6 +21,7 @@ from ..models import (
     Speaker,
     StoredMessage,
     TranscriptMessage,
+    check_counter,
 )
 from . import composed_reads
 from ._base import (
@@ -31,15 +32,28 @@ from ._base import (
     check_epoch,
     check_key,
     check_limit,
+    check_text,
     encode_json,
 )
 from .ambient import write_epoch
 from .conversation_metadata import MetadataUpdate, check_metadata_update
+from .kit import decode_cursor
 
 MAX_MESSAGE_BYTES = 8 * 1024 * 1024
 """Largest encoded ``content`` + ``metadata`` of one message."""
 MAX_BATCH = 1000
 """Most messages one ``append_messages`` call may carry."""
+MAX_APPEND_BYTES = 64 * 1024 * 1024
+"""Largest encoded ``content`` + ``metadata`` of all the messages of one
+``append_messages`` together: eight messages of the largest size, and as much as one
+state save carries (``MAX_STATE_BYTES``), so no append is a bigger request than the
+biggest one any store already takes (a LangGraph checkpoint, its changed channels one
+message each in one append, holds as much as a state blob). Not more: an append is one
+request, a Lua call that holds a Redis server while it runs and an S3 key header that
+every later read downloads until the next append."""
+MAX_IDLE = timedelta(days=36_525)
+"""Longest ``IdleFor.duration`` (a hundred years): longer than anything stored can have
+been idle, and short enough that ``now - duration`` is a time every backend can hold."""
 MAX_TITLE_CHARS = 1024
 MAX_PAGE = 1000
 
@@ -83,16 +97,21 @@ SweepRule = Expired | IdleFor | OverCap
 
 
 def check_rule(rule: object) -> SweepRule:
-    """``rule`` if it is a valid sweep rule; ``UsageError`` otherwise."""
+    """``rule`` if it is a valid sweep rule; ``UsageError`` otherwise: ``IdleFor.duration``
+    must be a timedelta above zero and at most :data:`MAX_IDLE`, ``OverCap.keep`` an int
+    from 0 to 2**63 - 1 (what every backend compares exactly)."""
     if isinstance(rule, Expired):
         return rule
     if isinstance(rule, IdleFor):
-        if rule.duration <= timedelta(0):
-            raise UsageError("IdleFor.duration must be positive")
+        duration = rule.duration
+        if not isinstance(duration, timedelta) or not timedelta(0) < duration <= MAX_IDLE:
+            raise UsageError(
+                f"IdleFor.duration must be a timedelta above zero and at most {MAX_IDLE.days} "
+                f"days, got {duration!r}"
+            )
         return rule
     if isinstance(rule, OverCap):
-        if rule.keep < 0:
-            raise UsageError("OverCap.keep must be >= 0")
+        check_counter(rule.keep, "OverCap.keep")
         return rule
     raise UsageError(f"unknown sweep rule {rule!r}")
 
@@ -186,8 +205,9 @@ class ConversationStore(StoreBase, ABC):
         Returns the messages stored by this call (``[]`` when every id was present).
 
         Raises:
-            UsageError: a bad argument (batch too big, duplicate id, oversized message,
-                metadata that is not JSON or would be over the limit).
+            UsageError: a bad argument (batch too big, in count or in total bytes,
+                duplicate id, oversized message, metadata that is not JSON or would be over
+                the limit).
             ErasedError: the conversation was erased.
             NotFoundError: it does not exist and ``create_if_absent`` is False.
             NotOwnedError: another principal owns it.
@@ -202,6 +222,7 @@ class ConversationStore(StoreBase, ABC):
             raise UsageError(f"at most {MAX_BATCH} messages per append, got {len(messages)}")
         seen: set[str] = set()
         encoded: list[EncodedMessage] = []
+        total = 0
         for m in messages:
             if not isinstance(m, Message):
                 raise UsageError(f"expected Message, got {type(m).__name__}")
@@ -210,8 +231,15 @@ class ConversationStore(StoreBase, ABC):
             seen.add(m.id)
             content = encode_json(m.content, "message content", MAX_MESSAGE_BYTES)
             message_meta = encode_json(dict(m.metadata), "message metadata", MAX_MESSAGE_BYTES)
-            if len(content) + len(message_meta) > MAX_MESSAGE_BYTES:
+            size = len(content) + len(message_meta)
+            if size > MAX_MESSAGE_BYTES:
                 raise UsageError(f"message {m.id!r} is over {MAX_MESSAGE_BYTES} bytes")
+            total += size
+            if total > MAX_APPEND_BYTES:
+                raise UsageError(
+                    f"the messages of one append are over {MAX_APPEND_BYTES} bytes together; "
+                    "append them in several calls"
+                )
             encoded.append(EncodedMessage(m, content, message_meta))
         if last_turn_status is not None:
             _check_status(last_turn_status)
@@ -522,8 +550,8 @@ class ConversationStore(StoreBase, ABC):
         checked = check_limit(limit, optional=False)
         if checked == 0 or checked > MAX_PAGE:
             raise UsageError(f"limit must be between 1 and {MAX_PAGE}")
-        if cursor is not None and not isinstance(cursor, str):
-            raise UsageError("cursor must be a str from a previous page")
+        if cursor is not None:
+            decode_cursor(cursor)
         async with self.translating_errors("conversations.list_conversations"):
             return await self._list_conversations(tenant, principal, checked, cursor)
 
@@ -651,3 +679,4 @@ def _check_title(title: object) -> None:
         return
     if not isinstance(title, str) or "\x00" in title or len(title) > MAX_TITLE_CHARS:
         raise UsageError(f"title must be a str without NUL, at most {MAX_TITLE_CHARS} chars")
+    check_text(title, "title")

@@ -30,8 +30,8 @@ from collections.abc import Collection
 from datetime import UTC, datetime, timedelta
 from urllib.parse import parse_qsl, urlsplit
 
-from ..errors import Refusal, UsageError, refusal_error
-from ..keys import ConversationKey
+from ..errors import InvalidKeyError, Refusal, UsageError, refusal_error
+from ..keys import ConversationKey, validate_id
 from ..models import RecordedEvent
 
 DEFAULT_TOMBSTONE_TTL = timedelta(days=30)
@@ -56,6 +56,12 @@ def from_micros(micros: int | bytes | str) -> datetime:
 
 # --- the listing cursor ----------------------------------------------------------------
 
+MAX_CURSOR_CHARS = 4096
+"""Longest cursor :func:`decode_cursor` reads: twice the longest one :func:`encode_cursor`
+makes (a session id of 256 bytes, each escaped as ``\\uXXXX``)."""
+_FIRST_MICROS = to_micros(datetime.min.replace(tzinfo=UTC))
+_LAST_MICROS = to_micros(datetime.max.replace(tzinfo=UTC))
+
 
 def encode_cursor(updated_micros: int, session_id: str) -> str:
     """The opaque cursor that resumes a newest-first listing after this row."""
@@ -66,15 +72,29 @@ def encode_cursor(updated_micros: int, session_id: str) -> str:
 def decode_cursor(cursor: str) -> tuple[int, str]:
     """``(updated_micros, session_id)`` of a cursor :func:`encode_cursor` made.
 
+    Its time is one an aware datetime can hold and its session id a valid id, so a forged
+    cursor never reaches a driver as an overflowing int or text it cannot encode.
+
     Raises:
         UsageError: ``cursor`` is not one this library produced.
     """
+    forged = UsageError("cursor is not one this store produced")
+    if not isinstance(cursor, str) or len(cursor) > MAX_CURSOR_CHARS:
+        raise forged
     try:
         updated, session_id = json.loads(base64.urlsafe_b64decode(cursor.encode()))
-    except (ValueError, TypeError, binascii.Error) as exc:
-        raise UsageError("cursor is not one this store produced") from exc
-    if not isinstance(updated, int) or isinstance(updated, bool) or not isinstance(session_id, str):
-        raise UsageError("cursor is not one this store produced")
+    except (ValueError, TypeError, RecursionError, binascii.Error) as exc:
+        raise forged from exc
+    if (
+        not isinstance(updated, int)
+        or isinstance(updated, bool)
+        or not _FIRST_MICROS <= updated <= _LAST_MICROS
+    ):
+        raise forged
+    try:
+        validate_id(session_id, "session_id")
+    except InvalidKeyError as exc:
+        raise forged from exc
     return updated, session_id
 
 
@@ -247,6 +267,7 @@ def url_options(
 
 __all__ = [
     "DEFAULT_TOMBSTONE_TTL",
+    "MAX_CURSOR_CHARS",
     "UNIX_EPOCH",
     "after_cursor",
     "can_read",

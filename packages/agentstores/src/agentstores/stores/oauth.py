@@ -8,12 +8,12 @@ this store; adapters stay storage-only.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from ..errors import UsageError
 from ..keys import validate_id, validate_principal
-from ..models import ClientInfo, UserIntegration
-from ._base import StoreBase
+from ..models import ClientInfo, PendingAuthorization, UserIntegration
+from ._base import StoreBase, check_datetime, check_json, check_text
 
 
 class OAuthStore(StoreBase, ABC):
@@ -65,15 +65,10 @@ class OAuthStore(StoreBase, ABC):
         """Store ``record`` (last write wins).
 
         Raises:
-            UsageError: not a UserIntegration, or a malformed id in it.
+            UsageError: not a UserIntegration, or a malformed field in it (see
+                :func:`check_user_integration`).
         """
-        if not isinstance(record, UserIntegration):
-            raise UsageError("record must be a UserIntegration")
-        validate_id(record.tenant, "tenant")
-        validate_principal(record.user)
-        validate_id(record.server_name, "server_name")
-        if record.pending is not None:
-            validate_id(record.pending.state, "state")
+        check_user_integration(record)
         async with self.translating_errors("oauth.save_user_integration"):
             await self._save_user_integration(record)
 
@@ -117,12 +112,10 @@ class OAuthStore(StoreBase, ABC):
         """Store ``record`` (last write wins).
 
         Raises:
-            UsageError: not a ClientInfo, or a malformed id in it.
+            UsageError: not a ClientInfo, or a malformed field in it (see
+                :func:`check_client_info`).
         """
-        if not isinstance(record, ClientInfo):
-            raise UsageError("record must be a ClientInfo")
-        validate_id(record.tenant, "tenant")
-        validate_id(record.server_name, "server_name")
+        check_client_info(record)
         async with self.translating_errors("oauth.save_client_info"):
             await self._save_client_info(record)
 
@@ -157,6 +150,47 @@ class OAuthStore(StoreBase, ABC):
 
     @abstractmethod
     async def _save_client_info(self, record: ClientInfo) -> None: ...
+
+
+def check_user_integration(record: object) -> UserIntegration:
+    """``record`` if every backend can store it as it is; ``UsageError`` otherwise: valid
+    ids, text that is valid Unicode, an aware expiry, tokens a JSON mapping (see
+    ``encode_json``)."""
+    if not isinstance(record, UserIntegration):
+        raise UsageError("record must be a UserIntegration")
+    validate_id(record.tenant, "tenant")
+    validate_principal(record.user)
+    validate_id(record.server_name, "server_name")
+    pending = record.pending
+    if pending is not None:
+        if not isinstance(pending, PendingAuthorization):
+            raise UsageError("pending must be a PendingAuthorization or None")
+        validate_id(pending.state, "state")
+        check_text(pending.auth_url, "pending.auth_url")
+        check_text(pending.code_verifier, "pending.code_verifier")
+        check_text(pending.token_endpoint, "pending.token_endpoint")
+        check_text(pending.redirect_uri, "pending.redirect_uri")
+        if pending.resource is not None:
+            check_text(pending.resource, "pending.resource")
+        check_datetime(pending.expires_at, "pending.expires_at")
+    if record.tokens is not None:
+        if not isinstance(record.tokens, Mapping):
+            raise UsageError("tokens must be a mapping or None")
+        check_json(dict(record.tokens), "tokens")
+    return record
+
+
+def check_client_info(record: object) -> ClientInfo:
+    """``record`` if every backend can store it as it is (valid ids, ``client_info`` a
+    JSON mapping); ``UsageError`` otherwise."""
+    if not isinstance(record, ClientInfo):
+        raise UsageError("record must be a ClientInfo")
+    validate_id(record.tenant, "tenant")
+    validate_id(record.server_name, "server_name")
+    if not isinstance(record.client_info, Mapping):
+        raise UsageError("client_info must be a mapping")
+    check_json(dict(record.client_info), "client_info")
+    return record
 
 
 def _check_names(server_names: Sequence[str] | None) -> list[str] | None:
