@@ -56,8 +56,13 @@ Head = dict[str, Any]
 """A key header as stored (see :func:`new_head`), or a tombstone (``erased_until``)."""
 
 ABSENT, EXPIRED, LIVE, ERASED = "absent", "expired", "live", "erased"
-CAS_ATTEMPTS = 64
-"""Header writes lost to other writers before a call gives up with ``ConflictError``."""
+CONFLICT_DEADLINE = 30.0
+"""Seconds a call keeps writing its header again after losing to other writers before it
+gives up with ``ConflictError`` (MongoDB's ``conflict_deadline``). A time, not a count: a
+loaded server makes each attempt slow, and 64 attempts (the bound before) were spent in a
+few seconds by four processes racing appends on one key."""
+BACKOFF_CAP = 0.25
+"""The longest pause (seconds, before jitter) between two attempts of one call."""
 CACHED_HEADERS = 256
 """Key headers a bundle remembers (the last it read or wrote of each key), so a call can
 send requests that follow from the header together with the header's own read, and keep
@@ -274,7 +279,10 @@ class Root:
         """Run ``decide(header, status, now)`` and commit the header it returns with a
         conditional write, again from a fresh read each time another writer won
         (``first``: the header and ETag just read, for the first attempt)."""
-        for attempt in range(CAS_ATTEMPTS):
+        deadline = time.monotonic() + CONFLICT_DEADLINE
+        attempt = 0
+        while attempt == 0 or time.monotonic() < deadline:
+            attempt += 1
             h, etag = self.load(key) if first is None else first
             first = None
             now = self.now_us()
@@ -289,7 +297,7 @@ class Root:
                 etag = None
             if self.commit(key, outcome.head, etag):
                 return outcome.result
-            time.sleep(min(0.05, 0.001 * 2 ** min(attempt, 6)) * random.random())
+            time.sleep(min(BACKOFF_CAP, 0.001 * 2 ** min(attempt, 8)) * random.random())
         raise ConflictError("the key header kept changing under this write; retry", key=key)
 
     def commit(self, key: ConversationKey, head: Head, etag: str | None) -> bool:
