@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from .erasure import ErasureContract
     from .fencing import FencingContract
     from .follow import FollowContract
+    from .hostile_input import HostileInputContract
     from .isolation import KeyContract
     from .lease_lifecycle import LeaseLifecycleContract
     from .lifetimes import LifetimeContract
@@ -60,6 +61,7 @@ _EXPORTS = {
     "ErasureContract": "erasure",
     "FencingContract": "fencing",
     "FollowContract": "follow",
+    "HostileInputContract": "hostile_input",
     "KeyContract": "isolation",
     "LeaseLifecycleContract": "lease_lifecycle",
     "LifetimeContract": "lifetimes",
@@ -102,6 +104,7 @@ __all__ = [
     "ErasureContract",
     "FencingContract",
     "FollowContract",
+    "HostileInputContract",
     "KeyContract",
     "LeaseLifecycleContract",
     "LifetimeContract",
