@@ -42,8 +42,9 @@ NOX_INFO_FLAGS |= {"--version"}
 LANES_ENV = "AGENTSTORES_TEST_LANES"
 """How many nox processes ``run.py test`` runs at once (default 2: much of the suite waits
 on servers and on the suite's own short sleeps, so two lanes fill two cores)."""
-MINUTES = {"tests-core": 8, "tests-s3": 8, "tests-postgres": 4, "tests-redis": 4}
-MINUTES |= {"tests-mongo": 4, "tests-zav": 3, "typecheck": 1}
+MINUTES = {"tests-core": 13, "tests-s3": 12, "tests-postgres": 6, "tests-mongo": 5}
+MINUTES |= {"tests-redis": 4, "tests-zav": 4, "tests-redis-floor": 3, "tests-file": 2}
+MINUTES |= {"tests-wheels": 2, "typecheck": 1}
 """Rough minutes per session on two cores, to balance the lanes (others count 1)."""
 TAIL_LINES = 60
 """How many of a failing lane's last lines the run repeats at its end."""
