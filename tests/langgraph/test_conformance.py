@@ -16,17 +16,16 @@ from langgraph.checkpoint.conformance import checkpointer_test, validate
 from langgraph.checkpoint.conformance.report import ProgressCallbacks
 
 from agentstores_langgraph import AgentStoresSaver
-
-from .backends import Servers, fresh_tenant
+from tests.servers.backends import Servers, fresh_tenant
 
 EXTENDED = {"copy_thread": 8}
 
 
-async def test_conformance(backend: str, lg_servers: Servers) -> None:
+async def test_conformance(backend: str, bridge_servers: Servers) -> None:
     failures: list[str] = []
 
     async def factory() -> AsyncIterator[AgentStoresSaver]:
-        async with lg_servers.open(backend) as stores:
+        async with bridge_servers.open(backend) as stores:
             yield AgentStoresSaver(stores, tenant=fresh_tenant(), principal="alice")
 
     def on_result(capability: str, name: str, ok: bool, error: str | None) -> None:

@@ -19,8 +19,8 @@ from agentstores import ConversationKey, FencedError
 from agentstores.protocol.lease import claim
 from agentstores.stores.ambient import fenced_as
 from agentstores_langgraph import EPOCH, AgentStoresSaver
+from tests.servers.backends import Servers, fresh_tenant
 
-from .backends import Servers, fresh_tenant
 from .graphs import held_chat
 from .pgsaver import postgres_saver
 
@@ -89,11 +89,11 @@ async def test_postgres_saver_forks(pg_admin: str) -> None:
 
 
 async def test_agentstores_saver_refuses_the_taken_over_worker(
-    backend: str, lg_servers: Servers
+    backend: str, bridge_servers: Servers
 ) -> None:
     """Each worker claims the turn lease (b resumes the live turn: a new epoch) and runs
     the graph with the lease's ambient epoch; a's late checkpoint is refused whole."""
-    async with lg_servers.open(backend) as stores:
+    async with bridge_servers.open(backend) as stores:
         tenant = fresh_tenant()
         saver = AgentStoresSaver(stores, tenant=tenant, principal="alice")
         key = ConversationKey(tenant, "t-1")
@@ -124,10 +124,10 @@ async def test_agentstores_saver_refuses_the_taken_over_worker(
 
 @pytest.mark.parametrize("epochs", [(1, 2)])
 async def test_configurable_epoch_fences_without_a_lease(
-    backend: str, lg_servers: Servers, epochs: tuple[int, int]
+    backend: str, bridge_servers: Servers, epochs: tuple[int, int]
 ) -> None:
     """Callers without a lease pass the epoch in ``configurable``: the same refusal."""
-    async with lg_servers.open(backend) as stores:
+    async with bridge_servers.open(backend) as stores:
         saver = AgentStoresSaver(stores, tenant=fresh_tenant(), principal="alice")
         given = dict(zip("ab", epochs, strict=True))
 

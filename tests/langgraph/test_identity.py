@@ -16,8 +16,8 @@ from langgraph.graph.message import add_messages
 
 from agentstores import ConversationKey, NotOwnedError, Stores, UsageError, open_stores
 from agentstores_langgraph import CLIENT_IDENTITY_KEYS, AgentStoresSaver, TurnPublisher
+from tests.servers.backends import Servers, fresh_tenant
 
-from .backends import Servers, fresh_tenant
 from .test_saver import chain, checkpoint, config
 
 pytestmark = pytest.mark.timeout(120)
@@ -45,11 +45,11 @@ async def rows(stores: Stores, key: ConversationKey, principal: str) -> int:
 
 @pytest.mark.parametrize("identity", ["fixed", "resolver"])
 async def test_a_client_set_identity_cannot_act_as_another_user(
-    identity: str, backend: str, lg_servers: Servers
+    identity: str, backend: str, bridge_servers: Servers
 ) -> None:
     """Mallory's run names Alice's tenant and principal in ``configurable``: it reads
     nothing of Alice's thread, writes nothing to it, and cannot erase it."""
-    async with lg_servers.open(backend) as stores:
+    async with bridge_servers.open(backend) as stores:
         tenant = fresh_tenant()
         alice = AgentStoresSaver(stores, tenant=tenant, principal="alice")
         ids = await chain(alice, "t", 2)
@@ -82,7 +82,7 @@ async def test_a_client_set_identity_cannot_act_as_another_user(
         assert await rows(stores, key, "alice") == before
 
 
-async def test_a_graph_run_with_a_forged_config_is_refused(lg_servers: Servers) -> None:
+async def test_a_graph_run_with_a_forged_config_is_refused(bridge_servers: Servers) -> None:
     """Through LangGraph itself, as a server would run a client's request."""
 
     class State(TypedDict):
@@ -95,7 +95,7 @@ async def test_a_graph_run_with_a_forged_config_is_refused(lg_servers: Servers) 
     builder.add_node("answer", answer)
     builder.add_edge(START, "answer")
     builder.add_edge("answer", END)
-    async with lg_servers.open("memory") as stores:
+    async with bridge_servers.open("memory") as stores:
         tenant = fresh_tenant()
         alice = builder.compile(
             checkpointer=AgentStoresSaver(stores, tenant=tenant, principal="alice")
@@ -117,10 +117,10 @@ async def test_a_graph_run_with_a_forged_config_is_refused(lg_servers: Servers) 
         assert [m.content for m in state.values["messages"]] == ["secret", "hi"]
 
 
-async def test_the_resolver_decides_per_run(lg_servers: Servers) -> None:
+async def test_the_resolver_decides_per_run(bridge_servers: Servers) -> None:
     """One saver serves every user: each run acts as whom the application's context
     names, and sees only that user's threads."""
-    async with lg_servers.open("memory") as stores:
+    async with bridge_servers.open("memory") as stores:
         tenant = fresh_tenant()
         saver = AgentStoresSaver(stores, identity=from_request)
         CURRENT_USER.set((tenant, "alice"))
@@ -138,8 +138,8 @@ async def test_the_resolver_decides_per_run(lg_servers: Servers) -> None:
         assert await rows(stores, ConversationKey(tenant, "t"), "alice") == 0
 
 
-async def test_the_publisher_refuses_a_client_set_identity(lg_servers: Servers) -> None:
-    async with lg_servers.open("memory") as stores:
+async def test_the_publisher_refuses_a_client_set_identity(bridge_servers: Servers) -> None:
+    async with bridge_servers.open("memory") as stores:
         tenant = fresh_tenant()
         alice = TurnPublisher(stores, tenant=tenant, principal="alice")
         await alice.publish(config("t"), [HumanMessage("mine", id="m1")])

@@ -7,15 +7,15 @@ from langchain_core.messages import HumanMessage
 
 from agentstores import ConversationKey, FencedError
 from agentstores_langgraph import AgentStoresSaver, CheckpointTranscript, ThreadChat, TurnPublisher
+from tests.servers.backends import Servers, fresh_tenant
 
-from .backends import Servers, fresh_tenant
 from .conversations import script, scripted_graph
 
 pytestmark = pytest.mark.timeout(120)
 
 
-async def test_publish_mirrors_each_turn_once(backend: str, lg_servers: Servers) -> None:
-    async with lg_servers.open(backend) as stores:
+async def test_publish_mirrors_each_turn_once(backend: str, bridge_servers: Servers) -> None:
+    async with bridge_servers.open(backend) as stores:
         tenant = fresh_tenant()
         saver = AgentStoresSaver(stores, tenant=tenant, principal="alice")
         publisher = TurnPublisher(stores, tenant=tenant, principal="alice")
@@ -40,8 +40,8 @@ async def test_publish_mirrors_each_turn_once(backend: str, lg_servers: Servers)
         assert tool_rows and all(m.metadata["tool_call_id"] for m in tool_rows)
 
 
-async def test_a_fenced_publication_lands_nothing(backend: str, lg_servers: Servers) -> None:
-    async with lg_servers.open(backend) as stores:
+async def test_a_fenced_publication_lands_nothing(backend: str, bridge_servers: Servers) -> None:
+    async with bridge_servers.open(backend) as stores:
         tenant = fresh_tenant()
         publisher = TurnPublisher(stores, tenant=tenant, principal="alice")
         await publisher.publish("t", [HumanMessage("hi", id="u0")], epoch=3)
@@ -53,11 +53,11 @@ async def test_a_fenced_publication_lands_nothing(backend: str, lg_servers: Serv
         assert [m.id for m in await conv.messages()] == ["u0"]
 
 
-async def test_a_chat_reads_no_checkpoint_rows(backend: str, lg_servers: Servers) -> None:
+async def test_a_chat_reads_no_checkpoint_rows(backend: str, bridge_servers: Servers) -> None:
     """The conversation store's every-speaker views hold the checkpoints (they are rows
     of the log); ThreadChat shows, counts and indexes only the chat's messages, also
     after pending writes and a copy of the thread."""
-    async with lg_servers.open(backend) as stores:
+    async with bridge_servers.open(backend) as stores:
         tenant = fresh_tenant()
         saver = AgentStoresSaver(stores, tenant=tenant, principal="alice")
         publisher = TurnPublisher(stores, tenant=tenant, principal="alice")

@@ -17,8 +17,7 @@ from agentstores import (
     Stores,
 )
 from agentstores_langgraph import EPOCH, AgentStoresSaver
-
-from .backends import Servers, fresh_tenant
+from tests.servers.backends import Servers, fresh_tenant
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -62,9 +61,11 @@ async def chain(saver: AgentStoresSaver, thread: str, n: int, **extra: Any) -> l
     return ids
 
 
-async def test_concurrent_puts_on_one_thread_all_land(backend: str, lg_servers: Servers) -> None:
+async def test_concurrent_puts_on_one_thread_all_land(
+    backend: str, bridge_servers: Servers
+) -> None:
     """Eight puts at once from two savers (two workers, each with its own cached tail)."""
-    async with lg_servers.open(backend) as stores:
+    async with bridge_servers.open(backend) as stores:
         tenant = fresh_tenant()
         saver = AgentStoresSaver(stores, tenant=tenant, principal="alice")
         other = AgentStoresSaver(stores, tenant=tenant, principal="alice")
@@ -91,8 +92,8 @@ async def test_concurrent_puts_on_one_thread_all_land(backend: str, lg_servers: 
         assert sorted(w[0] for w in again.pending_writes or []) == [f"task-{i}" for i in range(4)]
 
 
-async def test_a_fenced_put_lands_nothing(backend: str, lg_servers: Servers) -> None:
-    async with lg_servers.open(backend) as stores:
+async def test_a_fenced_put_lands_nothing(backend: str, bridge_servers: Servers) -> None:
+    async with bridge_servers.open(backend) as stores:
         tenant = fresh_tenant()
         saver = AgentStoresSaver(stores, tenant=tenant, principal="alice")
         key = ConversationKey(tenant, "t")
@@ -114,9 +115,9 @@ async def test_a_fenced_put_lands_nothing(backend: str, lg_servers: Servers) -> 
 
 
 async def test_erasing_the_conversation_erases_its_checkpoints(
-    backend: str, lg_servers: Servers
+    backend: str, bridge_servers: Servers
 ) -> None:
-    async with lg_servers.open(backend) as stores:
+    async with bridge_servers.open(backend) as stores:
         tenant = fresh_tenant()
         saver = AgentStoresSaver(stores, tenant=tenant, principal="alice")
         ids = await chain(saver, "t", 3)
@@ -139,8 +140,8 @@ async def test_erasing_the_conversation_erases_its_checkpoints(
             await chain(saver, "u", 1)
 
 
-async def test_an_unshared_principal_sees_no_thread(backend: str, lg_servers: Servers) -> None:
-    async with lg_servers.open(backend) as stores:
+async def test_an_unshared_principal_sees_no_thread(backend: str, bridge_servers: Servers) -> None:
+    async with bridge_servers.open(backend) as stores:
         tenant = fresh_tenant()
         saver = AgentStoresSaver(stores, tenant=tenant, principal="alice")
         ids = await chain(saver, "t", 2)
@@ -158,8 +159,8 @@ async def test_an_unshared_principal_sees_no_thread(backend: str, lg_servers: Se
             await as_bob.aput_writes(config("t", ids[-1]), [("ch", 1)], "task")
 
 
-async def test_sync_methods_from_another_thread(lg_servers: Servers) -> None:
-    async with lg_servers.open("file") as stores:
+async def test_sync_methods_from_another_thread(bridge_servers: Servers) -> None:
+    async with bridge_servers.open("file") as stores:
         saver = AgentStoresSaver(stores, tenant=fresh_tenant(), principal="alice")
         cp = checkpoint({"a": "v"}, {"a": 1})
 
@@ -215,12 +216,12 @@ class Counting:
 
 
 @pytest.mark.parametrize("backend", ["memory", "postgres"], indirect=True)
-async def test_costs_do_not_grow_with_the_thread(backend: str, lg_servers: Servers) -> None:
+async def test_costs_do_not_grow_with_the_thread(backend: str, bridge_servers: Servers) -> None:
     """A put appends one row, the checkpoint with its changed channel only, in one call
     (the tail it is conditioned on is the one the saver last saw); getting the latest and
     listing with a limit make the same calls and read the same rows at 40 and at 300
     checkpoints, the latest in one call."""
-    async with lg_servers.open(backend) as stores:
+    async with bridge_servers.open(backend) as stores:
         saver = AgentStoresSaver(stores, tenant=fresh_tenant(), principal="alice")
         counter = Counting(stores)
         seen: dict[int, tuple[int, ...]] = {}
@@ -252,12 +253,12 @@ async def test_costs_do_not_grow_with_the_thread(backend: str, lg_servers: Serve
         assert seen[40] == seen[300], seen
 
 
-async def test_two_savers_extend_one_thread_in_turn(backend: str, lg_servers: Servers) -> None:
+async def test_two_savers_extend_one_thread_in_turn(backend: str, bridge_servers: Servers) -> None:
     """Two savers (two workers) take turns on one thread, each with its own cached tail:
     every put lands after the other's, every read sees the other's newest checkpoint
     with the right values, also when the other wrote more than one read from the cached
     tail returns; and an erasure by one is seen by the other."""
-    async with lg_servers.open(backend) as stores:
+    async with bridge_servers.open(backend) as stores:
         tenant = fresh_tenant()
         one = AgentStoresSaver(stores, tenant=tenant, principal="alice")
         two = AgentStoresSaver(stores, tenant=tenant, principal="alice")
@@ -286,8 +287,8 @@ async def test_two_savers_extend_one_thread_in_turn(backend: str, lg_servers: Se
             await one.aput(config("t", cp["id"]), checkpoint({"a": 1}, {"a": 100}), {}, {"a": 100})
 
 
-async def test_from_url_opens_the_backend_and_sees_the_same_thread(lg_servers: Servers) -> None:
-    url = lg_servers.url("file")
+async def test_from_url_opens_the_backend_and_sees_the_same_thread(bridge_servers: Servers) -> None:
+    url = bridge_servers.url("file")
     tenant = fresh_tenant()
     async with AgentStoresSaver.from_url(url, tenant=tenant, principal="alice") as saver:
         (stored,) = await chain(saver, "t", 1)
@@ -296,12 +297,12 @@ async def test_from_url_opens_the_backend_and_sees_the_same_thread(lg_servers: S
         assert latest is not None and latest.checkpoint["id"] == stored
 
 
-async def test_a_saver_whose_cache_holds_nothing_reads_every_time(lg_servers: Servers) -> None:
+async def test_a_saver_whose_cache_holds_nothing_reads_every_time(bridge_servers: Servers) -> None:
     """Tails bigger than the cache's budget are not kept: every put and read goes to the
     store (the tail first), with the same results."""
     from agentstores_langgraph.log import TailCache
 
-    async with lg_servers.open("memory") as stores:
+    async with bridge_servers.open("memory") as stores:
         saver = AgentStoresSaver(stores, tenant=fresh_tenant(), principal="alice")
         saver._tails = TailCache(budget=100)
         ids = await chain(saver, "t", 5)
@@ -313,14 +314,16 @@ async def test_a_saver_whose_cache_holds_nothing_reads_every_time(lg_servers: Se
         assert saver._tails.held == 0
 
 
-async def test_a_thread_written_with_blob_rows_is_read_and_extended(lg_servers: Servers) -> None:
+async def test_a_thread_written_with_blob_rows_is_read_and_extended(
+    bridge_servers: Servers,
+) -> None:
     """Threads written before a checkpoint row held its own values have a blob row per
     changed channel, which ``locs`` point at: they are read, listed and extended as
     before, and a new checkpoint finds an unchanged value in a blob row."""
     from agentstores import Message
     from agentstores_langgraph.rows import OWN_ROWS, blob_message, checkpoint_message, pack
 
-    async with lg_servers.open("memory") as stores:
+    async with bridge_servers.open("memory") as stores:
         saver = AgentStoresSaver(stores, tenant=fresh_tenant(), principal="alice")
         key = ConversationKey(saver.tenant, "old")
         tail: str | None = None

@@ -23,8 +23,8 @@ from symfonic.memory.layers.working import WorkingLayer
 
 from agentstores import UsageError
 from agentstores_langgraph import AgentStoresSaver, CheckpointTranscript
+from tests.servers.backends import BACKENDS, Servers, fresh_tenant
 
-from .backends import BACKENDS, Servers, fresh_tenant
 from .conversations import run_conversation
 from .pgsaver import postgres_saver
 
@@ -59,8 +59,8 @@ def rows(found: list[Any]) -> list[tuple[Any, ...]]:
 
 
 @asynccontextmanager
-async def open_saver(name: str, lg_servers: Servers) -> AsyncIterator[BaseCheckpointSaver]:
-    pg_admin = lg_servers.pg_admin
+async def open_saver(name: str, bridge_servers: Servers) -> AsyncIterator[BaseCheckpointSaver]:
+    pg_admin = bridge_servers.pg_admin
     if name == "InMemorySaver":
         yield InMemorySaver()
     elif name == "PostgresSaver":
@@ -68,16 +68,16 @@ async def open_saver(name: str, lg_servers: Servers) -> AsyncIterator[BaseCheckp
             yield saver
     else:
         backend = name.removeprefix("AgentStoresSaver[").removesuffix("]")
-        async with lg_servers.open(backend) as stores:
+        async with bridge_servers.open(backend) as stores:
             yield AgentStoresSaver(stores, tenant=fresh_tenant(), principal="alice")
 
 
 @pytest.fixture(params=SAVERS)
-def saver_name(request: pytest.FixtureRequest, lg_servers: Servers) -> str:
+def saver_name(request: pytest.FixtureRequest, bridge_servers: Servers) -> str:
     name = str(request.param)
-    lg_servers.pg_admin  # noqa: B018 - started here, outside the event loop
+    bridge_servers.pg_admin  # noqa: B018 - started here, outside the event loop
     if name.startswith("AgentStoresSaver["):
-        lg_servers.url(name.removeprefix("AgentStoresSaver[").removesuffix("]"))
+        bridge_servers.url(name.removeprefix("AgentStoresSaver[").removesuffix("]"))
     return name
 
 
@@ -135,10 +135,10 @@ async def test_every_query_matches_symfonic_over_generated_conversations() -> No
     assert compared == len(SEEDS) * (1 + 3 * (7 + 9 + 3) + 3)
 
 
-async def test_each_saver_gives_symfonic_rows(saver_name: str, lg_servers: Servers) -> None:
+async def test_each_saver_gives_symfonic_rows(saver_name: str, bridge_servers: Servers) -> None:
     """One conversation per saver (ours on every backend, and LangGraph's own), one query
     of each kind: the same checkpoints read back give the same rows."""
-    async with open_saver(saver_name, lg_servers) as saver:
+    async with open_saver(saver_name, bridge_servers) as saver:
         assert await compare(saver, 7, full=False, turns=3) == 6
 
 

@@ -17,6 +17,9 @@ SHIPPED = (
     "packages/agentstores-s3",
     "packages/agentstores-langgraph",
     "packages/agentstores-zav",
+    "packages/agentstores-openai-agents",
+    "packages/agentstores-adk",
+    "packages/agentstores-pydantic-ai",
     "packages/agentstores-tools",
     "contract_tests",
 )

@@ -29,6 +29,7 @@ from tests.wheels.distributions import Distribution
 from tests.wheels.tools import constraints, run, uv
 
 SMOKE = Path(__file__).with_name("smoke.py")
+BRIDGES = Path(__file__).with_name("bridges")
 CORE = "packages/agentstores"
 
 
@@ -43,6 +44,9 @@ class Case:
     """The URL scheme ``agentstores backends`` must list (None: not a backend)."""
     env_url: str | None = None
     """The env variable naming a running server to open, for server backends."""
+    bridge: str | None = None
+    """A framework bridge's script under ``bridges/``, run in the venv: it uses the bridge
+    through the framework's own API over memory:// and exits 0."""
 
 
 CASES = [
@@ -73,6 +77,9 @@ CASES = [
     Case("s3", "packages/agentstores-s3", scheme="s3://"),
     Case("contract", "contract_tests"),
     Case("tools", "packages/agentstores-tools"),
+    Case("openai-agents", "packages/agentstores-openai-agents", bridge="openai_agents.py"),
+    Case("adk", "packages/agentstores-adk", bridge="adk.py"),
+    Case("pydantic-ai", "packages/agentstores-pydantic-ai", bridge="pydantic_ai.py"),
 ]
 TOOLING_COMMANDS = ("bench", "drill")
 """The subcommands agentstores-tools adds: absent with core alone, present beside it."""
@@ -158,6 +165,8 @@ def test_wheel_installs_and_works(
         assert "--agentstores-url" in run(python, "-m", "pytest", "--help", cwd=tmp_path)
         checking = run(bindir / "agentstores", "check", "--help", cwd=tmp_path)
         assert "--accept-waivers" in checking, "the suite adds check to agentstores"
+    elif case.bridge is not None:
+        run(python, BRIDGES / case.bridge, cwd=tmp_path)
     elif case.env_url:
         server = "postgres" if case.name == "postgres" else "redis"
         _open_server(python, servers[server], case, package, tmp_path)

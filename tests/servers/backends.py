@@ -1,4 +1,5 @@
-"""The backends the LangGraph tests run on, by name: each opens a fresh, empty store.
+"""The backends the bridge tests (LangGraph, the OpenAI Agents SDK, ADK, Pydantic AI) run on,
+by name: each opens a fresh, empty store.
 
 One entry per backend in :data:`BACKENDS`, and one branch in :meth:`Servers.url`.
 PostgreSQL and Redis are the servers named by ``$AGENTSTORES_TEST_POSTGRES_URL`` and
