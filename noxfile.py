@@ -271,6 +271,27 @@ def tests_pydantic_ai(session: nox.Session) -> None:
     _pytest(session, "tests/pydantic_ai")
 
 
+PEER_SOURCES = {"adk": "AGENTSTORES_ADK_SRC", "pydantic-ai": "AGENTSTORES_PYDANTIC_AI_SRC"}
+"""The frameworks whose own tests ship in no package: a checkout of each one's repository at
+the locked version, named by these variables (the OpenAI Agents SDK's tests ship in its
+sdist: tests-openai-agents runs them)."""
+
+
+@nox.session(name="peer-suites", python=PYTHON)
+def peer_suites(session: nox.Session) -> None:
+    """ADK's and Pydantic AI's own session and message-history tests run against the
+    bridges on every backend, unchanged but for the fixture that builds the store (see
+    tests/peer_suites). Needs the checkouts named by $AGENTSTORES_ADK_SRC and
+    $AGENTSTORES_PYDANTIC_AI_SRC; fails, never skips, without them."""
+    missing = [name for name in PEER_SOURCES.values() if not os.environ.get(name)]
+    if missing:
+        session.error(f"set {' and '.join(missing)} to checkouts at the locked versions")
+    _sync(session, *BRIDGE_TESTS, *BRIDGES, "adk-tests", "pydantic-ai-tests")
+    names = (*PASSED_ENV, *PEER_SOURCES.values())
+    env = {name: os.environ[name] for name in names if name in os.environ}
+    session.run("pytest", "tests/peer_suites", *session.posargs, env=env)
+
+
 def _build(session: nox.Session) -> None:
     """Every distribution's sdist and wheel (the wheel built from the sdist) into dist/,
     then ``twine check`` and a look inside each artifact."""
