@@ -28,7 +28,9 @@ class EventPage(GetSessionConfig):
     @model_validator(mode="after")
     def _alone(self) -> EventPage:
         if self.num_recent_events is not None or self.after_timestamp is not None:
-            raise ValueError("EventPage takes start and limit, not num_recent_events or after_timestamp")
+            raise ValueError(
+                "EventPage takes start and limit, not num_recent_events or after_timestamp"
+            )
         return self
 
 

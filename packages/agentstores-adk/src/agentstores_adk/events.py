@@ -41,7 +41,9 @@ def to_message(event: Event) -> Message:
     if event.id == HEADER_ID:
         raise UsageError(f"the event id {HEADER_ID!r} is reserved for the session's header")
     content: Any = json.loads(event.model_dump_json())
-    return Message(id=event.id, role=role_of(event), content=content, metadata={"author": event.author})
+    return Message(
+        id=event.id, role=role_of(event), content=content, metadata={"author": event.author}
+    )
 
 
 def from_message(message: StoredMessage) -> Event:

@@ -82,6 +82,7 @@ class AgentStoresSessionService(BaseSessionService):
         from agentstores.keys import validate_principal
 
         self.app_principal = validate_principal(app_principal)
+        self._writes: set[asyncio.Future[Any]] = set()
 
     # --- identity and keys ----------------------------------------------------------
 
@@ -128,7 +129,7 @@ class AgentStoresSessionService(BaseSessionService):
             await self._merge_shared(tenant, principal, app_name, user_id, app, user)
 
         try:
-            await _shielded(write())
+            await self._shielded(write())
         except StaleWriteError:
             raise AlreadyExistsError(f"Session with id {session_id} already exists.") from None
         app_state, user_state = await self._shared(tenant, principal, app_name, user_id)
@@ -278,10 +279,12 @@ class AgentStoresSessionService(BaseSessionService):
                 expected_tail=expected,
                 metadata=metadata,
             )
-            await self._merge_shared(tenant, principal, session.app_name, session.user_id, app, user)
+            await self._merge_shared(
+                tenant, principal, session.app_name, session.user_id, app, user
+            )
 
         try:
-            await _shielded(write())
+            await self._shielded(write())
         except StaleWriteError as exc:
             raise StaleSessionWriteError(
                 f"session {session.id!r} was appended to since this session object was "
@@ -297,7 +300,28 @@ class AgentStoresSessionService(BaseSessionService):
         session._storage_update_marker = event.id
         return self._commit_event_to_session(session, event)
 
+    @override
+    async def flush(self) -> None:
+        """Wait for the writes of cancelled callers to finish (see ``append_event``)."""
+        while self._writes:
+            await asyncio.wait(list(self._writes))
+
     # --- internals ------------------------------------------------------------------
+
+    async def _shielded(self, write: Coroutine[Any, Any, T]) -> T:
+        """Run ``write`` to its end even if the caller is cancelled: a session's event
+        and the app and user state it changes are written together or not at all from
+        the caller's side (a cancelled caller's write still completes; ``flush`` waits
+        for it)."""
+        task = asyncio.ensure_future(write)
+        self._writes.add(task)
+        task.add_done_callback(self._done)
+        return await asyncio.shield(task)
+
+    def _done(self, task: asyncio.Future[Any]) -> None:
+        self._writes.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.debug("a session write failed after its caller left", exc_info=task.exception())
 
     def _acting(self, app_name: str) -> Identity:
         """The identity of a call that names no user (``list_sessions(user_id=None)``)."""
@@ -370,8 +394,12 @@ class AgentStoresSessionService(BaseSessionService):
         """``(app state, user state)`` of ``app_name`` and ``user_id``."""
         conversations = self.stores.conversations
         app_info, user_info = await asyncio.gather(
-            conversations.get_conversation(keys.app_state_key(tenant, app_name), self.app_principal),
-            conversations.get_conversation(keys.user_state_key(tenant, app_name, user_id), principal),
+            conversations.get_conversation(
+                keys.app_state_key(tenant, app_name), self.app_principal
+            ),
+            conversations.get_conversation(
+                keys.user_state_key(tenant, app_name, user_id), principal
+            ),
         )
         return (
             {} if app_info is None else scopes.from_metadata(app_info.metadata),
@@ -442,20 +470,6 @@ def _session(
         state=scopes.merged(app_state, user_state, scopes.from_metadata(info.metadata)),
         last_update_time=float(updated) if updated is not None else info.updated_at.timestamp(),
     )
-
-
-async def _shielded(write: Coroutine[Any, Any, T]) -> T:
-    """Run ``write`` to its end even if the caller is cancelled: a session's event and
-    the app and user state it changes are written together or not at all from the
-    caller's side (a cancelled caller's write still completes)."""
-    task = asyncio.ensure_future(write)
-    task.add_done_callback(_retrieve)
-    return await asyncio.shield(task)
-
-
-def _retrieve(task: asyncio.Future[Any]) -> None:
-    if not task.cancelled() and task.exception() is not None:
-        log.debug("a shielded session write failed after its caller left", exc_info=task.exception())
 
 
 __all__ = ["AgentStoresSessionService"]

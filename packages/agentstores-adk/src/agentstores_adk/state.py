@@ -32,7 +32,7 @@ def json_safe(state: Mapping[str, Any]) -> dict[str, Any]:
     converted; a value with no JSON form stored as its string, with a warning)."""
     try:
         return dict(to_jsonable_python(dict(state)))
-    except Exception:  # noqa: BLE001 - pydantic raises several kinds here
+    except Exception:
         log.warning("state values without a JSON form are stored as their string form")
         return dict(to_jsonable_python(dict(state), fallback=str))
 
@@ -72,7 +72,9 @@ def from_metadata(metadata: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def merged(app: Mapping[str, Any], user: Mapping[str, Any], session: Mapping[str, Any]) -> dict[str, Any]:
+def merged(
+    app: Mapping[str, Any], user: Mapping[str, Any], session: Mapping[str, Any]
+) -> dict[str, Any]:
     """The state an ADK session shows: its own keys, then ``app:`` and ``user:`` keys."""
     out = dict(session)
     out.update({State.APP_PREFIX + key: value for key, value in app.items()})
