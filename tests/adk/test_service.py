@@ -14,7 +14,7 @@ from google.adk.events.event_actions import EventActions
 from google.adk.sessions.base_session_service import GetSessionConfig
 from google.genai import types
 
-from agentstores import ConversationKey, FencedError, UsageError
+from agentstores import ConversationKey, ErasedError, FencedError, UsageError
 from agentstores.stores.ambient import fenced_as
 from agentstores_adk import (
     AgentStoresSessionService,
@@ -189,6 +189,8 @@ async def test_create_and_delete(backend: str, bridge_servers: Servers) -> None:
         assert await service.get_session(app_name=APP, user_id="alice", session_id="s") is None
         with pytest.raises(SessionNotFoundError):
             await service.append_event(created, Event(author="user", content=said("late")))
+        with pytest.raises(ErasedError):  # erasure is final: the id stays taken
+            await service.create_session(app_name=APP, user_id="alice", session_id="s")
 
 
 async def test_fenced_producer_cannot_write(backend: str, bridge_servers: Servers) -> None:
