@@ -77,6 +77,14 @@ class Identities:
             )
         return found
 
+    def acting(self, app_name: str) -> Identity:
+        """The identity of a call that names no user (``list_sessions(user_id=None)``):
+        the fixed one, or the resolver's answer for ``user_id=""``."""
+        if self.fixed is not None:
+            return self.fixed
+        assert self.resolver is not None
+        return _checked(self.resolver(app_name, ""))
+
 
 def _checked(found: object) -> Identity:
     if (

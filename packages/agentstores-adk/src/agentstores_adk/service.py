@@ -27,7 +27,6 @@ from google.adk.sessions.base_session_service import (
     ListSessionsResponse,
 )
 from google.adk.sessions.session import Session
-from typing_extensions import override
 
 from agentstores import (
     ConversationInfo,
@@ -37,6 +36,7 @@ from agentstores import (
     Stores,
     UsageError,
 )
+from agentstores.keys import validate_principal
 from agentstores.stores.kit import decode_cursor
 
 from . import keys
@@ -79,8 +79,6 @@ class AgentStoresSessionService(BaseSessionService):
     ) -> None:
         self.stores = stores
         self._identities = Identities(tenant, principal, identity)
-        from agentstores.keys import validate_principal
-
         self.app_principal = validate_principal(app_principal)
         self._writes: set[asyncio.Future[Any]] = set()
 
@@ -99,7 +97,6 @@ class AgentStoresSessionService(BaseSessionService):
 
     # --- sessions -------------------------------------------------------------------
 
-    @override
     async def create_session(
         self,
         *,
@@ -143,7 +140,6 @@ class AgentStoresSessionService(BaseSessionService):
         session._storage_update_marker = HEADER_ID
         return session
 
-    @override
     async def get_session(
         self,
         *,
@@ -165,7 +161,6 @@ class AgentStoresSessionService(BaseSessionService):
         session._storage_update_marker = info.tail_message_id
         return session
 
-    @override
     async def list_sessions(
         self, *, app_name: str, user_id: str | None = None
     ) -> ListSessionsResponse:
@@ -198,7 +193,7 @@ class AgentStoresSessionService(BaseSessionService):
         page holds fewer sessions when the principal has other conversations in the
         tenant, and may be empty with a next token)."""
         if user_id is None:
-            tenant, principal = self._acting(app_name)
+            tenant, principal = self._identities.acting(app_name)
             user_id = principal
         else:
             tenant, principal = self.identity(app_name, user_id)
@@ -221,7 +216,6 @@ class AgentStoresSessionService(BaseSessionService):
                 sessions.append(_session(info, app_name, user_id, sid, app_state, user_state))
         return SessionPage(sessions=sessions, next_page_token=page.next_cursor)
 
-    @override
     async def delete_session(self, *, app_name: str, user_id: str, session_id: str) -> None:
         """Erase the session (its events and state; app and user state stay): the
         conversation store's erasure, which leaves a tombstone, so the id cannot be
@@ -230,7 +224,6 @@ class AgentStoresSessionService(BaseSessionService):
         key = keys.session_key(tenant, app_name, user_id, _session_id(session_id))
         await self.stores.conversations.delete(key, principal)
 
-    @override
     async def get_user_state(self, *, app_name: str, user_id: str) -> dict[str, Any]:
         tenant, principal = self.identity(app_name, user_id)
         info = await self.stores.conversations.get_conversation(
@@ -240,7 +233,6 @@ class AgentStoresSessionService(BaseSessionService):
 
     # --- events ---------------------------------------------------------------------
 
-    @override
     async def append_event(self, session: Session, event: Event) -> Event:
         """Store ``event`` and the non-temporary part of its state delta, atomically,
         iff the stored session is still the one ``session`` was loaded as.
@@ -300,7 +292,6 @@ class AgentStoresSessionService(BaseSessionService):
         session._storage_update_marker = event.id
         return self._commit_event_to_session(session, event)
 
-    @override
     async def flush(self) -> None:
         """Wait for the writes of cancelled callers to finish (see ``append_event``)."""
         while self._writes:
@@ -322,15 +313,6 @@ class AgentStoresSessionService(BaseSessionService):
         self._writes.discard(task)
         if not task.cancelled() and task.exception() is not None:
             log.debug("a session write failed after its caller left", exc_info=task.exception())
-
-    def _acting(self, app_name: str) -> Identity:
-        """The identity of a call that names no user (``list_sessions(user_id=None)``)."""
-        if self._identities.fixed is not None:
-            return self._identities.fixed
-        assert self._identities.resolver is not None
-        from .identity import _checked
-
-        return _checked(self._identities.resolver(app_name, ""))
 
     async def _snapshot(
         self, key: ConversationKey, principal: str, config: GetSessionConfig | None
