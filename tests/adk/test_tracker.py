@@ -66,8 +66,8 @@ def texts(events: list[Event]) -> list[str]:
 @pytest.mark.parametrize("kind", PEERS)
 async def test_4751_peer_store(kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
     """ADK's DatabaseSessionService: on sqlite both servers pass the stale check before
-    either writes, neither is refused, and both turns land interleaved in one session
-    (the corruption of #4751: every later turn replays two conversations as one). On PostgreSQL
+    either writes, and both turns land interleaved in one session (the corruption of
+    #4751: every later turn replays two conversations as one). On PostgreSQL
     its row lock serializes the two and the second is refused (that case it gets right)."""
     pg = request.getfixturevalue("pg_admin") if kind == "postgres" else None
     async with peer_services(kind, tmp_path, pg) as (a, b):
@@ -79,12 +79,12 @@ async def test_4751_peer_store(kind: str, tmp_path: Path, request: pytest.Fixtur
     questions = [t for t in texts(stored) if t.startswith("question")]
     if kind == "sqlite":
         assert sorted(questions) == ["question from A", "question from B"]  # the failure
-        # the failure: neither server was refused, and both turns are interleaved in one
-        # session (two questions, then the tool calls and answers of both)
-        assert all(isinstance(o, list) for o in outcomes), outcomes
-        assert sorted(texts(stored)) == sorted(
-            ["question from A", "question from B", "answer for A", "answer for B"]
-        )
+        # the failure: neither first append was refused, so both servers' turns are in
+        # one session (whether a later append of one is then refused depends on timing:
+        # either way the session already holds both questions)
+        assert sorted(questions) == ["question from A", "question from B"]
+        answered = [t for t in texts(stored) if t.startswith("answer")]
+        assert answered and all(isinstance(o, (list, StaleSessionError)) for o in outcomes)
     else:
         assert len(questions) == 1
         assert sum(isinstance(o, StaleSessionError) for o in outcomes) == 1
