@@ -355,3 +355,59 @@ async def test_stale_handle_is_refused(backend: str, bridge_servers: Servers) ->
         assert got is not None
         assert [e.content.parts[0].text for e in got.events] == ["a0", "a1", "a2", "b"]
         assert ConversationKey  # (imported for the reader: the session is this key)
+
+
+async def test_a_read_racing_a_writer_is_consistent(backend: str, bridge_servers: Servers) -> None:
+    """A writer that appends while get_session reads: the session object still holds
+    exactly the events up to its marker (the read is retried, or bounded by the metadata
+    it read first), and its next append lands iff nothing landed after its marker."""
+    async with bridge_servers.open(backend) as real:
+        tenant = fresh_tenant()
+        writer = AgentStoresSessionService(real, tenant=tenant, principal="alice")
+        session = await writer.create_session(app_name=APP, user_id="alice")
+        await writer.append_event(session, Event(author="user", content=said("one")))
+        latest = GetSessionConfig(num_recent_events=0)
+
+        stores = CountingStores(real)
+        race = {"armed": False}
+        read_messages = stores.conversations.__getattr__("read_messages")
+
+        async def racing_read(*args: object, **kwargs: object) -> object:
+            if race["armed"]:
+                race["armed"] = False
+                handle = await writer.get_session(
+                    app_name=APP, user_id="alice", session_id=session.id, config=latest
+                )
+                assert handle is not None
+                await writer.append_event(handle, Event(author="clerk", content=said("race")))
+            return await read_messages(*args, **kwargs)
+
+        stores.conversations.read_messages = racing_read  # type: ignore[method-assign]
+        reader = AgentStoresSessionService(stores, tenant=tenant, principal="alice")  # type: ignore[arg-type]
+        configs = [
+            None,
+            GetSessionConfig(num_recent_events=2),
+            GetSessionConfig(after_timestamp=0.0),
+        ]
+        outcomes: list[str] = []
+        for config in configs:
+            race["armed"] = True
+            got = await reader.get_session(
+                app_name=APP, user_id="alice", session_id=session.id, config=config
+            )
+            assert got is not None and not race["armed"]
+            assert got._storage_update_marker == got.events[-1].id
+            now = await writer.get_session(
+                app_name=APP, user_id="alice", session_id=session.id, config=latest
+            )
+            assert now is not None
+            if got._storage_update_marker == now._storage_update_marker:
+                await reader.append_event(got, Event(author="user", content=said("next")))
+                outcomes.append("landed")
+            else:
+                with pytest.raises(StaleSessionWriteError):
+                    await reader.append_event(got, Event(author="user", content=said("next")))
+                outcomes.append("refused")
+        # reads to the tail saw the racing event (re-read); the walk back from the tail
+        # is bounded by the metadata it read first, so its object predates the race
+        assert outcomes == ["landed", "landed", "refused"]
