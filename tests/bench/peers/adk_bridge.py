@@ -5,7 +5,6 @@ the caller holds, the first user message through ``get_session`` with an
 :class:`~agentstores_adk.EventPage` (a page from the start, 20 events at a time until one
 is the user's), the recent 20 through ``num_recent_events``, and ``list_sessions``.
 
-Not wired into ``__main__`` here: the harness lists its systems in ``_systems``.
 """
 
 from __future__ import annotations
@@ -16,20 +15,26 @@ from importlib.metadata import version
 from typing import Any
 
 from .adk_peer import _event
-from .systems import System
+from .systems import LISTER, Listing, System
 
 APP, USER = "bench", "bench-user"
 FIRST_PAGE = 20
 
 
-class ADKBridge(System):
+class ADKBridge(System, Listing):
     """``AgentStoresSessionService`` over agentstores-postgres or agentstores-redis."""
 
-    def __init__(self, server: str, url: str, measure: Callable[[], Awaitable[int]]) -> None:
-        self.server, self.url = server, url
+    native = "ADK DatabaseSessionService"
+
+    def __init__(
+        self, server: str, url: str, measure: Callable[[], Awaitable[int]], over: str
+    ) -> None:
+        self.server, self.url, self.over = server, url, over
         label = "PostgreSQL" if server == "postgres" else "Redis"
         self.name = f"agentstores-adk ({label})"
         self._measure = measure
+        if server != "postgres":  # ADK's own store is measured on PostgreSQL only
+            self.native = None
 
     async def open(self) -> None:
         from agentstores.plugins import create_stores
@@ -39,9 +44,9 @@ class ADKBridge(System):
         self.version = f"agentstores-adk {version('agentstores-adk')}, {adapter} {version(adapter)}"
         self.stores = create_stores(self.url)
         await self.stores.open()
-        self.service = AgentStoresSessionService(
-            self.stores, tenant=f"adk-bench-{uuid.uuid4().hex[:8]}", principal=USER
-        )
+        tenant = f"adk-bench-{uuid.uuid4().hex[:8]}"
+        self.service = AgentStoresSessionService(self.stores, tenant=tenant, principal=USER)
+        self.lister = AgentStoresSessionService(self.stores, tenant=tenant, principal=LISTER)
 
     async def close(self) -> None:
         await self.stores.close()
@@ -101,9 +106,14 @@ class ADKBridge(System):
         assert session is not None
         return len(session.events)
 
+    async def add_listed(self, n: int) -> None:
+        session = await self.lister.create_session(
+            app_name=APP, user_id=LISTER, session_id=f"listed-{n}"
+        )
+        await self.lister.append_event(session, _event(0))
+
     async def list_sessions(self) -> int:
-        """How many sessions the bench user has, through ``list_sessions``."""
-        return len((await self.service.list_sessions(app_name=APP, user_id=USER)).sessions)
+        return len((await self.lister.list_sessions(app_name=APP, user_id=LISTER)).sessions)
 
     async def storage_bytes(self) -> int:
         return int(await self._measure())
