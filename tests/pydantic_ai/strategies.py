@@ -50,7 +50,8 @@ stamps = st.datetimes(
 )
 scalars = st.none() | st.booleans() | st.integers(-(2**31), 2**31) | text
 json_values = st.recursive(
-    scalars, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(text, inner, max_size=3),
+    scalars,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(text, inner, max_size=3),
     max_leaves=6,
 )
 json_objects = st.dictionaries(text, json_values, max_size=3)
@@ -122,7 +123,9 @@ response_parts = st.one_of(
         signature=st.none() | text,
         provider_name=st.none() | names,
     ),
-    st.builds(ToolCallPart, tool_name=names, args=st.none() | json_objects | text, tool_call_id=ids),
+    st.builds(
+        ToolCallPart, tool_name=names, args=st.none() | json_objects | text, tool_call_id=ids
+    ),
     st.builds(
         NativeToolCallPart,
         tool_name=names,

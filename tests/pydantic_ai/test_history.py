@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter
@@ -65,24 +66,15 @@ async def test_runs_round_trip_exactly_and_a_retried_store_is_a_no_op(
         )
         rows = await history.conversation("s").messages()
         assert [r.content for r in rows] == json.loads(exact(second.all_messages()))
-        assert [r.role for r in rows] == ["user", "assistant", "tool", "assistant", "tool"] + [
-            "assistant",
-            "user",
-            "assistant",
-            "tool",
-            "assistant",
-            "tool",
-            "assistant",
-        ]
+        run_roles = ["assistant", "tool", "assistant", "tool", "assistant"]
+        assert [r.role for r in rows] == ["user", *run_roles, "user", *run_roles]
         kinds = {p.part_kind for m in loaded for p in m.parts}
         assert kinds >= {"system-prompt", "user-prompt", "tool-return", "thinking", "text"}
         assert kinds >= {"builtin-tool-call", "builtin-tool-return", "file", "tool-call"}
         # A retried store of the second run's messages (its outcome unknown): nothing new.
         before = await history.load("s", limit=len(second.new_messages()))
         assert before == adapted(second.new_messages())
-        start = StoredHistory(
-            loaded[: len(first.all_messages())], session_id="s", tail=rows[5].id
-        )
+        start = StoredHistory(loaded[: len(first.all_messages())], session_id="s", tail=rows[5].id)
         again = await history.append("s", second.new_messages(), after=start)
         assert again.tail == loaded.tail
         assert await count(stores, tenant, "s") == len(loaded)

@@ -88,8 +88,7 @@ class SqliteTable(TableHistory):
 
     async def rows(self) -> list[str]:
         found = self.db.execute(
-            "SELECT message_data FROM conversation_messages WHERE conversation_id = 'c' "
-            "ORDER BY id"
+            "SELECT message_data FROM conversation_messages WHERE conversation_id = 'c' ORDER BY id"
         ).fetchall()
         return [r[0] for r in found]
 
@@ -146,9 +145,9 @@ async def table(engine: str, tmp_path: Path, pg_admin: str) -> AsyncIterator[Tab
             yield made
 
 
-async def race(agent: Agent[None, str], a: list[ModelMessage], b: list[ModelMessage]) -> tuple[
-    AgentRunResult[str], AgentRunResult[str]
-]:
+async def race(
+    agent: Agent[None, str], a: list[ModelMessage], b: list[ModelMessage]
+) -> tuple[AgentRunResult[str], AgentRunResult[str]]:
     """Two requests of one conversation served at once, each from the history it loaded."""
     return await asyncio.gather(
         agent.run("from a", message_history=a), agent.run("from b", message_history=b)
