@@ -1,16 +1,25 @@
 """Hypothesis strategies: Pydantic AI message histories holding every kind of part.
 
-Requests: system prompt, user prompt (text, and multimodal content: image, audio,
-video and document URLs, binary data, text content, cache points), tool return (every
-outcome, with retry info), retry feedback, the deprecated retry prompt (which the adapter
-itself translates on load), compaction. Responses: text, thinking, tool call, builtin
-(native) tool call and return, file, compaction. Messages carry usage, timestamps,
-provider details, model and provider names, run and conversation ids and metadata.
+Every tag of the ``ModelRequestPart`` and ``ModelResponsePart`` unions, as
+:data:`REQUEST_TAGS` and :data:`RESPONSE_TAGS` say (test_strategies checks them against
+the unions and against what is generated; the deprecated ``RetryPromptPart`` reaches the
+two legacy tags, which translate it).
+
+Requests: system prompt; user prompt with text and multimodal content (image, audio,
+video and document URLs, binary data, uploaded files, text content, cache points);
+speech; tool return (every outcome, with retry info), tool search and capability load
+returns; retry feedback and the deprecated retry prompt; tool availability, capability
+load, model settings and instruction deltas; instruction baseline; compaction;
+capability parts. Responses: text, thinking, tool call, tool search and capability load
+calls, native (builtin) tool call and return and native tool search call and return,
+file, compaction, speech. Messages carry usage, timestamps, provider details, model and
+provider names, run and conversation ids and metadata.
 """
 
 from __future__ import annotations
 
 import warnings
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -19,28 +28,55 @@ from pydantic_ai.messages import (
     AudioUrl,
     BinaryContent,
     CachePoint,
+    CapabilityLoadDeltaPart,
     CompactionPart,
+    DataCapabilityPart,
     DocumentUrl,
     FilePart,
     ImageUrl,
+    InstructionBaselinePart,
+    InstructionDeltaPart,
+    InstructionPart,
+    LoadCapabilityCallPart,
+    LoadCapabilityReturnPart,
     ModelMessage,
     ModelRequest,
     ModelResponse,
+    ModelSettingsDeltaPart,
     NativeToolCallPart,
     NativeToolReturnPart,
+    NativeToolSearchCallPart,
+    NativeToolSearchReturnPart,
+    OperatorSource,
     RetryFeedbackPart,
     RetryInfo,
     RetryPromptPart,
+    SpeechPart,
     SystemPromptPart,
     TextContent,
     TextPart,
     ThinkingPart,
+    ToolAvailabilityDeltaPart,
     ToolCallPart,
     ToolReturnPart,
+    ToolSearchCallPart,
+    ToolSearchReturnPart,
+    UploadedFile,
     UserPromptPart,
+    UserSource,
     VideoUrl,
 )
 from pydantic_ai.usage import RequestUsage
+
+
+@dataclass(kw_only=True)
+class ProgressPart(
+    DataCapabilityPart[str], namespace="agentstores_tests", tag="progress", attributes=("task_id",)
+):
+    """A capability part kind of these tests' own (capability parts are always a kind)."""
+
+    task_id: str
+
 
 text = st.text(st.characters(exclude_categories=("Cs",)), max_size=12)
 names = st.text("abcdefghij_", min_size=1, max_size=8)
@@ -68,9 +104,15 @@ multimodal = st.one_of(
         media_type=st.sampled_from(["image/png", "audio/wav", "application/pdf", "text/plain"]),
     ),
     st.builds(TextContent, content=text, metadata=json_values),
+    st.builds(UploadedFile, file_id=ids, provider_name=st.just("openai")),
     st.just(CachePoint()),
 )
 user_content = text | st.lists(text | multimodal, min_size=1, max_size=4)
+audio = st.none() | st.builds(
+    BinaryContent, data=st.binary(max_size=8), media_type=st.just("audio/pcm")
+)
+tool_matches = st.fixed_dictionaries({"name": names})
+search_args = st.fixed_dictionaries({"queries": st.lists(text, max_size=2)})
 
 
 def _retry_prompt(content: str, tool: str | None, call: str, at: datetime) -> Any:
@@ -113,6 +155,39 @@ request_parts = st.one_of(
     ),
     st.builds(_retry_prompt, text, st.none() | names, ids, stamps),
     st.builds(CompactionPart, content=text),
+    st.builds(SpeechPart, speaker=st.just("user"), transcript=st.none() | text, audio=audio),
+    st.builds(
+        ToolSearchReturnPart,
+        tool_call_id=ids,
+        content=st.fixed_dictionaries({"discovered_tools": st.lists(tool_matches, max_size=2)}),
+        timestamp=stamps,
+    ),
+    st.builds(
+        LoadCapabilityReturnPart,
+        tool_call_id=ids,
+        content=st.fixed_dictionaries({}, optional={"message": text}),
+        timestamp=stamps,
+    ),
+    st.builds(ToolAvailabilityDeltaPart, tools_added=st.lists(names, max_size=2), tool_call_id=ids),
+    st.builds(CapabilityLoadDeltaPart, loaded=st.lists(names, max_size=2), tool_call_id=ids),
+    st.builds(
+        ModelSettingsDeltaPart,
+        settings=st.fixed_dictionaries({"thinking": st.sampled_from([None, "low", "high"])}),
+        top_level=st.booleans(),
+    ),
+    st.builds(InstructionDeltaPart, id=names, content=st.none() | text),
+    st.builds(
+        InstructionBaselinePart,
+        instructions=st.lists(st.builds(InstructionPart, content=text, name=st.none() | names)),
+    ),
+    st.builds(
+        ProgressPart,
+        content=text,
+        source=st.just(OperatorSource()) | st.just(UserSource()),
+        task_id=names,
+        timestamp=stamps,
+        record_id=ids,
+    ),
 )
 response_parts = st.one_of(
     st.builds(TextPart, content=text, id=st.none() | ids, provider_details=optional_objects),
@@ -149,6 +224,27 @@ response_parts = st.one_of(
         ),
     ),
     st.builds(CompactionPart, content=st.none() | text, provider_name=names),
+    st.builds(
+        SpeechPart,
+        speaker=st.just("assistant"),
+        transcript=st.none() | text,
+        interrupted_at_ms=st.none() | st.integers(0, 10**6),
+    ),
+    st.builds(ToolSearchCallPart, args=st.none() | search_args, tool_call_id=ids),
+    st.builds(LoadCapabilityCallPart, tool_call_id=ids),
+    st.builds(
+        NativeToolSearchCallPart,
+        args=st.none() | search_args,
+        tool_call_id=ids,
+        provider_name=names,
+    ),
+    st.builds(
+        NativeToolSearchReturnPart,
+        tool_call_id=ids,
+        content=st.fixed_dictionaries({"discovered_tools": st.lists(tool_matches, max_size=2)}),
+        provider_name=names,
+        timestamp=stamps,
+    ),
 )
 usage = st.builds(
     RequestUsage,
@@ -176,6 +272,43 @@ responses = st.builds(
     provider_response_id=st.none() | ids,
     finish_reason=st.none() | st.sampled_from(["stop", "length", "tool_call"]),
     run_id=st.none() | ids,
+)
+REQUEST_TAGS = frozenset(
+    {
+        "system-prompt",
+        "user-prompt",
+        "speech",
+        "tool-search-return",
+        "capability-load-return",
+        "tool-return",
+        "retry-prompt",
+        "retry-feedback",
+        "tool-availability-delta",
+        "capability-load-delta",
+        "model-settings-delta",
+        "instruction-delta",
+        "instruction-baseline",
+        "compaction",
+        "capability",
+    }
+)
+"""The request part tags of the union the strategies cover (``retry-prompt``: the
+deprecated part, which the discriminator sends to the two legacy tags)."""
+RESPONSE_TAGS = frozenset(
+    {
+        "text",
+        "tool-search-call",
+        "capability-load-call",
+        "tool-call",
+        "builtin-tool-search-call",
+        "builtin-tool-call",
+        "builtin-tool-search-return",
+        "builtin-tool-return",
+        "thinking",
+        "compaction",
+        "file",
+        "speech",
+    }
 )
 histories: st.SearchStrategy[list[ModelMessage]] = st.lists(
     requests | responses, min_size=1, max_size=6

@@ -113,7 +113,7 @@ async def test_a_run_from_a_stale_history_is_refused(
 
 
 @settings(
-    max_examples=6,
+    max_examples=15,
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
