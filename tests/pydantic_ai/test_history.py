@@ -9,7 +9,7 @@ import json
 
 import pytest
 from hypothesis import HealthCheck, given, settings
-from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter
+from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter, ModelResponse, TextPart
 
 from agentstores import (
     ConversationKey,
@@ -19,6 +19,7 @@ from agentstores import (
     NotOwnedError,
     StaleWriteError,
     Stores,
+    UsageError,
     open_stores,
 )
 from agentstores_pydantic_ai import AgentStoresHistory, StoredHistory
@@ -171,6 +172,12 @@ async def test_an_append_is_all_or_nothing_even_when_cancelled(
             await history.append(session, messages, after=start)
             assert await history.load(session) == adapted(messages)
         assert "cancelled" in outcomes
+        # A run whose last message the store refuses (over 8 MiB) lands none of them.
+        start = await history.load("big")
+        huge = ModelResponse([TextPart("x" * (9 * 1024 * 1024))])
+        with pytest.raises(UsageError):
+            await history.append("big", [*runs[0].all_messages(), huge], after=start)
+        assert await count(stores, tenant, "big") == 0
 
 
 async def test_a_taken_over_run_cannot_store(backend: str, bridge_servers: Servers) -> None:

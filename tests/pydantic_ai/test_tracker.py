@@ -18,6 +18,8 @@ import asyncio
 import contextlib
 import json
 import sqlite3
+import subprocess
+import sys
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -32,7 +34,7 @@ from pydantic_ai.run import AgentRunResult
 
 from agentstores import StaleWriteError, open_stores
 from agentstores_pydantic_ai import AgentStoresHistory
-from tests.servers.backends import Servers, fresh_tenant
+from tests.servers.backends import BACKENDS, Servers, fresh_tenant
 
 from .agents import tool_agent
 
@@ -196,6 +198,57 @@ async def test_pydantic_ais_own_store_keeps_a_history_in_one_process_only() -> N
     await replica_one.save(result)
     assert await replica_one.load("c") is not None
     assert await replica_two.load("c") is None
+
+
+CHILD = """
+import asyncio, sys, warnings
+from pydantic_ai import Agent
+from pydantic_ai.models.test import TestModel
+from agentstores import open_stores
+from agentstores_pydantic_ai import AgentStoresHistory
+
+async def main(url, tenant):
+    agent = Agent(TestModel(custom_output_text="from the other process"))
+    async with open_stores(url) as stores:
+        history = AgentStoresHistory(stores, tenant=tenant, principal="alice")
+        result = await history.run(agent, "c", "continue, please")
+    sys.stdout.buffer.write(result.all_messages_json())
+
+warnings.simplefilter("ignore")
+asyncio.run(main(sys.argv[1], sys.argv[2]))
+"""
+
+
+@pytest.mark.parametrize("backend", [b for b in BACKENDS if b != "memory"])
+def test_a_history_one_process_stored_is_continued_by_another(
+    backend: str, bridge_servers: Servers, tmp_path: Path
+) -> None:
+    """Another process (its own interpreter, stores and agent) loads the history this one
+    stored, continues it, and this one sees the continuation: the issue's "pick things up
+    later" across replicas and restarts. (memory:// lives in one process by design.)"""
+    url = bridge_servers.url(backend)
+    tenant = fresh_tenant()
+
+    async def first() -> list[ModelMessage]:
+        async with open_stores(url) as stores:
+            history = AgentStoresHistory(stores, tenant=tenant, principal="alice")
+            return (await history.run(tool_agent(), "c", "hello")).all_messages()
+
+    before = asyncio.run(first())
+    child = subprocess.run(
+        [sys.executable, "-c", CHILD, url, tenant], capture_output=True, timeout=120
+    )
+    assert child.returncode == 0, child.stderr.decode()
+    continued = ModelMessagesTypeAdapter.validate_json(child.stdout)
+    assert exact(continued[: len(before)]) == exact(before)
+    assert len(continued) > len(before)
+
+    async def reread() -> list[ModelMessage]:
+        async with open_stores(url) as stores:
+            history = AgentStoresHistory(stores, tenant=tenant, principal="alice")
+            return list(await history.load("c"))
+
+    assert exact(asyncio.run(reread())) == exact(continued)
 
 
 async def test_the_bridge_refuses_the_stale_run_and_stores_a_retry_once(
