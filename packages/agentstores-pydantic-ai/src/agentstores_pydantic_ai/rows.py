@@ -19,7 +19,11 @@ from pydantic_ai.messages import (
     ModelMessage,
     ModelMessagesTypeAdapter,
     ModelResponse,
+    RetryFeedbackPart,
+    RetryPromptPart,
+    SpeechPart,
     SystemPromptPart,
+    ToolReturnPart,
     UserPromptPart,
 )
 
@@ -58,16 +62,23 @@ def row_id(previous: str | None, data: bytes) -> str:
 
 
 def role_of(message: ModelMessage) -> Role:
-    """``assistant`` for a response; for a request, ``user`` when it holds a user prompt,
-    ``system`` when it holds only system prompts, else ``tool`` (tool returns, retries)."""
+    """``assistant`` for a response. For a request: ``user`` when it holds a user prompt
+    or the user's speech, ``tool`` when it answers a tool call or asks for a retry,
+    ``system`` when it holds only system prompts, else ``other`` (instruction and
+    availability deltas, capability parts, an application's compaction summary)."""
     if isinstance(message, ModelResponse):
         return "assistant"
     parts = list(message.parts)
-    if any(isinstance(p, UserPromptPart) for p in parts):
+    if any(
+        isinstance(p, UserPromptPart) or (isinstance(p, SpeechPart) and p.speaker == "user")
+        for p in parts
+    ):
         return "user"
+    if any(isinstance(p, (ToolReturnPart, RetryFeedbackPart, RetryPromptPart)) for p in parts):
+        return "tool"
     if parts and all(isinstance(p, SystemPromptPart) for p in parts):
         return "system"
-    return "tool" if parts else "other"
+    return "other"
 
 
 class Row(NamedTuple):
