@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -249,3 +250,44 @@ async def test_a_second_replica_continues_the_history(
         assert await second.load("s") == adapted(r3.all_messages())
         assert exact(r3.all_messages()[: len(r2.all_messages())]) == exact(r2.all_messages())
         assert len(r3.all_messages()) > len(r2.all_messages()) > len(r1.all_messages())
+
+
+async def test_a_run_over_one_appends_limit_is_stored_in_chained_appends(
+    backend: str, bridge_servers: Servers, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run larger than one append (here: 2 rows an append) is stored in appends each
+    on the previous one's tail; a process that dies between them leaves a prefix of
+    whole appends, and the retried store completes it, each row once."""
+    import agentstores_pydantic_ai.history as module
+
+    monkeypatch.setattr(module, "MAX_BATCH", 2)
+    async with bridge_servers.open(backend) as stores:
+        tenant = fresh_tenant()
+        history = AgentStoresHistory(stores, tenant=tenant, principal="alice")
+        messages = (await rich_agent().run("five messages, and one more")).all_messages()
+        assert len(messages) == 6
+        append = stores.conversations.append_messages
+        for landed in range(4):
+            session = f"s{landed}"
+            start = await history.load(session)
+            calls = 0
+
+            async def dies_after(*args: Any, landed: int = landed, **kwargs: Any) -> Any:
+                nonlocal calls
+                calls += 1
+                if calls > landed:
+                    raise ConnectionError("the process died here")
+                return await append(*args, **kwargs)
+
+            monkeypatch.setattr(stores.conversations, "append_messages", dies_after)
+            if landed < 3:
+                with pytest.raises(ConnectionError):
+                    await history.append(session, messages, after=start)
+            else:
+                await history.append(session, messages, after=start)
+            monkeypatch.setattr(stores.conversations, "append_messages", append)
+            assert await count(stores, tenant, session) == 2 * landed
+            done = await history.append(session, messages, after=start)
+            loaded = await history.load(session)
+            assert loaded == adapted(messages)
+            assert done.tail == loaded.tail
