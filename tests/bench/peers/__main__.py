@@ -25,7 +25,7 @@ import asyncpg
 
 from .adk_peer import ADKPeer
 from .langgraph_peer import LangGraphPeer
-from .measure import measure, summarize
+from .measure import measure, measure_listing, summarize
 from .openai_peer import RedisSessionPeer, SQLAlchemyPeer
 from .report import markdown, plot
 from .systems import AgentStores, System, postgres_bytes, redis_bytes
@@ -87,15 +87,18 @@ async def _run(args: argparse.Namespace, pg_admin: str, redis_url: str) -> dict[
         for s in systems:
             await s.open()
             stack.push_async_callback(s.close)
-        results = await measure(systems, args.lengths, args.rounds, args.samples, args.budget, note)
+        timing = (args.rounds, args.samples, args.budget)
+        results = await measure(systems, args.lengths, *timing, note)
+        await measure_listing(systems, args.lengths, *timing, results, note)
     servers: dict[str, list[str]] = {}
     for s in systems:
         label = "PostgreSQL 18" if s.server == "postgres" else "Valkey 9"
         servers.setdefault(label, []).append(s.name)
-    pairs = {
-        group[0]: group[1:] for group in servers.values()
-    }  # the first of each server is agentstores'
-    summary = summarize(results, pairs)
+    bridges = {s.name: s.over for s in systems if s.over is not None}
+    # The first of each server is agentstores' own; the peers are the rest but the bridges.
+    pairs = {group[0]: [n for n in group[1:] if n not in bridges] for group in servers.values()}
+    natives = {s.native: s.name for s in systems if s.native is not None}
+    summary = summarize(results, pairs, bridges, natives)
     meta = {
         "date": datetime.now(UTC).strftime("%Y-%m-%d"),
         "machine": f"{os.cpu_count()} cpus, Python {platform.python_version()}",

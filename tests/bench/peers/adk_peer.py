@@ -8,7 +8,7 @@ import uuid
 from importlib.metadata import version
 from typing import Any
 
-from .systems import System, postgres_bytes, text_of
+from .systems import LISTER, Listing, System, postgres_bytes, text_of
 
 APP, USER = "bench", "bench-user"
 
@@ -27,7 +27,7 @@ def _event(n: int) -> Any:
     )
 
 
-class ADKPeer(System):
+class ADKPeer(System, Listing):
     name, server = "ADK DatabaseSessionService", "postgres"
 
     def __init__(self, url: str) -> None:
@@ -84,6 +84,16 @@ class ADKPeer(System):
         )
         assert session is not None
         return len(session.events)
+
+    async def add_listed(self, n: int) -> None:
+        session = await self.service.create_session(
+            app_name=APP, user_id=LISTER, session_id=f"listed-{n}"
+        )
+        await self.service.append_event(session, _event(0))
+
+    async def list_sessions(self) -> int:
+        listed = await self.service.list_sessions(app_name=APP, user_id=LISTER)
+        return len(listed.sessions)
 
     async def storage_bytes(self) -> int:
         return await postgres_bytes(self.url)

@@ -6,6 +6,9 @@ fresh for each round, so every append lands near the stated length; long ones sh
 one conversation per system, grown to the length between lengths (the timed appends
 add at most ``rounds * samples`` messages to it). Storage per append is the growth of
 the system's database across its timed appends, divided by their number.
+
+Listing is measured apart (:func:`measure_listing`): a user of its own gets as many
+sessions as the length, and every system that offers a listing lists them all.
 """
 
 from __future__ import annotations
@@ -16,13 +19,14 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .systems import System, text_of
+from .systems import Listing, System, text_of
 
-OPERATIONS = ("append", "first_user", "recent20")
+OPERATIONS = ("append", "first_user", "recent20", "list_sessions")
 LABELS = {
     "append": "append one message",
     "first_user": "read the first user message",
     "recent20": "recent 20",
+    "list_sessions": "list a user's sessions (as many as messages)",
 }
 FRESH_BELOW = 100
 """Lengths below this get a conversation built anew for every round."""
@@ -39,8 +43,10 @@ class Cell:
     def round_medians(self, op: str) -> list[float]:
         return [statistics.median(r) for r in self.latencies.get(op, []) if r]
 
-    def median(self, op: str) -> float:
-        return statistics.median(x for r in self.latencies.get(op, []) for x in r)
+    def median(self, op: str) -> float | None:
+        """The median over every round; None where the system does not offer ``op``."""
+        values = [x for r in self.latencies.get(op, []) for x in r]
+        return statistics.median(values) if values else None
 
 
 async def _timed(
@@ -116,16 +122,73 @@ async def measure(
     return out
 
 
-def summarize(results: dict[int, dict[str, Cell]], pairs: dict[str, list[str]]) -> dict[str, Any]:
+async def measure_listing(
+    systems: Sequence[System],
+    lengths: Sequence[int],
+    rounds: int,
+    samples: int,
+    budget: float,
+    results: dict[int, dict[str, Cell]],
+    note: Callable[[str], None],
+) -> None:
+    """Every system that lists sessions, at every length: its listing user is given
+    sessions up to the length, then each round times listing them all (into
+    ``results``' cells)."""
+    listing = [s for s in systems if isinstance(s, Listing)]
+    have = dict.fromkeys((s.name for s in listing), 0)
+    for length in sorted(lengths):
+        for s in listing:
+            assert isinstance(s, Listing)
+            note(f"{s.name}: sessions to list {have[s.name]:,} -> {length:,}")
+            for n in range(have[s.name], length):
+                await s.add_listed(n)
+            have[s.name] = max(have[s.name], length)
+            if (listed := await s.list_sessions()) != have[s.name]:
+                raise RuntimeError(f"{s.name}: listed {listed} sessions of {have[s.name]}")
+        for r in range(rounds):
+            order = listing[r % len(listing) :] + listing[: r % len(listing)]
+            for s in order:
+                assert isinstance(s, Listing)
+                lat: list[float] = []
+                await _timed(s.list_sessions, samples, budget, lat)
+                results[length][s.name].latencies["list_sessions"].append(lat)
+
+
+def _ratios(base: Cell, other: Cell) -> dict[str, Any]:
+    """``other / base`` per round, per operation both offer (above 1: base is faster)."""
+    out: dict[str, Any] = {}
+    for op in OPERATIONS:
+        a, p = base.round_medians(op), other.round_medians(op)
+        if not a or not p:
+            continue
+        per_round = [round(y / x, 3) for x, y in zip(a, p, strict=True) if x > 0]
+        out[op] = {
+            "per_round": per_round,
+            "median": round(statistics.median(per_round), 3) if per_round else None,
+            "min": min(per_round) if per_round else None,
+            "max": max(per_round) if per_round else None,
+        }
+    return out
+
+
+def summarize(
+    results: dict[int, dict[str, Cell]],
+    pairs: dict[str, list[str]],
+    bridges: dict[str, str],
+    natives: dict[str, str],
+) -> dict[str, Any]:
     """JSON-safe figures: per cell the median, the per-round medians, bytes per append;
-    per peer the per-round ratios ``peer / agentstores`` (above 1: agentstores faster)."""
+    per peer the per-round ratios ``peer / agentstores`` (above 1: agentstores faster);
+    per bridge (``bridges``: bridge -> agentstores system) its overhead, the per-round
+    ratios ``bridge / agentstores``; per framework's native store (``natives``: native ->
+    bridge) ``native / bridge``."""
     out: dict[str, Any] = {"lengths": {}}
     for length, cells in results.items():
         entry: dict[str, Any] = {}
         for name, cell in cells.items():
             entry[name] = {
                 op: {
-                    "median_ms": round(cell.median(op), 4),
+                    "median_ms": None if (m := cell.median(op)) is None else round(m, 4),
                     "round_medians_ms": [round(x, 4) for x in cell.round_medians(op)],
                     "samples": sum(len(r) for r in cell.latencies[op]),
                 }
@@ -136,15 +199,13 @@ def summarize(results: dict[int, dict[str, Cell]], pairs: dict[str, list[str]]) 
             )
         for ours, peers in pairs.items():
             for peer in peers:
-                ratios = {}
-                for op in OPERATIONS:
-                    a, p = cells[ours].round_medians(op), cells[peer].round_medians(op)
-                    per_round = [round(y / x, 3) for x, y in zip(a, p, strict=True) if x > 0]
-                    ratios[op] = {
-                        "per_round": per_round,
-                        "median": round(statistics.median(per_round), 3) if per_round else None,
-                        "min": min(per_round) if per_round else None,
-                    }
-                entry[peer]["ratio_to"] = {"system": ours, **ratios}
+                entry[peer]["ratio_to"] = {"system": ours, **_ratios(cells[ours], cells[peer])}
+        for bridge, ours in bridges.items():
+            entry[bridge]["overhead_to"] = {"system": ours, **_ratios(cells[ours], cells[bridge])}
+        for native, bridge in natives.items():
+            entry[native]["ratio_to_bridge"] = {
+                "system": bridge,
+                **_ratios(cells[bridge], cells[native]),
+            }
         out["lengths"][str(length)] = entry
     return out

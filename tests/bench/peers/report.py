@@ -8,8 +8,33 @@ from typing import Any
 from .measure import LABELS, OPERATIONS
 
 
-def _ms(x: float) -> str:
+def _ms(x: float | None) -> str:
+    if x is None:
+        return "-"
     return f"{x:,.2f}" if x < 100 else f"{x:,.0f}"
+
+
+def _ratio_rows(
+    summary: dict[str, Any], lengths: list[str], systems: list[str], field: str
+) -> list[str]:
+    """A row per system holding ``field`` (``ratio_to``, ``overhead_to``, ``ratio_to_bridge``)
+    and per operation it was measured at: ``median (lowest round - highest round)``."""
+    rows = []
+    for name in systems:
+        first = summary["lengths"][lengths[0]][name].get(field)
+        if first is None:
+            continue
+        for op in OPERATIONS:
+            if op not in first:
+                continue
+            row = []
+            for n in lengths:
+                r = summary["lengths"][n][name][field].get(op)
+                row.append(
+                    "-" if r is None else f"{r['median']:,.2f}x ({r['min']:,.2f}-{r['max']:,.2f}x)"
+                )
+            rows.append(f"| {name} | {first['system']} | {LABELS[op]} | " + " | ".join(row) + " |")
+    return rows
 
 
 def _bytes(x: int | None) -> str:
@@ -29,13 +54,16 @@ def markdown(summary: dict[str, Any], meta: dict[str, Any]) -> str:
         f"at {head} messages. Versions: {meta['versions']}.",
         "",
     ]
-    first = summary["lengths"][lengths[0]]
     for server, systems in meta["servers"].items():
         out.append(f"**{server}**")
         out.append("")
         out.append("| operation | " + " | ".join(systems) + " |")
         out.append("|---" * (len(systems) + 1) + "|")
         for op in OPERATIONS:
+            if all(
+                summary["lengths"][n][s][op]["median_ms"] is None for n in lengths for s in systems
+            ):
+                continue
             cells = [
                 " / ".join(_ms(summary["lengths"][n][s][op]["median_ms"]) for n in lengths)
                 for s in systems
@@ -47,23 +75,28 @@ def markdown(summary: dict[str, Any], meta: dict[str, Any]) -> str:
         ]
         out.append("| storage per append | " + " | ".join(stored) + " |")
         out.append("")
-        peers = [s for s in systems if "ratio_to" in first[s]]
-        if peers:
-            out.append(
-                f"Peer p50 / {first[peers[0]]['ratio_to']['system']} p50, per round "
-                "(median, lowest round; above 1: agentstores is faster):"
-            )
-            out.append("")
-            out.append("| peer | operation | " + " | ".join(f"{int(n):,}" for n in lengths) + " |")
-            out.append("|---|---" + "|---" * len(lengths) + "|")
-            for peer in peers:
-                for op in OPERATIONS:
-                    row = []
-                    for n in lengths:
-                        r = summary["lengths"][n][peer]["ratio_to"][op]
-                        row.append(f"{r['median']:,.2f}x (min {r['min']:,.2f}x)")
-                    out.append(f"| {peer} | {LABELS[op]} | " + " | ".join(row) + " |")
-            out.append("")
+        columns = " | ".join(f"{int(n):,}" for n in lengths)
+        for field, title in (
+            (
+                "ratio_to",
+                "Peer p50 / agentstores p50, per round (median, lowest-highest round; "
+                "above 1: agentstores is faster):",
+            ),
+            (
+                "ratio_to_bridge",
+                "Native store p50 / its framework's bridge p50, per round "
+                "(above 1: the bridge is faster):",
+            ),
+            (
+                "overhead_to",
+                "Bridge p50 / agentstores' own call p50, per round: the bridge's "
+                "overhead (1.20x is the ceiling it must stay under):",
+            ),
+        ):
+            rows = _ratio_rows(summary, lengths, systems, field)
+            if rows:
+                out += [title, "", f"| system | against | operation | {columns} |"]
+                out += ["|---|---|---" + "|---" * len(lengths) + "|", *rows, ""]
     return "\n".join(out).rstrip() + "\n"
 
 
@@ -91,6 +124,8 @@ def plot(summary: dict[str, Any], meta: dict[str, Any], path: Path) -> None:
             ax = axes[row][col]
             for s in systems:
                 ys = [summary["lengths"][n][s][op]["median_ms"] for n in lengths]
+                if None in ys:  # the system does not offer this operation
+                    continue
                 style = "-o" if s.startswith("agentstores") else "--s"
                 ax.plot(xs, ys, style, label=s, linewidth=2 if s.startswith("agentstores") else 1.2)
             ax.set_xscale("log")

@@ -33,6 +33,11 @@ class System(abc.ABC):
     name: str
     server: str  # "postgres" or "redis"
     version: str = ""
+    over: str | None = None
+    """A framework bridge's agentstores system (the same backend), whose own calls its
+    overhead is measured against; None for agentstores itself and for the peers."""
+    native: str | None = None
+    """A framework bridge's framework's own store on the same server, measured beside it."""
 
     @abc.abstractmethod
     async def open(self) -> None: ...
@@ -64,6 +69,21 @@ class System(abc.ABC):
     async def storage_bytes(self) -> int: ...
 
 
+class Listing(abc.ABC):
+    """A system that lists a user's sessions (LangGraph's savers and the OpenAI SDK's
+    sessions offer no such call). The bench gives a user of the listing's own as many
+    sessions as the length, one message each, and times listing them all."""
+
+    @abc.abstractmethod
+    async def add_listed(self, n: int) -> None:
+        """Session ``n`` (holding one message) for the listing user (untimed)."""
+
+    @abc.abstractmethod
+    async def list_sessions(self) -> int:
+        """Every session of the listing user, through the system's own listing, all pages
+        (timed); returns how many were listed."""
+
+
 async def postgres_bytes(admin_url: str) -> int:
     """What the user tables of the database at ``admin_url`` hold: the exact length of
     their live rows, heap and TOAST (``pgstattuple``), plus the size of their indexes
@@ -91,7 +111,11 @@ async def redis_bytes(client: aioredis.Redis) -> int:
     return total
 
 
-class AgentStores(System):
+LISTER = "bench-lister"
+"""The user whose sessions the listing phase makes and lists."""
+
+
+class AgentStores(System, Listing):
     """agentstores-postgres or agentstores-redis through :class:`agentstores.Stores`."""
 
     def __init__(self, name: str, server: str, url: str, measure: Any) -> None:
@@ -141,6 +165,23 @@ class AgentStores(System):
 
     async def recent(self, conv: Any, k: int) -> int:
         return len(await self.stores.conversations.recent(conv, self.principal, k))
+
+    async def add_listed(self, n: int) -> None:
+        from agentstores.keys import ConversationKey
+
+        key = ConversationKey(self.tenant, f"listed-{n}")
+        await self.stores.conversations.append_messages(key, LISTER, [self._message(0)])
+
+    async def list_sessions(self) -> int:
+        listed, cursor = 0, None
+        while True:
+            page = await self.stores.conversations.list_conversations(
+                self.tenant, LISTER, limit=1000, cursor=cursor
+            )
+            listed += len(page.items)
+            cursor = page.next_cursor
+            if cursor is None:
+                return listed
 
     async def storage_bytes(self) -> int:
         return int(await self._measure())
