@@ -11,7 +11,8 @@ validation on the way back.
 - ``first_user``: the first user row (the store's speaker index), validated back into a
   ``ModelRequest``.
 - ``recent``: ``load(session, limit=k)``, the last ``k`` messages as ``ModelMessage``.
-- ``list_sessions``: the principal's sessions, one listing page.
+- ``list_sessions``: every session of the listing user, all pages of the store's listing
+  (the bridge keeps no listing of its own: a session is a conversation).
 """
 
 from __future__ import annotations
@@ -22,9 +23,9 @@ from datetime import UTC, datetime
 from importlib.metadata import version
 from typing import Any
 
-from .systems import System, role_of, text_of
+from .systems import LISTER, Listing, System, role_of, text_of
 
-LIST_PAGE = 50
+LIST_PAGE = 1000
 
 
 @dataclass
@@ -44,7 +45,7 @@ def _message(n: int) -> Any:
     return ModelResponse([TextPart(text_of(n))], model_name="bench", timestamp=at)
 
 
-class PydanticAIBridge(System):
+class PydanticAIBridge(System, Listing):
     """:class:`agentstores_pydantic_ai.AgentStoresHistory` over agentstores-postgres or
     agentstores-redis at ``url``; ``measure`` gives the server's storage bytes."""
 
@@ -63,6 +64,7 @@ class PydanticAIBridge(System):
         await self.stores.open()
         self.tenant = f"peers-{uuid.uuid4().hex[:8]}"
         self.history = AgentStoresHistory(self.stores, tenant=self.tenant, principal=self.principal)
+        self.lister = AgentStoresHistory(self.stores, tenant=self.tenant, principal=LISTER)
 
     async def close(self) -> None:
         await self.stores.close()
@@ -95,11 +97,23 @@ class PydanticAIBridge(System):
     async def recent(self, conv: Session, k: int) -> int:
         return len(await self.history.load(conv.id, limit=k))
 
+    async def add_listed(self, n: int) -> None:
+        from agentstores_pydantic_ai import StoredHistory
+
+        session = f"listed-{n}"
+        empty = StoredHistory([], session_id=session, tail=None)
+        await self.lister.append(session, [_message(0)], after=empty)
+
     async def list_sessions(self) -> int:
-        page = await self.stores.conversations.list_conversations(
-            self.tenant, self.principal, limit=LIST_PAGE
-        )
-        return len(page.items)
+        listed, cursor = 0, None
+        while True:
+            page = await self.stores.conversations.list_conversations(
+                self.tenant, LISTER, limit=LIST_PAGE, cursor=cursor
+            )
+            listed += len(page.items)
+            cursor = page.next_cursor
+            if cursor is None:
+                return listed
 
     async def storage_bytes(self) -> int:
         return int(await self._measure())
