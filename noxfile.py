@@ -324,6 +324,9 @@ def tests_wheels(session: nox.Session) -> None:
     session.run_install(
         *("uv", "export", "--locked", "--no-emit-workspace", "--no-hashes", "--quiet"),
         *(arg for group in groups for arg in ("--group", group)),
+        # The bridges are path dependencies, not workspace members: an editable path is
+        # no constraint (uv refuses it), and their wheels come from dist/.
+        *(arg for bridge in BRIDGES for arg in ("--no-emit-package", f"agentstores-{bridge}")),
         *("--output-file", constraints),
         external=True,
     )

@@ -1,4 +1,8 @@
-"""agentstores for Pydantic AI: message history stored per run in an agentstores conversation,
-exactly once, under the turn lease."""
+"""agentstores for Pydantic AI: a session's ``ModelMessage`` history stored in an
+agentstores conversation, one row per message, appended per run exactly once, refused
+when the run started from a stale history, fenced under the turn lease."""
 
-__all__: list[str] = []
+from .history import AgentStoresHistory, StoredHistory
+from .identity import CLIENT_IDENTITY_KEYS, IdentityResolver
+
+__all__ = ["CLIENT_IDENTITY_KEYS", "AgentStoresHistory", "IdentityResolver", "StoredHistory"]
