@@ -457,8 +457,8 @@ def bench(session: nox.Session) -> None:
 
 @nox.session(name="bench-peers", python=PYTHON)
 def bench_peers(session: nox.Session) -> None:
-    """agentstores beside the peers (LangGraph, the OpenAI Agents SDK, Google ADK), each
-    through its own public API on one embedded PostgreSQL 18 and one Valkey 9, in one
+    """agentstores beside the peers (LangGraph, the OpenAI Agents SDK, Google ADK), and each
+    framework bridge beside its framework's own store, each through its own public API on one embedded PostgreSQL 18 and one Valkey 9, in one
     process and one run. Writes ``peers.md``, ``peers.json`` and ``peers.png`` into
     ``docs/bench/`` (posargs: ``--out DIR``, ``--rounds N``, ``--lengths 10,1000``...)."""
     _sync(
@@ -471,5 +471,6 @@ def bench_peers(session: nox.Session) -> None:
         "plot",
         "peers",
         "peer-drivers",
+        "pydantic-ai",
     )
     session.run("python", "-m", "tests.bench.peers", *session.posargs)

@@ -23,10 +23,12 @@ from typing import Any
 
 import asyncpg
 
+from .adk_bridge import ADKBridge
 from .adk_peer import ADKPeer
 from .langgraph_peer import LangGraphPeer
 from .measure import measure, measure_listing, summarize
 from .openai_peer import RedisSessionPeer, SQLAlchemyPeer
+from .pydantic_ai_bridge import PydanticAIBridge
 from .report import markdown, plot
 from .systems import AgentStores, System, postgres_bytes, redis_bytes
 
@@ -64,14 +66,28 @@ async def _systems(pg_admin: str, redis_url: str, stack: contextlib.AsyncExitSta
 
     ours_redis = aioredis.from_url(_with_db(redis_url, "1"))
     stack.push_async_callback(ours_redis.aclose)
+    ours = {
+        "postgres": ("agentstores-postgres", inst.url, lambda: postgres_bytes(ours_pg)),
+        "redis": ("agentstores-redis", _with_db(redis_url, "1"), lambda: redis_bytes(ours_redis)),
+    }
+
+    def bridges(server: str) -> list[System]:
+        """Each framework bridge on agentstores' own store on ``server`` (the same database:
+        storage growth is measured per system, around its own timed appends)."""
+        name, url, measure = ours[server]
+        label = "PostgreSQL" if server == "postgres" else "Redis"
+        pydantic = PydanticAIBridge(f"agentstores-pydantic-ai ({label})", server, url, measure)
+        pydantic.over = name
+        return [ADKBridge(server, url, measure, over=name), pydantic]
+
     return [
-        AgentStores("agentstores-postgres", "postgres", inst.url, lambda: postgres_bytes(ours_pg)),
+        AgentStores("agentstores-postgres", "postgres", *ours["postgres"][1:]),
+        *bridges("postgres"),
         LangGraphPeer(_with_db(pg_admin, "langgraph")),
         SQLAlchemyPeer(_with_db(pg_admin, "openai"), _with_db(pg_admin, "openai")),
         ADKPeer(_with_db(pg_admin, "adk")),
-        AgentStores(
-            "agentstores-redis", "redis", _with_db(redis_url, "1"), lambda: redis_bytes(ours_redis)
-        ),
+        AgentStores("agentstores-redis", "redis", *ours["redis"][1:]),
+        *bridges("redis"),
         RedisSessionPeer(_with_db(redis_url, "2")),
     ]
 

@@ -28,6 +28,11 @@ LABELS = {
     "recent20": "recent 20",
     "list_sessions": "list a user's sessions (as many as messages)",
 }
+FRAMEWORK_OPERATIONS = ("append", "first_user", "recent20")
+"""What a bridge's ``framework_cost(op, conv)`` times: the framework's own encoding or
+decoding that ``op`` needs (its event or message objects built from stored rows, or
+dumped for storing), with no store call. Any store of that framework pays it, its native
+one included; the bridge's net overhead is measured over agentstores' call plus it."""
 FRESH_BELOW = 100
 """Lengths below this get a conversation built anew for every round."""
 
@@ -119,6 +124,16 @@ async def measure(
                     lat = []
                     await _timed(call, samples, budget, lat)
                     cell.latencies[op].append(lat)
+                framework_cost = getattr(s, "framework_cost", None)
+                for op in FRAMEWORK_OPERATIONS if framework_cost else ():
+                    lat = []
+                    await _timed(
+                        lambda op=op, conv=conv, cost=framework_cost: cost(op, conv),
+                        samples,
+                        budget,
+                        lat,
+                    )
+                    cell.latencies.setdefault(f"framework:{op}", []).append(lat)
     return out
 
 
@@ -171,6 +186,25 @@ def _ratios(base: Cell, other: Cell) -> dict[str, Any]:
     return out
 
 
+def _net_overhead(ours: Cell, bridge: Cell) -> dict[str, Any]:
+    """``bridge / (agentstores + the framework's own work)`` per round, per operation the
+    bridge times its framework's cost for: what the bridge adds beyond both."""
+    out: dict[str, Any] = {}
+    for op in FRAMEWORK_OPERATIONS:
+        a, f = ours.round_medians(op), bridge.round_medians(f"framework:{op}")
+        p = bridge.round_medians(op)
+        if not (a and f and p):
+            continue
+        per_round = [round(z / (x + y), 3) for x, y, z in zip(a, f, p, strict=True)]
+        out[op] = {
+            "per_round": per_round,
+            "median": round(statistics.median(per_round), 3),
+            "min": min(per_round),
+            "max": max(per_round),
+        }
+    return out
+
+
 def summarize(
     results: dict[int, dict[str, Cell]],
     pairs: dict[str, list[str]],
@@ -202,6 +236,14 @@ def summarize(
                 entry[peer]["ratio_to"] = {"system": ours, **_ratios(cells[ours], cells[peer])}
         for bridge, ours in bridges.items():
             entry[bridge]["overhead_to"] = {"system": ours, **_ratios(cells[ours], cells[bridge])}
+            net = _net_overhead(cells[ours], cells[bridge])
+            if net:
+                entry[bridge]["net_overhead_to"] = {"system": f"{ours} + framework", **net}
+            entry[bridge]["framework_ms"] = {
+                op: round(statistics.median(x for r in cell_rounds for x in r), 4)
+                for op in FRAMEWORK_OPERATIONS
+                if (cell_rounds := cells[bridge].latencies.get(f"framework:{op}"))
+            }
         for native, bridge in natives.items():
             entry[native]["ratio_to_bridge"] = {
                 "system": bridge,
