@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 
 import pytest
 from google.adk.errors.already_exists_error import AlreadyExistsError
@@ -93,6 +94,8 @@ async def test_runner_turn_round_trips_every_event(backend: str, bridge_servers:
             long_running_tool_ids={"c9", "c1"},
             turn_complete=True,
         )
+        # the stored content is the event's JSON, model_dump_json's objects exactly
+        assert to_message(rich).content == json.loads(rich.model_dump_json())
         await service.append_event(got, rich)
         again = await service.get_session(app_name=APP, user_id="alice", session_id=session.id)
         assert again is not None

@@ -13,7 +13,6 @@ responses, ``other`` for events without content (state changes, transfers).
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from google.adk.events.event import Event
@@ -42,7 +41,8 @@ def to_message(event: Event) -> Message:
     """The message that stores ``event``."""
     if event.id == HEADER_ID:
         raise UsageError(f"the event id {HEADER_ID!r} is reserved for the session's header")
-    content: Any = json.loads(event.model_dump_json())
+    # The JSON objects model_dump_json writes, without the text between (same serializers).
+    content: Any = event.model_dump(mode="json")
     return Message(
         id=event.id, role=role_of(event), content=content, metadata={"author": event.author}
     )
