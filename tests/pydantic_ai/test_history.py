@@ -82,9 +82,7 @@ async def test_runs_round_trip_exactly_and_a_retried_store_is_a_no_op(
         assert await count(stores, tenant, "s") == len(loaded)
 
 
-async def test_a_windowed_load_of_turns_is_one_round(
-    backend: str, bridge_servers: Servers
-) -> None:
+async def test_a_windowed_load_of_turns_is_one_round(backend: str, bridge_servers: Servers) -> None:
     """load(limit=n) on a store that answers ``recent`` itself: the metadata and the
     store's last turns are read together, and no read by position follows when the last n
     rows are all turns (user prompts, responses); with a tool return among them they are

@@ -117,9 +117,7 @@ class ADKBridge(System, Listing):
         from agentstores_adk.events import from_message
 
         key = self.service.session_key(app_name=APP, user_id=USER, session_id=conv.id)
-        rows = await self.stores.conversations.get_transcript(
-            key, USER, index=0, speaker="user"
-        )
+        rows = await self.stores.conversations.get_transcript(key, USER, index=0, speaker="user")
         assert rows, "no user message"
         return str(from_message(rows[0]).content.parts[0].text)
 
