@@ -458,9 +458,10 @@ def bench(session: nox.Session) -> None:
 @nox.session(name="bench-peers", python=PYTHON)
 def bench_peers(session: nox.Session) -> None:
     """agentstores beside the peers (LangGraph, the OpenAI Agents SDK, Google ADK), and each
-    framework bridge beside its framework's own store, each through its own public API on one embedded PostgreSQL 18 and one Valkey 9, in one
-    process and one run. Writes ``peers.md``, ``peers.json`` and ``peers.png`` into
-    ``docs/bench/`` (posargs: ``--out DIR``, ``--rounds N``, ``--lengths 10,1000``...)."""
+    framework bridge beside its framework's own store, each through its own public API on
+    one embedded PostgreSQL 18 and one Valkey 9, in one process and one run. Writes
+    ``peers.md``, ``peers.json`` and ``peers.png`` into ``docs/bench/`` (posargs:
+    ``--out DIR``, ``--rounds N``, ``--lengths 10,1000``...)."""
     _sync(
         session,
         "core",

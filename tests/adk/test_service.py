@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 
 import pytest
 from google.adk.errors.already_exists_error import AlreadyExistsError
@@ -22,6 +23,7 @@ from agentstores_adk import (
     StaleSessionWriteError,
     UserMismatchError,
 )
+from agentstores_adk import service as service_module
 from agentstores_adk.events import to_message
 from tests.servers.backends import Servers, fresh_tenant
 
@@ -92,6 +94,8 @@ async def test_runner_turn_round_trips_every_event(backend: str, bridge_servers:
             long_running_tool_ids={"c9", "c1"},
             turn_complete=True,
         )
+        # the stored content is the event's JSON, model_dump_json's objects exactly
+        assert to_message(rich).content == json.loads(rich.model_dump_json())
         await service.append_event(got, rich)
         again = await service.get_session(app_name=APP, user_id="alice", session_id=session.id)
         assert again is not None
@@ -328,6 +332,81 @@ async def test_reads_are_paged(backend: str, bridge_servers: Servers) -> None:
             app_name=APP, user_id="alice", page_size=10, page_token=page.next_page_token
         )
         assert {s.id for s in page.sessions + rest.sessions} == {s.id for s in listed.sessions}
+
+
+async def test_recent_events_are_one_round_where_the_store_answers_recent(
+    backend: str, bridge_servers: Servers
+) -> None:
+    """num_recent_events: on a store that answers ``recent`` itself, the metadata and the
+    store's last turns are read together, and no read by position follows when the last
+    n events are all turns; with another event among them (a function response), or on
+    a store that composes ``recent``, they are read by position. Either way the events are
+    exactly the last n and end at the marker, also when a writer races the read."""
+    async with bridge_servers.open(backend) as stores:
+        service = AgentStoresSessionService(stores, tenant=fresh_tenant(), principal="alice")
+        session = await service.create_session(app_name=APP, user_id="alice")
+        answered = types.Content(
+            role="user",
+            parts=[types.Part.from_function_response(name="f", response={"ok": True})],
+        )
+        events = [
+            Event(author="user", content=said("a")),
+            Event(author="clerk", content=said("b")),
+            Event(author="clerk", content=answered),
+            Event(author="clerk", content=said("c")),
+            Event(author="user", content=said("d")),
+        ]
+        for event in events:
+            await service.append_event(session, event)
+        conv = stores.conversations
+        answers = service_module._answers_recent(conv)
+        assert answers  # every backend here answers recent in one read of its own
+        calls: dict[str, int] = {"recent": 0, "read_messages": 0}
+        race = {"armed": False}
+        real_recent, real_read = conv.recent, conv.read_messages
+
+        async def recent(*args: object, **kwargs: object) -> object:
+            calls["recent"] += 1
+            if race["armed"]:
+                race["armed"] = False
+                racing = Event(author="user", content=said(f"race {len(events)}"))
+                await service.append_event(session, racing)
+                events.append(racing)
+            return await real_recent(*args, **kwargs)
+
+        async def read_messages(*args: object, **kwargs: object) -> object:
+            calls["read_messages"] += 1
+            return await real_read(*args, **kwargs)
+
+        conv.recent = recent  # type: ignore[method-assign]
+        conv.read_messages = read_messages  # type: ignore[method-assign]
+        try:
+            for n, turns_only in ((1, True), (2, True), (3, False), (5, False), (50, False)):
+                calls.update(recent=0, read_messages=0)
+                got = await service.get_session(
+                    app_name=APP,
+                    user_id="alice",
+                    session_id=session.id,
+                    config=GetSessionConfig(num_recent_events=n),
+                )
+                assert got is not None
+                assert dumped(got.events) == dumped(events[-n:])
+                assert got._storage_update_marker == events[-1].id
+                one_round = answers and turns_only
+                assert calls == {"recent": int(answers), "read_messages": int(not one_round)}
+            for n in (1, 2):
+                race["armed"] = True
+                got = await service.get_session(
+                    app_name=APP,
+                    user_id="alice",
+                    session_id=session.id,
+                    config=GetSessionConfig(num_recent_events=n),
+                )
+                assert got is not None and not race["armed"]
+                assert got._storage_update_marker == got.events[-1].id
+                assert dumped(got.events) == dumped(events[-n:])
+        finally:
+            del conv.recent, conv.read_messages
 
 
 async def test_stale_handle_is_refused(backend: str, bridge_servers: Servers) -> None:

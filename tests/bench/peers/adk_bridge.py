@@ -1,10 +1,14 @@
 """agentstores-adk on PostgreSQL or on Redis, measured through ADK's session-service API
 (the calls an ADK ``Runner`` or ADK's API server makes), beside ``adk_peer``'s
 ``DatabaseSessionService``: timed appends through ``append_event`` on the session object
-the caller holds, the first user message through ``get_session`` with an
-:class:`~agentstores_adk.EventPage` (a page from the start, 20 events at a time until one
-is the user's), the recent 20 through ``num_recent_events``, and ``list_sessions``.
+the caller holds, the recent 20 through ``num_recent_events``, and ``list_sessions``. ADK
+has no call for the first user message: it is read as the bridge documents it, the
+store's speaker index on the session's key (``session_key``, one indexed read) and the
+row made an ``Event`` (``agentstores_adk.events.from_message``).
 
+``framework_cost`` times ADK's own work alone for each of those (no store call): the
+event an append stores built and dumped to JSON, the first user row and the last 20 rows
+(read beforehand, untimed) validated into ADK events, the latter into a ``Session``.
 """
 
 from __future__ import annotations
@@ -18,7 +22,6 @@ from .adk_peer import _event
 from .systems import LISTER, Listing, System
 
 APP, USER = "bench", "bench-user"
-FIRST_PAGE = 20
 
 
 class ADKBridge(System, Listing):
@@ -33,6 +36,9 @@ class ADKBridge(System, Listing):
         label = "PostgreSQL" if server == "postgres" else "Redis"
         self.name = f"agentstores-adk ({label})"
         self._measure = measure
+        self._rows: dict[str, tuple[Any, list[Any]]] = {}
+        """Per session id: its first user row's content and its last 20 rows' contents,
+        read after each build for ``framework_cost``."""
         if server != "postgres":  # ADK's own store is measured on PostgreSQL only
             self.native = None
 
@@ -73,26 +79,47 @@ class ADKBridge(System, Listing):
             )
             conv._storage_update_marker = events[-1].id
             conv.last_update_time = events[-1].timestamp
+        self._rows[conv.id] = await self._stored(conv)
+
+    async def _stored(self, conv: Any) -> tuple[Any, list[Any]]:
+        """The contents ``framework_cost`` decodes: the first user row, the last 20."""
+        key = self.service.session_key(app_name=APP, user_id=USER, session_id=conv.id)
+        conversations = self.stores.conversations
+        first = await conversations.get_transcript(key, USER, index=0, speaker="user")
+        info = await conversations.get_conversation(key, USER)
+        assert first and info is not None
+        start = max(1, info.message_count - 20)
+        recent = await conversations.read_messages(key, USER, start=start)
+        return first[0].content, [row.content for row in recent]
+
+    async def framework_cost(self, op: str, conv: Any) -> None:
+        """ADK's own encoding or decoding for ``op``, no store call: what any ADK session
+        store pays (its own ``DatabaseSessionService`` too)."""
+        from google.adk.events.event import Event
+        from google.adk.sessions.session import Session
+
+        if op == "append":
+            _event(0).model_dump_json()
+            return
+        first, recent = self._rows.get(conv.id) or await self._stored(conv)
+        if op == "first_user":
+            str(Event.model_validate(first).content.parts[0].text)
+        elif op == "recent20":
+            events = [Event.model_validate(content) for content in recent]
+            Session(id=conv.id, app_name=APP, user_id=USER, events=events)
+        else:
+            raise ValueError(f"no framework cost for {op!r}")
 
     async def append(self, conv: Any, n: int) -> None:
         await self.service.append_event(conv, _event(n))
 
     async def first_user(self, conv: Any) -> str:
-        from agentstores_adk import EventPage
+        from agentstores_adk.events import from_message
 
-        start = 0
-        while True:
-            session = await self.service.get_session(
-                app_name=APP,
-                user_id=USER,
-                session_id=conv.id,
-                config=EventPage(start=start, limit=FIRST_PAGE),
-            )
-            assert session is not None and session.events, "no user message"
-            for event in session.events:
-                if event.author == "user":
-                    return str(event.content.parts[0].text)
-            start += FIRST_PAGE
+        key = self.service.session_key(app_name=APP, user_id=USER, session_id=conv.id)
+        rows = await self.stores.conversations.get_transcript(key, USER, index=0, speaker="user")
+        assert rows, "no user message"
+        return str(from_message(rows[0]).content.parts[0].text)
 
     async def recent(self, conv: Any, k: int) -> int:
         from google.adk.sessions.base_session_service import GetSessionConfig

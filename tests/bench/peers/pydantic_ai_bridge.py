@@ -13,6 +13,10 @@ validation on the way back.
 - ``recent``: ``load(session, limit=k)``, the last ``k`` messages as ``ModelMessage``.
 - ``list_sessions``: every session of the listing user, all pages of the store's listing
   (the bridge keeps no listing of its own: a session is a conversation).
+
+``framework_cost`` times Pydantic AI's own work alone for the first three (no store
+call): the message an append stores built and dumped by ``ModelMessagesTypeAdapter``,
+the first user row and the last 20 rows (read beforehand, untimed) validated by it.
 """
 
 from __future__ import annotations
@@ -53,6 +57,9 @@ class PydanticAIBridge(System, Listing):
         self.name, self.server, self.url = name, server, url
         self._measure = measure
         self.principal = "bench-user"
+        self._rows: dict[str, tuple[Any, list[Any]]] = {}
+        """Per session id: its first user row's content and its last 20 rows' contents,
+        read after each build for ``framework_cost``."""
 
     async def open(self) -> None:
         from agentstores.plugins import create_stores
@@ -78,6 +85,35 @@ class PydanticAIBridge(System, Listing):
             last = min(start + count, first + 1000)
             batch = [_message(n) for n in range(first, last)]
             conv.history = await self.history.append(conv.id, batch, after=conv.history)
+        self._rows[conv.id] = await self._stored(conv)
+
+    async def _stored(self, conv: Session) -> tuple[Any, list[Any]]:
+        """The contents ``framework_cost`` decodes: the first user row, the last 20."""
+        conversation = self.history.conversation(conv.id)
+        first = await conversation.message(0, speaker="user")
+        key, principal = self.history.identities.key(conv.id)
+        info = await self.stores.conversations.get_conversation(key, principal)
+        assert first is not None and info is not None
+        start = max(0, info.message_count - 20)
+        recent = await self.stores.conversations.read_messages(key, principal, start=start)
+        return first.content, [row.content for row in recent]
+
+    async def framework_cost(self, op: str, conv: Session) -> None:
+        """Pydantic AI's own encoding or decoding for ``op``, no store call: what any
+        store of its message histories pays."""
+        from pydantic_ai.messages import ModelMessagesTypeAdapter, UserPromptPart
+
+        if op == "append":
+            ModelMessagesTypeAdapter.dump_json([_message(0)])
+            return
+        first, recent = self._rows.get(conv.id) or await self._stored(conv)
+        if op == "first_user":
+            [request] = ModelMessagesTypeAdapter.validate_python([first])
+            str(next(p for p in request.parts if isinstance(p, UserPromptPart)).content)
+        elif op == "recent20":
+            ModelMessagesTypeAdapter.validate_python(recent)
+        else:
+            raise ValueError(f"no framework cost for {op!r}")
 
     async def append(self, conv: Session, n: int) -> None:
         conv.history = await self.history.append(conv.id, [_message(n)], after=conv.history)

@@ -2,22 +2,23 @@
 
 A message's id is the event's id (so a retried append is a no-op), its content the
 event's JSON (``Event.model_dump_json``: every field, bytes in base64, the timestamp
-as the float it was), read back with ``Event.model_validate_json``: the event that comes
-back equals the one appended. Its role says who spoke, for the conversation store's
-speaker views (``get_transcript(speaker="user")``, ``recent``): ``user`` for what the
-user said, ``assistant`` for what a model said (text or function calls), ``tool`` for
-function responses, ``other`` for events without content (state changes, transfers).
+as the float it was), read back by ``Event.model_validate`` of the JSON object as the
+store returns it (which decodes the base64 as the JSON validation would, without writing
+the object back to text first): the event that comes back equals the one appended.
+Its role says who spoke, for the conversation store's speaker views
+(``get_transcript(speaker="user")``, ``recent``): ``user`` for what the user said,
+``assistant`` for what a model said (text or function calls), ``tool`` for function
+responses, ``other`` for events without content (state changes, transfers).
 """
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from google.adk.events.event import Event
 
 from agentstores import Message, UsageError
-from agentstores.models import Role, StoredMessage
+from agentstores.models import Role, StoredMessage, TranscriptMessage
 
 HEADER_ID = "adk-session"
 """The id of every session's first message, written by ``create_session``: it makes the
@@ -40,15 +41,16 @@ def to_message(event: Event) -> Message:
     """The message that stores ``event``."""
     if event.id == HEADER_ID:
         raise UsageError(f"the event id {HEADER_ID!r} is reserved for the session's header")
-    content: Any = json.loads(event.model_dump_json())
+    # The JSON objects model_dump_json writes, without the text between (same serializers).
+    content: Any = event.model_dump(mode="json")
     return Message(
         id=event.id, role=role_of(event), content=content, metadata={"author": event.author}
     )
 
 
-def from_message(message: StoredMessage) -> Event:
-    """The event ``message`` stores."""
-    return Event.model_validate_json(json.dumps(message.content))
+def from_message(message: StoredMessage | TranscriptMessage) -> Event:
+    """The event ``message`` stores (a row of ``read_messages`` or ``get_transcript``)."""
+    return Event.model_validate(message.content)
 
 
 def header(app_name: str, user_id: str, session_id: str) -> Message:

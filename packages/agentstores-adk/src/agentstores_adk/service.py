@@ -5,8 +5,10 @@ per event (:mod:`.events`); its state is the conversation's metadata, merged in 
 atomic append as the event that changed it (:mod:`.state`). Every append is conditioned
 on the transcript tail the session object last saw, so a second writer is refused
 (:class:`.StaleSessionWriteError`) instead of interleaving its events with the first's.
-Reads fetch only the events asked for: the last ``num_recent_events`` are one read at
-their position, ``after_timestamp`` walks back from the tail a page at a time.
+Reads fetch only the events asked for, beside the metadata and the app and user state
+(concurrently): the last ``num_recent_events`` are the store's ``recent`` read when they
+are all turns, else one read at their position; ``after_timestamp`` walks back from the
+tail a page at a time.
 """
 
 from __future__ import annotations
@@ -37,6 +39,8 @@ from agentstores import (
     UsageError,
 )
 from agentstores.keys import validate_principal
+from agentstores.models import StoredMessage
+from agentstores.stores.conversations import ConversationStore
 from agentstores.stores.kit import decode_cursor
 
 from . import keys
@@ -54,6 +58,9 @@ PAGE = 100
 """Events per read when ``after_timestamp`` walks back from the tail."""
 LIST_PAGE = 1000
 """Conversations per read when ``list_sessions`` collects every session."""
+RECENT_AT_ONCE = 1000
+"""Most events ``num_recent_events`` reads through the store's ``recent`` (more: by
+position)."""
 SNAPSHOT_TRIES = 5
 """Reads of a session's metadata and events before giving up on a consistent pair (each
 retry means another writer appended between the two reads)."""
@@ -151,11 +158,13 @@ class AgentStoresSessionService(BaseSessionService):
         tenant, principal = self.identity(app_name, user_id)
         session_id = _session_id(session_id)
         key = keys.session_key(tenant, app_name, user_id, session_id)
-        snapshot = await self._snapshot(key, principal, config)
+        snapshot, (app_state, user_state) = await asyncio.gather(
+            self._snapshot(key, principal, config),
+            self._shared(tenant, principal, app_name, user_id),
+        )
         if snapshot is None:
             return None
         info, events = snapshot
-        app_state, user_state = await self._shared(tenant, principal, app_name, user_id)
         session = _session(info, app_name, user_id, session_id, app_state, user_state)
         session.events = events
         session._storage_update_marker = info.tail_message_id
@@ -318,27 +327,64 @@ class AgentStoresSessionService(BaseSessionService):
         self, key: ConversationKey, principal: str, config: GetSessionConfig | None
     ) -> tuple[ConversationInfo, list[Event]] | None:
         """The session's metadata and the events ``config`` asks for, read so that the
-        events end where the metadata's tail says (retried when a writer came between)."""
+        events end where the metadata's tail says (retried when a writer came between).
+
+        A read whose position does not depend on the metadata (a page, every event) goes
+        to the store together with the metadata read; so does the last ``n``, as the
+        store's ``recent`` read, where the store answers it in one read and the last ``n``
+        events are all turns (user and model text) ending at the metadata's tail; any
+        other last ``n`` is read by position once the metadata says where."""
         conversations = self.stores.conversations
-        for _ in range(SNAPSHOT_TRIES):
-            info = await conversations.get_conversation(key, principal)
-            if info is None:
-                return None
-            count = info.message_count
-            if isinstance(config, EventPage):
-                rows = await conversations.read_messages(
+        if isinstance(config, EventPage):
+            info, rows = await asyncio.gather(
+                conversations.get_conversation(key, principal),
+                conversations.read_messages(
                     key, principal, start=1 + config.start, limit=config.limit
+                ),
+            )
+            return None if info is None else (info, _events(rows))
+        recent = None if config is None else config.num_recent_events
+        after = None if config is None else config.after_timestamp
+        one_read = (
+            after is None
+            and recent is not None
+            and 0 < recent <= RECENT_AT_ONCE
+            and _answers_recent(conversations)
+        )
+        for _ in range(SNAPSHOT_TRIES):
+            if recent is None and after is None:
+                info, rows = await asyncio.gather(
+                    conversations.get_conversation(key, principal),
+                    conversations.read_messages(key, principal, start=1),
                 )
-                return info, [from_message(row) for row in rows]
-            recent = None if config is None else config.num_recent_events
-            after = None if config is None else config.after_timestamp
+                if info is None:
+                    return None
+                if _ends_at(rows, info, 1):
+                    return info, _events(rows)
+                continue
+            if one_read:
+                assert recent is not None
+                info, turns = await asyncio.gather(
+                    conversations.get_conversation(key, principal),
+                    conversations.recent(key, principal, recent),
+                )
+                if info is None:
+                    return None
+                window = _window(turns, info, max(1, info.message_count - recent))
+                if window is not None:
+                    return info, _events(window)
+            else:
+                info = await conversations.get_conversation(key, principal)
+                if info is None:
+                    return None
+            count = info.message_count
             if recent == 0:
                 return info, []
             start = 1 if recent is None else max(1, count - recent)
             if after is None:
                 rows = await conversations.read_messages(key, principal, start=start)
                 if _ends_at(rows, info, start):
-                    return info, [from_message(row) for row in rows]
+                    return info, _events(rows)
                 continue
             events = await self._after(key, principal, info, start, after)
             if events is not None:
@@ -362,7 +408,7 @@ class AgentStoresSessionService(BaseSessionService):
             )
             if end == info.message_count and not _ends_at(rows, info, start):
                 return None
-            page = [from_message(row) for row in rows]
+            page = _events(rows)
             for index in range(len(page) - 1, -1, -1):
                 if page[index].timestamp < after:
                     return page[index + 1 :] + found
@@ -427,6 +473,38 @@ def _session_id(session_id: str) -> str:
     if not isinstance(session_id, str):
         raise UsageError(f"session_id must be a str, got {type(session_id).__name__}")
     return session_id.strip()
+
+
+def _answers_recent(conversations: object) -> bool:
+    """Whether the store answers ``recent`` in one read of its own. A store that does not
+    composes it from metadata and position reads (slower than one read by position), and
+    a wrapper around a store is not known to answer it."""
+    own = getattr(type(conversations), "_recent", None)
+    return own is not None and own is not ConversationStore._recent
+
+
+def _window(
+    turns: list[StoredMessage], info: ConversationInfo, start: int
+) -> list[StoredMessage] | None:
+    """The rows from ``start`` to the tail ``info`` saw, if ``turns`` (the store's last
+    turns, oldest first) hold every one of them: the last ``count - start`` turns sit at
+    positions ``start .. count - 1`` and the last is the tail. None if another row (a
+    function response, a state change) is among them, or a writer came between."""
+    count = info.message_count
+    want = count - start
+    if want <= 0:
+        return []
+    if len(turns) < want:
+        return None
+    window = turns[-want:]
+    last = window[-1]
+    if window[0].seq != start or last.seq != count - 1 or last.id != info.tail_message_id:
+        return None
+    return window
+
+
+def _events(rows: list[StoredMessage]) -> list[Event]:
+    return [from_message(row) for row in rows]
 
 
 def _ends_at(rows: list[Any], info: ConversationInfo, start: int) -> bool:

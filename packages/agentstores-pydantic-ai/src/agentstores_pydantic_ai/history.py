@@ -13,6 +13,7 @@ so a run whose turn was taken over cannot store.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -22,19 +23,23 @@ from pydantic_ai.run import AgentRunResult
 
 from agentstores import (
     Conversation,
+    ConversationInfo,
     ConversationKey,
     Message,
     StoredMessage,
     Stores,
     UsageError,
 )
-from agentstores.stores.conversations import MAX_APPEND_BYTES, MAX_BATCH
+from agentstores.stores.conversations import MAX_APPEND_BYTES, MAX_BATCH, ConversationStore
 
 from .identity import Identities, IdentityResolver, refuse_client_identity
 from .rows import Row, is_message_row, load, to_rows
 
 PAGE = 500
 """Rows one read takes while loading a history."""
+RECENT_AT_ONCE = 1000
+"""Most messages a windowed load reads through the store's ``recent`` (more: by
+position)."""
 BATCH_BYTES = MAX_APPEND_BYTES // 2
 """Content bytes one append takes at most (a run over it is stored in several appends)."""
 
@@ -96,16 +101,36 @@ class AgentStoresHistory:
         key, principal = self.identities.key(session_id)
         if limit is not None and (not isinstance(limit, int) or limit < 0):
             raise UsageError(f"limit must be a non-negative int or None, got {limit!r}")
-        start = 0
-        if limit is not None:
-            info = await self.stores.conversations.get_conversation(key, principal)
-            start = 0 if info is None else max(0, info.message_count - limit)
-        rows = await self._rows(key, principal, start)
+        if limit is None:
+            rows = await self._rows(key, principal, 0)
+        else:
+            rows = await self._last_rows(key, principal, limit)
         tail = rows[-1].id if rows else None
         kept = [row.content for row in rows if is_message_row(row)]
         if limit is not None:
             kept = kept[len(kept) - limit :] if limit else []
         return StoredHistory(load(kept), session_id=session_id, tail=tail)
+
+    async def _last_rows(
+        self, key: ConversationKey, principal: str, limit: int
+    ) -> list[StoredMessage]:
+        """The last ``limit`` rows (more if a writer appended meanwhile): the store's last
+        turns read beside the metadata, kept when they are those rows and end at its
+        tail (one round); else read by position from where the metadata says."""
+        conversations = self.stores.conversations
+        if 0 < limit <= RECENT_AT_ONCE and _answers_recent(conversations):
+            info, turns = await asyncio.gather(
+                conversations.get_conversation(key, principal),
+                conversations.recent(key, principal, limit),
+            )
+            if info is not None:
+                window = _window(turns, info, max(0, info.message_count - limit))
+                if window is not None:
+                    return window
+        else:
+            info = await conversations.get_conversation(key, principal)
+        start = 0 if info is None else max(0, info.message_count - limit)
+        return await self._rows(key, principal, start)
 
     async def _rows(self, key: ConversationKey, principal: str, start: int) -> list[StoredMessage]:
         rows: list[StoredMessage] = []
@@ -194,6 +219,34 @@ class AgentStoresHistory:
         """Erase the session's conversation (its messages, everything the stores hold for
         it) and leave a tombstone; True if there was something to erase."""
         return await self.conversation(session_id).delete()
+
+
+def _answers_recent(conversations: object) -> bool:
+    """Whether the store answers ``recent`` in one read of its own. A store that does not
+    composes it from metadata and position reads (slower than one read by position), and
+    a wrapper around a store is not known to answer it."""
+    own = getattr(type(conversations), "_recent", None)
+    return own is not None and own is not ConversationStore._recent
+
+
+def _window(
+    turns: list[StoredMessage], info: ConversationInfo, start: int
+) -> list[StoredMessage] | None:
+    """The rows from ``start`` to the tail ``info`` saw, if ``turns`` (the store's last
+    turns, oldest first) hold every one of them: the last ``count - start`` turns sit at
+    positions ``start .. count - 1`` and the last is the tail. None if another row (a
+    tool return, a system prompt) is among them, or a writer came between."""
+    count = info.message_count
+    want = count - start
+    if want <= 0:
+        return []
+    if len(turns) < want:
+        return None
+    window = turns[-want:]
+    last = window[-1]
+    if window[0].seq != start or last.seq != count - 1 or last.id != info.tail_message_id:
+        return None
+    return window
 
 
 def _batches(rows: list[Row]) -> list[list[Message]]:

@@ -2,7 +2,9 @@
 
 A row's content is the JSON object the adapter dumps for the message (bytes as base64,
 as the adapter writes them), so loading is the adapter's own validation of the same
-JSON, and nothing of a message (parts, usage, timestamps, provider details, run ids) is
+JSON object (``validate_python`` of the objects as the store returns them, which reads
+the base64 as ``validate_json`` of their text would, without writing them back to text
+first), and nothing of a message (parts, usage, timestamps, provider details, run ids) is
 lost or reshaped. A row's id is a digest of the row before it and its content: the same
 message stored after the same tail always gets the same id, so storing a run's messages
 again is a no-op, while the same message at another place in the history is another row.
@@ -44,8 +46,7 @@ def dump(messages: Sequence[ModelMessage]) -> list[dict[str, Any]]:
 
 def load(contents: Sequence[Any]) -> list[ModelMessage]:
     """The messages the adapter validates from the stored JSON objects."""
-    text = json.dumps(list(contents), ensure_ascii=False, separators=(",", ":"))
-    return ModelMessagesTypeAdapter.validate_json(text)
+    return ModelMessagesTypeAdapter.validate_python(list(contents))
 
 
 def encoded(content: Any) -> bytes:
