@@ -94,8 +94,8 @@ async def test_runner_turn_round_trips_every_event(backend: str, bridge_servers:
             long_running_tool_ids={"c9", "c1"},
             turn_complete=True,
         )
-        # the stored content is the event's JSON, model_dump_json's objects exactly
-        assert to_message(rich).content == json.loads(rich.model_dump_json())
+        # the stored content is the event's JSON as ADK's own database service stores it
+        assert to_message(rich).content == json.loads(rich.model_dump_json(exclude_none=True))
         await service.append_event(got, rich)
         again = await service.get_session(app_name=APP, user_id="alice", session_id=session.id)
         assert again is not None

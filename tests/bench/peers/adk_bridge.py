@@ -99,7 +99,7 @@ class ADKBridge(System, Listing):
         from google.adk.sessions.session import Session
 
         if op == "append":
-            _event(0).model_dump_json()
+            _event(0).model_dump(mode="json", exclude_none=True)
             return
         first, recent = self._rows.get(conv.id) or await self._stored(conv)
         if op == "first_user":
