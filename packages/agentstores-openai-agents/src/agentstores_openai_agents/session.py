@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Coroutine
+from collections.abc import Awaitable, Coroutine
 from typing import Any, TypeVar
 
 from agents.items import TResponseInputItem
@@ -34,6 +34,24 @@ from .rows import GAP, HEAD_ID, SESSION_METADATA, encode, items_of, kind_of
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+
+async def settled(work: Awaitable[T]) -> T:
+    """Await a write to its outcome even when the caller is cancelled, then re-raise the
+    cancellation: a write the caller gave up on must not land later (some adapters run
+    a call in a worker thread that a cancellation does not stop)."""
+    task = asyncio.ensure_future(work)
+    cancelled: asyncio.CancelledError | None = None
+    while not task.done():
+        try:
+            await asyncio.wait({task})
+        except asyncio.CancelledError as exc:
+            cancelled = cancelled or exc
+    if cancelled is not None:
+        if not task.cancelled():
+            task.exception()  # retrieved: the cancellation is what the caller hears
+        raise cancelled
+    return task.result()
+
 
 POP_WINDOW = 3
 """Rows ``pop_item`` reads from the end: the last item, its gap, and the row before."""
@@ -89,7 +107,9 @@ class AgentStoresSession(SessionABC):
         return await self._on_loop(self._get_items(resolve_session_limit(limit, self.session_settings)))
 
     async def add_items(self, items: list[TResponseInputItem]) -> None:
-        """Append ``items`` in one store call: all land or none do.
+        """Append ``items`` in one store call: all land or none do. Cancelled mid-call,
+        it waits for that call's outcome before raising ``CancelledError``, so nothing
+        lands after it ended (as the SDK's own sessions do).
 
         Raises:
             UsageError: an item is not a JSON mapping, or the batch is over the store's
@@ -100,7 +120,7 @@ class AgentStoresSession(SessionABC):
         """
         if not items:
             return
-        await self._on_loop(self._add_items(list(items)))
+        await settled(self._on_loop(self._add_items(list(items))))
 
     async def pop_item(self) -> TResponseInputItem | None:
         """Remove and return the last item (None when there is none, or the session is
@@ -110,7 +130,7 @@ class AgentStoresSession(SessionABC):
             NotOwnedError: the session is shared with this principal, not owned.
             FencedError: a takeover fenced this producer out (inside a turn).
         """
-        return await self._on_loop(self._pop_item())
+        return await settled(self._on_loop(self._pop_item()))
 
     async def clear_session(self) -> None:
         """Remove every item; the session stays usable (unlike erasure: see
@@ -120,7 +140,7 @@ class AgentStoresSession(SessionABC):
             NotOwnedError: the session is shared with this principal, not owned.
             FencedError: a takeover fenced this producer out (inside a turn).
         """
-        await self._on_loop(self._clear())
+        await settled(self._on_loop(self._clear()))
 
     # --- beyond the protocol ----------------------------------------------------------
 
