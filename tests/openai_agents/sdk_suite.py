@@ -87,7 +87,7 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-SUBSTITUTE = f"""
+SUBSTITUTE = """
 
 # --- agentstores: the store this module constructs is the bridge ---
 from tests.openai_agents.sdk_suite import SuiteSession as SQLiteSession  # noqa: E402
@@ -165,7 +165,9 @@ NOT_APPLICABLE = {
     "test_sqlite_session_keeps_connections_of_live_worker_threads": SQLITE_CONNECTIONS,
     "test_sqlite_session_closed_rejects_empty_add_items": SQLITE_CLOSED,
     "test_sqlite_session_pop_item_skips_corrupt_most_recent": SQLITE_CORRUPT_ROWS,
-    "test_sqlite_session_pop_item_returns_none_after_dropping_only_corrupt_rows": SQLITE_CORRUPT_ROWS,
+    "test_sqlite_session_pop_item_returns_none_after_dropping_only_corrupt_rows": (
+        SQLITE_CORRUPT_ROWS
+    ),
     "test_sqlite_session_get_items_limit_skips_corrupt_newest_rows": SQLITE_CORRUPT_ROWS,
     "test_sqlite_session_get_items_session_settings_limit_skips_corrupt_rows": SQLITE_CORRUPT_ROWS,
     "test_sqlite_session_file_lock_is_shared_across_instances": SQLITE_FILE_LOCK,

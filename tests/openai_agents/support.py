@@ -30,13 +30,20 @@ def session(
 
 
 ITEMS: list[dict[str, Any]] = [
-    {"role": "user", "content": "Hello \u00e9\u4e2d\U0001f600 \x00 \"quoted\" \\ '; DROP TABLE x;--"},
+    {
+        "role": "user",
+        "content": 'Hello \u00e9\u4e2d\U0001f600 \x00 "quoted" \\ \'; DROP TABLE x;--',
+    },
     {
         "role": "user",
         "type": "message",
         "content": [
             {"type": "input_text", "text": "look at this"},
-            {"type": "input_image", "image_url": "data:image/png;base64,iVBORw0KGgo=", "detail": "auto"},
+            {
+                "type": "input_image",
+                "image_url": "data:image/png;base64,iVBORw0KGgo=",
+                "detail": "auto",
+            },
         ],
     },
     {"role": "system", "content": "be brief"},
@@ -78,8 +85,19 @@ ITEMS: list[dict[str, Any]] = [
             {"type": "refusal", "refusal": "not that"},
         ],
     },
-    {"id": "ws_1", "type": "web_search_call", "status": "completed", "action": {"type": "search", "query": "q"}},
-    {"id": "fs_1", "type": "file_search_call", "status": "completed", "queries": ["q"], "results": None},
+    {
+        "id": "ws_1",
+        "type": "web_search_call",
+        "status": "completed",
+        "action": {"type": "search", "query": "q"},
+    },
+    {
+        "id": "fs_1",
+        "type": "file_search_call",
+        "status": "completed",
+        "queries": ["q"],
+        "results": None,
+    },
     {
         "id": "cu_1",
         "type": "computer_call",
@@ -111,9 +129,22 @@ ITEMS: list[dict[str, Any]] = [
     },
     {"id": "lso_1", "type": "local_shell_call_output", "output": "a\nb"},
     {"id": "mcp_1", "type": "mcp_list_tools", "server_label": "s", "tools": []},
-    {"id": "mcpr_1", "type": "mcp_approval_request", "server_label": "s", "name": "t", "arguments": "{}"},
+    {
+        "id": "mcpr_1",
+        "type": "mcp_approval_request",
+        "server_label": "s",
+        "name": "t",
+        "arguments": "{}",
+    },
     {"type": "mcp_approval_response", "approval_request_id": "mcpr_1", "approve": True},
-    {"id": "mcpc_1", "type": "mcp_call", "server_label": "s", "name": "t", "arguments": "{}", "output": None},
+    {
+        "id": "mcpc_1",
+        "type": "mcp_call",
+        "server_label": "s",
+        "name": "t",
+        "arguments": "{}",
+        "output": None,
+    },
     {"id": "ct_1", "type": "custom_tool_call", "call_id": "ctc_1", "name": "grammar", "input": "x"},
     {"type": "custom_tool_call_output", "call_id": "ctc_1", "output": "ok"},
     {"id": "cmp_1", "type": "compaction", "encrypted_content": "opaque-summary"},
@@ -144,9 +175,7 @@ def two_agents() -> tuple[Agent[Any], ScriptedModel]:
     answers; one scripted model drives both (four model calls per turn)."""
     model = ScriptedModel()
     billing = Agent("billing", model=model, instructions="answer billing questions")
-    triage = Agent(
-        "triage", model=model, tools=[weather], handoffs=[billing], instructions="route"
-    )
+    triage = Agent("triage", model=model, tools=[weather], handoffs=[billing], instructions="route")
     return triage, model
 
 
@@ -154,7 +183,10 @@ def script_turn(model: ScriptedModel, n: int) -> None:
     """The model outputs of turn ``n`` of :func:`two_agents`."""
     model.extend(
         [
-            [reasoning(f"turn {n}", f"rs_{n}"), function_call("weather", {"city": "Paris"}, call_id=f"w{n}")],
+            [
+                reasoning(f"turn {n}", f"rs_{n}"),
+                function_call("weather", {"city": "Paris"}, call_id=f"w{n}"),
+            ],
             [function_call("transfer_to_billing", {}, call_id=f"h{n}")],
             [assistant_message(f"answer {n}", item_id=f"msg_{n}")],
         ]

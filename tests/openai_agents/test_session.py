@@ -7,6 +7,7 @@ cancelled mid-call), owner-only, identity from the application, and the SDK's ow
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import copy
 
@@ -65,9 +66,16 @@ async def test_runner_turns_store_what_sqlitesession_stores(
                 assert result.final_output == f"answer {n}"
             first_turn = model.calls[3].input
             assert isinstance(first_turn, list)
-            assert any(item.get("content") == "answer 1" or "answer 1" in str(item) for item in first_turn)
+            assert any(
+                item.get("content") == "answer 1" or "answer 1" in str(item) for item in first_turn
+            )
         expected = await reference.get_items()
-        assert {i.get("type") for i in expected} >= {"reasoning", "function_call", "function_call_output", "message"}
+        assert {i.get("type") for i in expected} >= {
+            "reasoning",
+            "function_call",
+            "function_call_output",
+            "message",
+        }
         assert await bridge.get_items() == expected
         assert await bridge.get_items(3) == expected[-3:]
         reference.close()
@@ -105,17 +113,18 @@ async def test_add_items_is_all_or_nothing_when_cancelled(
     of it lands after the call ended; a batch over one append's limit is refused whole."""
     async with bridge_servers.open(backend) as stores:
         s = session(stores)
-        batch = [{"role": "user" if i % 2 else "assistant", "content": f"{i} " + "x" * 500} for i in range(60)]
+        batch = [
+            {"role": "user" if i % 2 else "assistant", "content": f"{i} " + "x" * 500}
+            for i in range(60)
+        ]
         for steps in range(0, 24, 3):
             await s.clear_session()
             task = asyncio.ensure_future(s.add_items(copy.deepcopy(batch)))
             for _ in range(steps):
                 await asyncio.sleep(0)
             task.cancel()
-            try:
+            with contextlib.suppress(asyncio.CancelledError):
                 await task
-            except asyncio.CancelledError:
-                pass
             items = await s.get_items()
             assert items in ([], batch), f"cancelled after {steps} steps: {len(items)} items"
             await asyncio.sleep(0.02)
@@ -177,7 +186,11 @@ async def test_identity_comes_from_the_application(backend: str, bridge_servers:
         CURRENT_USER.set(("", "alice"))  # type: ignore[arg-type]
         with pytest.raises(UsageError):
             await shared.get_items()
-        for bad in ({}, {"tenant": "t", "identity": CURRENT_USER.get}, {"identity": CURRENT_USER.get, "principal": "p"}):
+        for bad in (
+            {},
+            {"tenant": "t", "identity": CURRENT_USER.get},
+            {"identity": CURRENT_USER.get, "principal": "p"},
+        ):
             with pytest.raises(UsageError):
                 AgentStoresSession("s", stores, **bad)  # type: ignore[arg-type]
         CURRENT_USER.set((tenant, "alice"))

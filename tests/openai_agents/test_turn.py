@@ -15,7 +15,7 @@ from agentstores import BusyError, FencedError, LeaseLostError
 from agentstores_openai_agents import AgentStoresSession, run_turn
 from tests.servers.backends import Servers, fresh_tenant
 
-from .support import script_turn, session, two_agents
+from .support import script_turn, two_agents
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -69,7 +69,7 @@ async def test_concurrent_run_turns_do_not_interleave(
         go.set()
         assert (await first).final_output == "a1"
         items = await a.get_items()
-        assert [i.get("content") for i in items][0] == "q1" and len(items) == 2
+        assert items[0].get("content") == "q1" and len(items) == 2
         script_turn(model, 2)
         assert (await run_turn(b, agent, "q2")).final_output == "answer 2"
 

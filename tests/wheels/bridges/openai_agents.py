@@ -38,7 +38,9 @@ async def main() -> None:
         assert await session.pop_item() == items[-1]
         await session.clear_session()
         assert await session.get_items() == []
-        assert (await list_sessions(stores, tenant="wheels", principal="user-1")).session_ids == ["s"]
+        assert (await list_sessions(stores, tenant="wheels", principal="user-1")).session_ids == [
+            "s"
+        ]
     print("ok")
 
 

@@ -35,6 +35,7 @@ from .rows import GAP, HEAD_ID, SESSION_METADATA, encode, items_of, kind_of
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
+
 async def settled(work: Awaitable[T]) -> T:
     """Await a write to its outcome even when the caller is cancelled, then re-raise the
     cancellation: a write the caller gave up on must not land later (some adapters run
@@ -104,7 +105,9 @@ class AgentStoresSession(SessionABC):
     async def get_items(self, limit: int | None = None) -> list[TResponseInputItem]:
         """The items, oldest first; with ``limit`` (or the settings' limit) the last
         ``limit`` (none for 0, all for a negative limit, as ``SQLiteSession``)."""
-        return await self._on_loop(self._get_items(resolve_session_limit(limit, self.session_settings)))
+        return await self._on_loop(
+            self._get_items(resolve_session_limit(limit, self.session_settings))
+        )
 
     async def add_items(self, items: list[TResponseInputItem]) -> None:
         """Append ``items`` in one store call: all land or none do. Cancelled mid-call,
