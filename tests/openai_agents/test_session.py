@@ -16,7 +16,7 @@ from agents import Runner, SQLiteSession
 from agents.extensions.memory import EncryptedSession
 from cryptography.fernet import Fernet
 
-from agentstores import ConversationKey, NotOwnedError, UsageError
+from agentstores import ConversationKey, Message, NotOwnedError, UnsupportedError, UsageError
 from agentstores_openai_agents import AgentStoresSession, list_sessions, run_turn
 from tests.servers.backends import Servers, fresh_tenant
 
@@ -104,6 +104,14 @@ async def test_pop_and_clear_are_exact(backend: str, bridge_servers: Servers) ->
         assert await s.get_items() == []
         await s.add_items([u])
         assert await s.get_items() == [u]
+        # a conversation written other than through the session: refused, never a loop
+        other = session(stores, "written-elsewhere")
+        await other.conversation().append(Message.assistant("hi"))
+        with pytest.raises(UnsupportedError):
+            await other.pop_item()
+        await other.conversation().append(Message.assistant("again"))
+        with pytest.raises(UnsupportedError):
+            await other.clear_session()
 
 
 async def test_add_items_is_all_or_nothing_when_cancelled(
@@ -235,3 +243,9 @@ async def test_the_sdks_encrypted_session_wraps_the_bridge(
         assert len(stored) == 9
         assert all(row.get("__enc__") == 1 for row in stored), stored[0]
         assert "Paris" not in str(stored) and "Paris" in str(await encrypted.get_items())
+        agent, model = two_agents()  # a turn under the bridge's lease, through the wrapper
+        script_turn(model, 1)
+        result = await run_turn(inner, agent, "question 1", session=encrypted)
+        assert result.final_output == "answer 1"
+        assert len(await inner.get_items()) == 9 + 7
+        assert (await encrypted.get_items())[9] == {"content": "question 1", "role": "user"}

@@ -24,7 +24,7 @@ from agents.memory.session_settings import (
     resolve_session_limit,
 )
 
-from agentstores import Conversation, ConversationKey, Stores
+from agentstores import Conversation, ConversationKey, NotFoundError, Stores, UnsupportedError
 from agentstores.protocol.lease import DEFAULT_LEASE_CONFIG, LeaseConfig
 from agentstores.protocol.turn import Turn
 from agentstores.stores.conversations import MAX_BATCH
@@ -222,6 +222,8 @@ class AgentStoresSession(SessionABC):
                 cut = item_row.id  # a user row goes with everything after it
             elif last > 0:
                 cut = rows[last - 1].id  # a non-user row: kept, everything after goes
+            elif item_row.seq == 0:
+                raise _headless(conv)
             else:
                 continue  # the window began at this item: the log changed, read again
             await conv.truncate(cut)
@@ -232,7 +234,12 @@ class AgentStoresSession(SessionABC):
         info = await conv.info()
         if info is None or info.message_count <= 1:
             return
-        await conv.truncate(HEAD_ID)
+        try:
+            await conv.truncate(HEAD_ID)
+        except NotFoundError as exc:
+            if await conv.info() is None:
+                return  # erased meanwhile
+            raise _headless(conv) from exc
 
     async def _on_loop(self, work: Coroutine[Any, Any, T]) -> T:
         """Run ``work`` on the loop that owns the stores (this one, unless called from a
@@ -244,6 +251,14 @@ class AgentStoresSession(SessionABC):
             return await work
         # The task runs in a copy of this context: the ambient epoch of a turn goes along.
         return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(work, self._loop))
+
+
+def _headless(conv: Conversation) -> UnsupportedError:
+    return UnsupportedError(
+        f"{conv.key!r} does not begin with the session's head row (it was written other than "
+        "through AgentStoresSession, or recreated after an erasure by a session object that "
+        "had written it before): its first item cannot be removed alone"
+    )
 
 
 __all__ = ["AgentStoresSession"]

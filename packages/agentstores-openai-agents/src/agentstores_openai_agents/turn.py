@@ -27,6 +27,7 @@ async def run_turn(
     session: AgentStoresSession,
     agent: Agent[Any],
     input: Any,
+    /,
     *,
     message_id: str | None = None,
     lease_config: LeaseConfig = DEFAULT_LEASE_CONFIG,
@@ -35,7 +36,9 @@ async def run_turn(
     """``Runner.run(agent, input, session=session, **runner_kwargs)`` under the lease.
 
     ``message_id`` names the turn (fresh if None); a retry of the same request should
-    pass the same id, so that it takes the turn over instead of waiting it out.
+    pass the same id, so that it takes the turn over instead of waiting it out. A
+    ``session=`` in ``runner_kwargs`` (a wrapper of ``session``, such as the SDK's
+    ``EncryptedSession``) is what the run reads and writes; the lease is ``session``'s.
 
     Raises:
         BusyError: another turn holds the session (``.occupant`` names it).
@@ -44,7 +47,8 @@ async def run_turn(
     """
     async with session.turn(message_id, lease_config=lease_config) as turn:
         # The run's task copies this context: its session writes carry the lease's epoch.
-        task = asyncio.ensure_future(Runner.run(agent, input, session=session, **runner_kwargs))
+        runner_kwargs.setdefault("session", session)
+        task = asyncio.ensure_future(Runner.run(agent, input, **runner_kwargs))
         turn.lease.bind(task)
         try:
             return await task
