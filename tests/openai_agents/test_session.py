@@ -16,7 +16,14 @@ from agents import Runner, SQLiteSession
 from agents.extensions.memory import EncryptedSession
 from cryptography.fernet import Fernet
 
-from agentstores import ConversationKey, Message, NotOwnedError, UnsupportedError, UsageError
+from agentstores import (
+    ConversationKey,
+    ErasedError,
+    Message,
+    NotOwnedError,
+    UnsupportedError,
+    UsageError,
+)
 from agentstores_openai_agents import AgentStoresSession, list_sessions, run_turn
 from tests.servers.backends import Servers, fresh_tenant
 
@@ -104,6 +111,9 @@ async def test_pop_and_clear_are_exact(backend: str, bridge_servers: Servers) ->
         assert await s.get_items() == []
         await s.add_items([u])
         assert await s.get_items() == [u]
+        assert await s.delete() is True  # erasure, unlike clear: the id refuses writes
+        with pytest.raises(ErasedError):
+            await s.add_items([u])
         # a conversation written other than through the session: refused, never a loop
         other = session(stores, "written-elsewhere")
         await other.conversation().append(Message.assistant("hi"))
