@@ -324,6 +324,9 @@ def tests_wheels(session: nox.Session) -> None:
     session.run_install(
         *("uv", "export", "--locked", "--no-emit-workspace", "--no-hashes", "--quiet"),
         *(arg for group in groups for arg in ("--group", group)),
+        # The bridges are path dependencies, which --no-emit-workspace keeps in: as "-e ./..."
+        # lines, which uv refuses as constraints.
+        *(arg for b in BRIDGES for arg in ("--no-emit-package", f"agentstores-{b}")),
         *("--output-file", constraints),
         external=True,
     )

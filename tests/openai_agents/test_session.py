@@ -149,6 +149,10 @@ async def test_add_items_is_all_or_nothing_when_cancelled(
             assert await s.get_items() == items, "a cancelled add landed after it ended"
         with pytest.raises(UsageError):
             await s.add_items([{"role": "user", "content": str(i)} for i in range(600)])
+        with pytest.raises(UsageError):  # not a JSON mapping: refused whole
+            await s.add_items([{"role": "user", "content": "ok"}, {"content": float("nan")}])
+        with pytest.raises(UsageError):
+            await s.add_items(["not an item"])  # type: ignore[list-item]
         await s.clear_session()
         await s.add_items(batch[:2])
         assert await s.get_items() == batch[:2]

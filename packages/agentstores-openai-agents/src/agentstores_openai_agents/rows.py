@@ -27,7 +27,7 @@ import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from agentstores import Message, StoredMessage
+from agentstores import Message, StoredMessage, UsageError
 from agentstores.models import Role
 
 MARKER = "openai_agents"
@@ -73,8 +73,6 @@ def encode(items: Sequence[Any], *, head: bool) -> list[Message]:
     rows = [marker(HEAD)] if head else []
     for item in items:
         if not isinstance(item, Mapping):
-            from agentstores import UsageError
-
             raise UsageError(f"a session item is a mapping, got {type(item).__name__}")
         role = role_of(item)
         rows.append(Message(id=uuid.uuid4().hex, role=role, content=dict(item)))

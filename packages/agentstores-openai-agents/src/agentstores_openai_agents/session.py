@@ -12,7 +12,6 @@ write carries the lease's epoch, so a producer fenced out by a takeover writes n
 from __future__ import annotations
 
 import asyncio
-import logging
 from collections.abc import Awaitable, Coroutine
 from typing import Any, TypeVar
 
@@ -24,7 +23,14 @@ from agents.memory.session_settings import (
     resolve_session_limit,
 )
 
-from agentstores import Conversation, ConversationKey, NotFoundError, Stores, UnsupportedError
+from agentstores import (
+    Conversation,
+    ConversationKey,
+    NotFoundError,
+    Stores,
+    UnsupportedError,
+    UsageError,
+)
 from agentstores.protocol.lease import DEFAULT_LEASE_CONFIG, LeaseConfig
 from agentstores.protocol.turn import Turn
 from agentstores.stores.conversations import MAX_BATCH
@@ -32,7 +38,6 @@ from agentstores.stores.conversations import MAX_BATCH
 from .identity import Identities, IdentityResolver
 from .rows import GAP, HEAD_ID, SESSION_METADATA, encode, items_of, kind_of
 
-log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
@@ -194,8 +199,6 @@ class AgentStoresSession(SessionABC):
         head = conv.key not in self._headed
         rows = encode(items, head=head)
         if len(rows) > MAX_BATCH:
-            from agentstores import UsageError
-
             raise UsageError(
                 f"add_items of {len(items)} items needs {len(rows)} rows; one append holds "
                 f"at most {MAX_BATCH} (a user message takes two): add them in smaller calls"
