@@ -70,6 +70,9 @@ class AgentStoresSession(SessionABC):
     or ``identity=`` (a resolver called on every call). Create the session in the event
     loop that owns ``stores``; calls from another loop (``Runner.run_sync`` in a worker
     thread) are run on that loop.
+
+    It subclasses ``SessionABC`` (not only the ``Session`` protocol) because the SDK's
+    wrappers, ``EncryptedSession`` among them, are typed to take one.
     """
 
     def __init__(
