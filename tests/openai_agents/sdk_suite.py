@@ -32,8 +32,13 @@ from agentstores_openai_agents import AgentStoresSession
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = "oa_sdk_tests"
-MODULES = ("memory/test_session.py", "memory/test_session_limit.py")
-"""The SDK's store-generic session test modules (each constructs ``SQLiteSession``)."""
+MODULES = (
+    "memory/test_session.py",
+    "memory/test_session_limit.py",
+    "extensions/memory/test_encrypt_session.py",
+)
+"""The SDK's store-generic session test modules: each constructs ``SQLiteSession`` as the
+store it runs on (``test_encrypt_session`` wraps it in ``EncryptedSession``)."""
 HELPERS = ("test_responses.py",)
 """What they import from the SDK's test package."""
 CACHE_ENV = "AGENTSTORES_SDK_CACHE"
@@ -155,6 +160,20 @@ LOOP_BLOCKED = (
     "the bridge runs such a call on the loop that owns the stores' connections (as any store "
     "whose connections belong to one loop must), which is blocked, so the threads wait forever"
 )
+NO_STORE = (
+    "constructs no store of the module's own (no session, SessionSettings alone, a mock, or "
+    "the SDK's SQLAlchemySession or RedisSession): nothing of the bridge runs in it"
+)
+SQLITE_POP_AUTH = (
+    "EncryptedSession authenticates a popped item before removing it only over a native "
+    "SQLiteSession (its private _pop_item_with_validation; some of these also read the table "
+    "with sqlite3); over any other store, the SDK's own included, it documents that pop removes "
+    "an item it cannot read"
+)
+COMPACTION_SNAPSHOT = (
+    "expects the compaction input a store with the private _get_compaction_snapshot gives "
+    "(a bounded tail); the bridge has none, so compaction sees the whole history"
+)
 AWAIT_MUTATION = "tests the SDK's private _await_mutation helper, which no store is involved in"
 
 NOT_APPLICABLE = {
@@ -172,6 +191,29 @@ NOT_APPLICABLE = {
     "test_sqlite_session_get_items_session_settings_limit_skips_corrupt_rows": SQLITE_CORRUPT_ROWS,
     "test_sqlite_session_file_lock_is_shared_across_instances": SQLITE_FILE_LOCK,
     "test_sqlite_session_concurrent_access": LOOP_BLOCKED,
+    "test_session_memory_disabled_parametrized": NO_STORE,
+    "test_session_settings_resolve": NO_STORE,
+    "test_encrypt_session__session_settings_resolve": NO_STORE,
+    "test_encrypt_session__encrypted_session_delegation": NO_STORE,
+    "test_encrypt_session__encrypted_session_forwards_wrapper_to_all_underlying_operations": (
+        NO_STORE
+    ),
+    "test_encrypt_session__encrypted_pop_preserves_sqlalchemy_history": NO_STORE,
+    "test_encrypt_session__encrypted_session_scan_budget_does_not_turn_redis_negative_limit_into_history": NO_STORE,  # noqa: E501
+    "test_encrypt_session__encrypted_pop_wrong_key_preserves_recoverable_history": SQLITE_POP_AUTH,
+    "test_encrypt_session__encrypted_pop_rechecks_authentication_after_expired_tail": (
+        SQLITE_POP_AUTH
+    ),
+    "test_encrypt_session__encrypted_pop_authentication_is_atomic_with_concurrent_mutations": (
+        SQLITE_POP_AUTH
+    ),
+    "test_encrypt_session__encrypted_pop_wrong_key_preserves_row_identity": SQLITE_POP_AUTH,
+    "test_encrypt_session__encrypted_pop_cancellation_waits_for_authentication_rollback": (
+        SQLITE_POP_AUTH
+    ),
+    "test_encrypt_session__encrypted_compaction_skips_unencrypted_stored_history": (
+        COMPACTION_SNAPSHOT
+    ),
     "test_sqlite_session_failed_add_items_releases_write_lock": SQLITE_ROLLBACK,
     "test_sqlite_session_failed_clear_session_rolls_back": SQLITE_ROLLBACK,
     "test_sqlite_session_failed_pop_item_releases_write_lock": SQLITE_ROLLBACK,
@@ -182,24 +224,41 @@ NOT_APPLICABLE = {
 """The SDK tests that examine SQLite itself, by name, and why they cannot apply."""
 
 
-def applicable_tests() -> dict[str, Any]:
-    """The SDK's tests to run, by name (every test of the modules not in NOT_APPLICABLE)."""
+def _tests() -> dict[str, Any]:
+    """Every test of the modules, by the name it runs under: its own, except in
+    ``test_encrypt_session`` (whose names repeat some of ``test_session``'s), where it is
+    prefixed ``test_encrypt_session__``."""
     found: dict[str, Any] = {}
     for module in suite_modules():
+        prefix = "test_encrypt_session__" if module.__name__.endswith("encrypt_session") else ""
         for name, test in vars(module).items():
-            if name.startswith("test_") and callable(test) and name not in NOT_APPLICABLE:
-                assert name not in found, f"two SDK tests named {name}"
-                found[name] = test
+            if name.startswith("test_") and callable(test):
+                exposed = f"{prefix}{name[5:]}" if prefix else name
+                assert exposed not in found, f"two SDK tests named {exposed}"
+                found[exposed] = test
     return found
 
 
+def applicable_tests() -> dict[str, Any]:
+    """The SDK's tests to run, by name (every test of the modules not in NOT_APPLICABLE)."""
+    return {name: test for name, test in _tests().items() if name not in NOT_APPLICABLE}
+
+
 def all_test_names() -> set[str]:
-    return {
-        name
-        for module in suite_modules()
-        for name, test in vars(module).items()
-        if name.startswith("test_") and callable(test)
-    }
+    return set(_tests())
+
+
+def fixtures() -> dict[str, Any]:
+    """The fixtures the modules define, by name (the tests' module namespace holds them)."""
+    from _pytest.fixtures import FixtureFunctionDefinition
+
+    found: dict[str, Any] = {}
+    for module in suite_modules():
+        for name, value in vars(module).items():
+            if isinstance(value, FixtureFunctionDefinition):
+                assert found.get(name, value) is value, f"two SDK fixtures named {name}"
+                found[name] = value
+    return found
 
 
 class Backend:
@@ -250,6 +309,7 @@ __all__ = [
     "applicable_tests",
     "extract",
     "fetch",
+    "fixtures",
     "locked_sdist",
     "suite_modules",
 ]

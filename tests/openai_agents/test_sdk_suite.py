@@ -11,8 +11,9 @@ import pytest
 
 from tests.servers.backends import Servers, fresh_tenant
 
-from .sdk_suite import Backend, applicable_tests
+from .sdk_suite import Backend, applicable_tests, fixtures
 
+globals().update(fixtures())
 globals().update(applicable_tests())
 
 
