@@ -1,4 +1,16 @@
 """agentstores for the OpenAI Agents SDK: its Session protocol over an agentstores
 conversation, fenced by the turn lease."""
 
-__all__: list[str] = []
+from .identity import Identity, IdentityResolver
+from .listing import SessionPage, list_sessions
+from .session import AgentStoresSession
+from .turn import run_turn
+
+__all__ = [
+    "AgentStoresSession",
+    "Identity",
+    "IdentityResolver",
+    "SessionPage",
+    "list_sessions",
+    "run_turn",
+]
