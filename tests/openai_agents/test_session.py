@@ -263,3 +263,29 @@ async def test_the_sdks_encrypted_session_wraps_the_bridge(
         assert result.final_output == "answer 1"
         assert len(await inner.get_items()) == 9 + 7
         assert (await encrypted.get_items())[9] == {"content": "question 1", "role": "user"}
+
+
+async def test_a_windowed_read_sees_what_another_session_object_did(
+    backend: str, bridge_servers: Servers
+) -> None:
+    """``get_items(limit)`` starts where this object last saw the tail and checks it
+    against the metadata read beside it: another object's adds, pops and clears (another
+    replica's) are seen all the same."""
+    async with bridge_servers.open(backend) as stores:
+        tenant = fresh_tenant()
+        here, there = session(stores, tenant=tenant), session(stores, tenant=tenant)
+        said = [{"role": "user", "content": f"q{n}"} for n in range(6)]
+        answered = [{"role": "assistant", "content": f"a{n}"} for n in range(6)]
+        await here.add_items([said[0], answered[0]])
+        assert await here.get_items(limit=2) == [said[0], answered[0]]
+        await there.add_items([said[1], answered[1], said[2]])
+        assert await here.get_items(limit=2) == [answered[1], said[2]]
+        assert await there.pop_item() == said[2]
+        assert await here.get_items(limit=3) == [answered[0], said[1], answered[1]]
+        await there.clear_session()
+        assert await here.get_items(limit=2) == []
+        await there.add_items([said[3]])
+        assert await here.get_items(limit=5) == [said[3]]
+        await here.add_items([answered[3]])  # here's own write moves its tail
+        assert await there.get_items(limit=1) == [answered[3]]
+        assert await here.get_items(limit=1) == [answered[3]]

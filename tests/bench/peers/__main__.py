@@ -27,6 +27,7 @@ from .adk_bridge import ADKBridge
 from .adk_peer import ADKPeer
 from .langgraph_peer import LangGraphPeer
 from .measure import measure, measure_listing, summarize
+from .openai_bridge import OpenAIBridge
 from .openai_peer import RedisSessionPeer, SQLAlchemyPeer
 from .pydantic_ai_bridge import PydanticAIBridge
 from .report import markdown, plot
@@ -78,7 +79,8 @@ async def _systems(pg_admin: str, redis_url: str, stack: contextlib.AsyncExitSta
         label = "PostgreSQL" if server == "postgres" else "Redis"
         pydantic = PydanticAIBridge(f"agentstores-pydantic-ai ({label})", server, url, measure)
         pydantic.over = name
-        return [ADKBridge(server, url, measure, over=name), pydantic]
+        openai = OpenAIBridge(f"agentstores-openai-agents ({label})", server, url, measure, name)
+        return [openai, ADKBridge(server, url, measure, over=name), pydantic]
 
     return [
         AgentStores("agentstores-postgres", "postgres", *ours["postgres"][1:]),

@@ -1,6 +1,8 @@
-"""agentstores-openai-agents measured through the SDK's Session API (the same four calls as
-the SDK's own sessions in :mod:`.openai_peer`), on agentstores-postgres or -redis; and
-``list_sessions``, the bridge's listing of one user's sessions."""
+"""agentstores-openai-agents measured through the SDK's Session API (the same calls as the
+SDK's own sessions in :mod:`.openai_peer`), on agentstores-postgres or -redis, but the
+first user message, read as the bridge's README shows (the SDK has no query by role: its
+own sessions read the whole history); and ``list_sessions``, the bridge's listing of one
+user's sessions."""
 
 from __future__ import annotations
 
@@ -9,20 +11,24 @@ from importlib.metadata import version
 from typing import Any
 
 from .openai_peer import _item, _OpenAISession
+from .systems import LISTER, Listing
 
 BUILD_BATCH = 500
 """Items per ``add_items`` in a build: one call is one atomic append of at most 1,000 rows,
 and a user item takes two (itself and its gap marker)."""
 
 
-class OpenAIBridge(_OpenAISession):
+class OpenAIBridge(_OpenAISession, Listing):
     """``AgentStoresSession`` over ``url`` (``server`` is "postgres" or "redis");
-    ``measure`` returns the bytes its database holds."""
+    ``measure`` returns the bytes its database holds. The SDK's items are plain JSON
+    objects: no framework encoding or decoding to time apart."""
 
-    def __init__(self, name: str, server: str, url: str, measure: Any) -> None:
-        self.name, self.server, self.url = name, server, url
+    def __init__(self, name: str, server: str, url: str, measure: Any, over: str) -> None:
+        self.name, self.server, self.url, self.over = name, server, url, over
         self._measure = measure
         self.principal = "bench-user"
+        native = {"postgres": "OpenAI SQLAlchemySession", "redis": "OpenAI RedisSession"}
+        self.native = native[server]
 
     async def open(self) -> None:
         from agentstores.plugins import create_stores
@@ -47,14 +53,27 @@ class OpenAIBridge(_OpenAISession):
             last = min(start + count, first + BUILD_BATCH)
             await conv.add_items([_item(n) for n in range(first, last)])
 
+    async def first_user(self, conv: Any) -> str:
+        # The SDK has no query by role; the bridge's conversation has one (its README).
+        found = await conv.conversation().message(0, speaker="user")
+        return str(found.content["content"])
+
+    async def add_listed(self, n: int) -> None:
+        from agentstores_openai_agents import AgentStoresSession
+
+        session = AgentStoresSession(
+            f"listed-{n}", self.stores, tenant=self.tenant, principal=LISTER
+        )
+        await session.add_items([_item(0)])
+
     async def list_sessions(self) -> int:
-        """How many sessions the bench user has, paging the bridge's listing."""
+        """How many sessions the listing user has, paging the bridge's listing."""
         from agentstores_openai_agents import list_sessions
 
         count, cursor = 0, None
         while True:
             page = await list_sessions(
-                self.stores, tenant=self.tenant, principal=self.principal, limit=1000, cursor=cursor
+                self.stores, tenant=self.tenant, principal=LISTER, limit=1000, cursor=cursor
             )
             count += len(page.sessions)
             cursor = page.next_cursor

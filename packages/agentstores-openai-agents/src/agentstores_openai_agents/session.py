@@ -25,8 +25,10 @@ from agents.memory.session_settings import (
 
 from agentstores import (
     Conversation,
+    ConversationInfo,
     ConversationKey,
     NotFoundError,
+    StoredMessage,
     Stores,
     UnsupportedError,
     UsageError,
@@ -95,6 +97,9 @@ class AgentStoresSession(SessionABC):
         self.stores = stores
         self._identities = Identities(tenant, principal, identity)
         self._headed: set[ConversationKey] = set()
+        self._length: dict[ConversationKey, int] = {}
+        """How many rows each conversation held when this object last wrote or read it:
+        where a windowed read starts, beside the metadata read that checks it."""
         try:
             self._loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
         except RuntimeError:
@@ -173,6 +178,7 @@ class AgentStoresSession(SessionABC):
         """Erase the session (transcript and metadata, leaving a tombstone that refuses
         later writes under this id); True if there was something to erase."""
         self._headed.clear()
+        self._length.clear()
         return await self._on_loop(self.conversation().delete())
 
     # --- the work ---------------------------------------------------------------------
@@ -184,12 +190,25 @@ class AgentStoresSession(SessionABC):
         if limit == 0:
             return []
         window = 2 * limit + 1  # every user item has a gap after it; the head
+        known = self._length.get(conv.key)
         while True:
-            info = await conv.info()
-            if info is None:
-                return []
-            start = max(0, info.message_count - window)
-            rows = await conv.messages(start=start)
+            if known is None:
+                info = await conv.info()
+                if info is None:
+                    return []
+                start = max(0, info.message_count - window)
+                rows = await conv.messages(start=start)
+            else:
+                # One round: the window where this object last saw the tail, and the
+                # metadata that says whether the tail is still there.
+                start = max(0, known - window)
+                info, rows = await asyncio.gather(conv.info(), conv.messages(start=start))
+                known = None
+                if info is None:
+                    return []
+                if not _ends_at_tail(rows, info, start):
+                    continue  # another writer moved the tail: read as above
+            self._length[conv.key] = info.message_count
             found = items_of(rows)
             if len(found) >= limit or (start == 0 and rows):
                 return found[-limit:]
@@ -206,11 +225,14 @@ class AgentStoresSession(SessionABC):
                 f"add_items of {len(items)} items needs {len(rows)} rows; one append holds "
                 f"at most {MAX_BATCH} (a user message takes two): add them in smaller calls"
             )
-        await conv.append(*rows, metadata=SESSION_METADATA if head else None)
+        stored = await conv.append(*rows, metadata=SESSION_METADATA if head else None)
         self._headed.add(conv.key)
+        if stored:
+            self._length[conv.key] = stored[-1].seq + 1
 
     async def _pop_item(self) -> TResponseInputItem | None:
         conv = self.conversation()
+        self._length.pop(conv.key, None)
         while True:
             info = await conv.info()
             if info is None or info.message_count == 0:
@@ -237,6 +259,7 @@ class AgentStoresSession(SessionABC):
 
     async def _clear(self) -> None:
         conv = self.conversation()
+        self._length.pop(conv.key, None)
         info = await conv.info()
         if info is None or info.message_count <= 1:
             return
@@ -257,6 +280,20 @@ class AgentStoresSession(SessionABC):
             return await work
         # The task runs in a copy of this context: the ambient epoch of a turn goes along.
         return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(work, self._loop))
+
+
+def _ends_at_tail(rows: list[StoredMessage], info: ConversationInfo, start: int) -> bool:
+    """Whether ``rows``, read from ``start``, are the transcript's rows up to the tail
+    ``info`` names (nothing was appended or truncated between the two reads)."""
+    count = info.message_count
+    if not rows:
+        return count == 0
+    return (
+        rows[0].seq == start
+        and rows[-1].seq == count - 1
+        and rows[-1].id == info.tail_message_id
+        and len(rows) == count - start
+    )
 
 
 def _headless(conv: Conversation) -> UnsupportedError:
