@@ -26,7 +26,7 @@ LABELS = {
     "append": "append one message",
     "first_user": "read the first user message",
     "recent20": "recent 20",
-    "list_sessions": "list a user's sessions (as many as messages)",
+    "list_sessions": "list a user's sessions (as many)",
 }
 FRAMEWORK_OPERATIONS = ("append", "first_user", "recent20")
 """What a bridge's ``framework_cost(op, conv)`` times: the framework's own encoding or

@@ -128,12 +128,13 @@ def plot(summary: dict[str, Any], meta: dict[str, Any], path: Path) -> None:
     for row, (server, systems) in enumerate(servers.items()):
         for col, op in enumerate(OPERATIONS):
             ax = axes[row][col]
-            for s in systems:
+            for i, s in enumerate(systems):
                 ys = [summary["lengths"][n][s][op]["median_ms"] for n in lengths]
                 if None in ys:  # the system does not offer this operation
                     continue
                 style = "-o" if s.startswith("agentstores") else "--s"
-                ax.plot(xs, ys, style, label=s, linewidth=2 if s.startswith("agentstores") else 1.2)
+                width = 2 if s.startswith("agentstores") else 1.2
+                ax.plot(xs, ys, style, label=s, linewidth=width, color=f"C{i}")  # one per system
             ax.set_xscale("log")
             ax.set_yscale("log")
             ax.xaxis.set_major_formatter(plain)
