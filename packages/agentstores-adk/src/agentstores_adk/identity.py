@@ -18,11 +18,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from agentstores import ConversationKey, NotOwnedError, UsageError
-from agentstores.keys import validate_principal
+from agentstores import NotOwnedError, UsageError
+from agentstores.identity import Identities as _Identities
+from agentstores.identity import Identity
 
-Identity = tuple[str, str]
-"""``(tenant, principal)``."""
 IdentityResolver = Callable[[str, str], Identity]
 """Given a call's ``(app_name, user_id)``, the ``(tenant, principal)`` it acts as, from
 what the application trusts (the arguments are the API client's to set: use them to
@@ -33,25 +32,8 @@ class UserMismatchError(NotOwnedError):
     """An ADK call named a ``user_id`` other than the principal it acts as."""
 
 
-class Identities:
+class Identities(_Identities[[str, str]]):
     """The identity of every call: one fixed, or the application's resolver's answer."""
-
-    def __init__(
-        self, tenant: str | None, principal: str | None, resolver: IdentityResolver | None
-    ) -> None:
-        if (tenant is None) == (resolver is None):
-            raise UsageError(
-                "give either tenant= and principal=, a fixed identity, or identity=, a "
-                "resolver the application supplies; not both, not neither"
-            )
-        if resolver is not None and principal is not None:
-            raise UsageError("principal= comes with tenant=; a resolver returns both")
-        if tenant is not None and principal is None:
-            raise UsageError("tenant= needs principal=, the user the service acts as")
-        self.fixed: Identity | None = None
-        if tenant is not None and principal is not None:
-            self.fixed = _checked((tenant, principal))
-        self.resolver = resolver
 
     def __call__(self, app_name: str, user_id: str) -> Identity:
         """The ``(tenant, principal)`` a call for ``user_id`` in ``app_name`` acts as.
@@ -64,11 +46,7 @@ class Identities:
             raise UsageError(f"app_name must be a non-empty str, got {app_name!r}")
         if not isinstance(user_id, str):
             raise UsageError(f"user_id must be a str, got {type(user_id).__name__}")
-        if self.fixed is not None:
-            found = self.fixed
-        else:
-            assert self.resolver is not None
-            found = _checked(self.resolver(app_name, user_id))
+        found = super().__call__(app_name, user_id)
         if user_id != found[1]:
             raise UserMismatchError(
                 f"user_id {user_id!r} is not the user this call acts as: the service's "
@@ -80,23 +58,7 @@ class Identities:
     def acting(self, app_name: str) -> Identity:
         """The identity of a call that names no user (``list_sessions(user_id=None)``):
         the fixed one, or the resolver's answer for ``user_id=""``."""
-        if self.fixed is not None:
-            return self.fixed
-        assert self.resolver is not None
-        return _checked(self.resolver(app_name, ""))
-
-
-def _checked(found: object) -> Identity:
-    if (
-        not isinstance(found, tuple)
-        or len(found) != 2
-        or not all(isinstance(part, str) for part in found)
-    ):
-        raise UsageError(f"an identity is a (tenant, principal) pair of str, got {found!r}")
-    tenant, principal = found
-    ConversationKey(tenant, "x")  # a bad tenant fails here, not at the first write
-    validate_principal(principal)
-    return tenant, principal
+        return super().__call__(app_name, "")
 
 
 __all__ = ["Identities", "Identity", "IdentityResolver", "UserMismatchError"]

@@ -19,11 +19,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from agentstores import ConversationKey, UsageError
-from agentstores.keys import validate_principal
+from agentstores import UsageError
+from agentstores.identity import Identities as _Identities
+from agentstores.identity import Identity
 
-Identity = tuple[str, str]
-"""``(tenant, principal)``."""
 IdentityResolver = Callable[[Mapping[str, Any]], Identity]
 """Given a run's config, the ``(tenant, principal)`` it acts as, from what the application
 trusts (never from the config's ``configurable``, which the API client writes). Methods
@@ -33,23 +32,8 @@ CLIENT_IDENTITY_KEYS = ("agentstores_tenant", "agentstores_principal")
 """``configurable`` keys an API client could set to act as another user: refused."""
 
 
-class Identities:
+class Identities(_Identities[[Mapping[str, Any]]]):
     """The identity of every run: one fixed, or the application's resolver's answer."""
-
-    def __init__(
-        self, tenant: str | None, principal: str, resolver: IdentityResolver | None
-    ) -> None:
-        if (tenant is None) == (resolver is None):
-            raise UsageError(
-                "give either tenant= (and principal=), a fixed identity, or identity=, a "
-                "resolver the application supplies; not both, not neither"
-            )
-        if resolver is not None and principal:
-            raise UsageError("principal= comes with tenant=; a resolver returns both")
-        self.fixed: Identity | None = None
-        if tenant is not None:
-            self.fixed = _checked((tenant, principal))
-        self.resolver = resolver
 
     def __call__(self, config: Mapping[str, Any]) -> Identity:
         """The ``(tenant, principal)`` the run of ``config`` acts as.
@@ -67,27 +51,11 @@ class Identities:
                 "(tenant=/principal=, or an identity= resolver)",
                 option=named[0],
             )
-        if self.fixed is not None:
-            return self.fixed
-        assert self.resolver is not None
-        return _checked(self.resolver(config))
+        return super().__call__(config)
 
     def of_thread(self, thread_id: str) -> Identity:
         """The identity for a call that names only a thread (delete, copy)."""
         return self({"configurable": {"thread_id": thread_id}})
-
-
-def _checked(found: object) -> Identity:
-    if (
-        not isinstance(found, tuple)
-        or len(found) != 2
-        or not all(isinstance(part, str) for part in found)
-    ):
-        raise UsageError(f"an identity is a (tenant, principal) pair of str, got {found!r}")
-    tenant, principal = found
-    ConversationKey(tenant, "x")  # a bad tenant fails here, not at the first write
-    validate_principal(principal)
-    return tenant, principal
 
 
 __all__ = ["CLIENT_IDENTITY_KEYS", "Identities", "Identity", "IdentityResolver"]

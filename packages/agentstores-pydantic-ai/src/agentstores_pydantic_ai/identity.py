@@ -19,10 +19,9 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from agentstores import ConversationKey, UsageError
-from agentstores.keys import validate_principal
+from agentstores.identity import Identities as _Identities
+from agentstores.identity import Identity
 
-Identity = tuple[str, str]
-"""``(tenant, principal)``."""
 IdentityResolver = Callable[[str], Identity]
 """Given a session id, the ``(tenant, principal)`` the call acts as, from what the
 application trusts (its own authentication), never from the session id itself."""
@@ -31,23 +30,8 @@ CLIENT_IDENTITY_KEYS = ("agentstores_tenant", "agentstores_principal")
 """Message ``metadata`` keys a client could set to act as another user: refused."""
 
 
-class Identities:
+class Identities(_Identities[[str]]):
     """The identity of every call: one fixed, or the application's resolver's answer."""
-
-    def __init__(
-        self, tenant: str | None, principal: str, resolver: IdentityResolver | None
-    ) -> None:
-        if (tenant is None) == (resolver is None):
-            raise UsageError(
-                "give either tenant= (and principal=), a fixed identity, or identity=, a "
-                "resolver the application supplies; not both, not neither"
-            )
-        if resolver is not None and principal:
-            raise UsageError("principal= comes with tenant=; a resolver returns both")
-        self.fixed: Identity | None = None
-        if tenant is not None:
-            self.fixed = _checked((tenant, principal))
-        self.resolver = resolver
 
     def key(self, session_id: str) -> tuple[ConversationKey, str]:
         """The conversation key of ``session_id`` and the principal acting on it.
@@ -56,11 +40,7 @@ class Identities:
             UsageError: the resolver returned something other than a valid
                 ``(tenant, principal)``, or the session id is not a valid id.
         """
-        if self.fixed is not None:
-            tenant, principal = self.fixed
-        else:
-            assert self.resolver is not None
-            tenant, principal = _checked(self.resolver(session_id))
+        tenant, principal = self(session_id)
         return ConversationKey(tenant, session_id), principal
 
 
@@ -78,19 +58,6 @@ def refuse_client_identity(metadata: Iterable[Any]) -> None:
                 "(tenant=/principal=, or an identity= resolver)",
                 option=named[0],
             )
-
-
-def _checked(found: object) -> Identity:
-    if (
-        not isinstance(found, tuple)
-        or len(found) != 2
-        or not all(isinstance(part, str) for part in found)
-    ):
-        raise UsageError(f"an identity is a (tenant, principal) pair of str, got {found!r}")
-    tenant, principal = found
-    ConversationKey(tenant, "x")  # a bad tenant fails here, not at the first write
-    validate_principal(principal)
-    return tenant, principal
 
 
 __all__ = [
