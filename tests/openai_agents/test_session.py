@@ -289,3 +289,8 @@ async def test_a_windowed_read_sees_what_another_session_object_did(
         await here.add_items([answered[3]])  # here's own write moves its tail
         assert await there.get_items(limit=1) == [answered[3]]
         assert await here.get_items(limit=1) == [answered[3]]
+        # another writer adds more than one read from here's old tail may bring
+        many = [{"role": "assistant", "content": f"b{n}"} for n in range(40)]
+        await there.add_items(many)
+        assert await here.get_items(limit=2) == many[-2:]
+        assert await here.get_items(limit=2) == many[-2:]  # and from the new tail

@@ -25,10 +25,8 @@ from agents.memory.session_settings import (
 
 from agentstores import (
     Conversation,
-    ConversationInfo,
     ConversationKey,
     NotFoundError,
-    StoredMessage,
     Stores,
     UnsupportedError,
     UsageError,
@@ -61,6 +59,9 @@ async def settled(work: Awaitable[T]) -> T:
     return task.result()
 
 
+FAST_READ_WINDOWS = 4
+"""How many windows' worth of rows a one-request ``get_items(limit)`` may read past where
+the session object last saw the tail (more: other writers added much; read by count)."""
 POP_WINDOW = 3
 """Rows ``pop_item`` reads from the end: the last item, its gap, and the row before."""
 
@@ -99,7 +100,7 @@ class AgentStoresSession(SessionABC):
         self._headed: set[ConversationKey] = set()
         self._length: dict[ConversationKey, int] = {}
         """How many rows each conversation held when this object last wrote or read it:
-        where a windowed read starts, beside the metadata read that checks it."""
+        where a windowed read starts (a hint: a wrong one costs a second request)."""
         try:
             self._loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
         except RuntimeError:
@@ -191,23 +192,24 @@ class AgentStoresSession(SessionABC):
             return []
         window = 2 * limit + 1  # every user item has a gap after it; the head
         known = self._length.get(conv.key)
+        if known is not None:
+            # One request, from where this object last saw the tail: a read by position
+            # runs to the tail as it is now, so its last items are the last items, unless
+            # the log shrank below the window's start (too few: read as below) or grew
+            # past what one read here may bring (a full read: read as below).
+            start = max(0, known - window)
+            cap = FAST_READ_WINDOWS * window
+            rows = await conv.messages(start=start, limit=cap)
+            found = items_of(rows)
+            if len(rows) < cap and (len(found) >= limit or start == 0):
+                self._length[conv.key] = rows[-1].seq + 1 if rows else 0
+                return found[-limit:]
         while True:
-            if known is None:
-                info = await conv.info()
-                if info is None:
-                    return []
-                start = max(0, info.message_count - window)
-                rows = await conv.messages(start=start)
-            else:
-                # One round: the window where this object last saw the tail, and the
-                # metadata that says whether the tail is still there.
-                start = max(0, known - window)
-                info, rows = await asyncio.gather(conv.info(), conv.messages(start=start))
-                known = None
-                if info is None:
-                    return []
-                if not _ends_at_tail(rows, info, start):
-                    continue  # another writer moved the tail: read as above
+            info = await conv.info()
+            if info is None:
+                return []
+            start = max(0, info.message_count - window)
+            rows = await conv.messages(start=start)
             self._length[conv.key] = info.message_count
             found = items_of(rows)
             if len(found) >= limit or (start == 0 and rows):
@@ -280,20 +282,6 @@ class AgentStoresSession(SessionABC):
             return await work
         # The task runs in a copy of this context: the ambient epoch of a turn goes along.
         return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(work, self._loop))
-
-
-def _ends_at_tail(rows: list[StoredMessage], info: ConversationInfo, start: int) -> bool:
-    """Whether ``rows``, read from ``start``, are the transcript's rows up to the tail
-    ``info`` names (nothing was appended or truncated between the two reads)."""
-    count = info.message_count
-    if not rows:
-        return count == 0
-    return (
-        rows[0].seq == start
-        and rows[-1].seq == count - 1
-        and rows[-1].id == info.tail_message_id
-        and len(rows) == count - start
-    )
 
 
 def _headless(conv: Conversation) -> UnsupportedError:
