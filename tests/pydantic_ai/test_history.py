@@ -103,7 +103,7 @@ async def test_a_windowed_load_of_turns_is_one_round(backend: str, bridge_server
         ]
         held = await history.append("s", messages, after=await history.load("s"))
         conv = stores.conversations
-        assert history_module._answers_recent(conv)  # as every backend here does
+        assert history_module.answers_recent(conv)  # as every backend here does
         calls: dict[str, int] = {"recent": 0, "read_messages": 0}
         race = {"armed": False}
         real_recent, real_read = conv.recent, conv.read_messages

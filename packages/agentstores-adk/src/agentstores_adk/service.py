@@ -40,8 +40,8 @@ from agentstores import (
 )
 from agentstores.keys import validate_principal
 from agentstores.models import StoredMessage
-from agentstores.stores.conversations import ConversationStore
 from agentstores.stores.kit import decode_cursor
+from agentstores.windows import answers_recent, tail_window
 
 from . import keys
 from . import state as scopes
@@ -349,7 +349,7 @@ class AgentStoresSessionService(BaseSessionService):
             after is None
             and recent is not None
             and 0 < recent <= RECENT_AT_ONCE
-            and _answers_recent(conversations)
+            and answers_recent(conversations)
         )
         for _ in range(SNAPSHOT_TRIES):
             if recent is None and after is None:
@@ -370,7 +370,7 @@ class AgentStoresSessionService(BaseSessionService):
                 )
                 if info is None:
                     return None
-                window = _window(turns, info, max(1, info.message_count - recent))
+                window = tail_window(turns, info, max(1, info.message_count - recent))
                 if window is not None:
                     return info, _events(window)
             else:
@@ -473,34 +473,6 @@ def _session_id(session_id: str) -> str:
     if not isinstance(session_id, str):
         raise UsageError(f"session_id must be a str, got {type(session_id).__name__}")
     return session_id.strip()
-
-
-def _answers_recent(conversations: object) -> bool:
-    """Whether the store answers ``recent`` in one read of its own. A store that does not
-    composes it from metadata and position reads (slower than one read by position), and
-    a wrapper around a store is not known to answer it."""
-    own = getattr(type(conversations), "_recent", None)
-    return own is not None and own is not ConversationStore._recent
-
-
-def _window(
-    turns: list[StoredMessage], info: ConversationInfo, start: int
-) -> list[StoredMessage] | None:
-    """The rows from ``start`` to the tail ``info`` saw, if ``turns`` (the store's last
-    turns, oldest first) hold every one of them: the last ``count - start`` turns sit at
-    positions ``start .. count - 1`` and the last is the tail. None if another row (a
-    function response, a state change) is among them, or a writer came between."""
-    count = info.message_count
-    want = count - start
-    if want <= 0:
-        return []
-    if len(turns) < want:
-        return None
-    window = turns[-want:]
-    last = window[-1]
-    if window[0].seq != start or last.seq != count - 1 or last.id != info.tail_message_id:
-        return None
-    return window
 
 
 def _events(rows: list[StoredMessage]) -> list[Event]:

@@ -23,14 +23,14 @@ from pydantic_ai.run import AgentRunResult
 
 from agentstores import (
     Conversation,
-    ConversationInfo,
     ConversationKey,
     Message,
     StoredMessage,
     Stores,
     UsageError,
 )
-from agentstores.stores.conversations import MAX_APPEND_BYTES, MAX_BATCH, ConversationStore
+from agentstores.stores.conversations import MAX_APPEND_BYTES, MAX_BATCH
+from agentstores.windows import answers_recent, tail_window
 
 from .identity import Identities, IdentityResolver, refuse_client_identity
 from .rows import Row, is_message_row, load, to_rows
@@ -118,13 +118,13 @@ class AgentStoresHistory:
         turns read beside the metadata, kept when they are those rows and end at its
         tail (one round); else read by position from where the metadata says."""
         conversations = self.stores.conversations
-        if 0 < limit <= RECENT_AT_ONCE and _answers_recent(conversations):
+        if 0 < limit <= RECENT_AT_ONCE and answers_recent(conversations):
             info, turns = await asyncio.gather(
                 conversations.get_conversation(key, principal),
                 conversations.recent(key, principal, limit),
             )
             if info is not None:
-                window = _window(turns, info, max(0, info.message_count - limit))
+                window = tail_window(turns, info, max(0, info.message_count - limit))
                 if window is not None:
                     return window
         else:
@@ -219,34 +219,6 @@ class AgentStoresHistory:
         """Erase the session's conversation (its messages, everything the stores hold for
         it) and leave a tombstone; True if there was something to erase."""
         return await self.conversation(session_id).delete()
-
-
-def _answers_recent(conversations: object) -> bool:
-    """Whether the store answers ``recent`` in one read of its own. A store that does not
-    composes it from metadata and position reads (slower than one read by position), and
-    a wrapper around a store is not known to answer it."""
-    own = getattr(type(conversations), "_recent", None)
-    return own is not None and own is not ConversationStore._recent
-
-
-def _window(
-    turns: list[StoredMessage], info: ConversationInfo, start: int
-) -> list[StoredMessage] | None:
-    """The rows from ``start`` to the tail ``info`` saw, if ``turns`` (the store's last
-    turns, oldest first) hold every one of them: the last ``count - start`` turns sit at
-    positions ``start .. count - 1`` and the last is the tail. None if another row (a
-    tool return, a system prompt) is among them, or a writer came between."""
-    count = info.message_count
-    want = count - start
-    if want <= 0:
-        return []
-    if len(turns) < want:
-        return None
-    window = turns[-want:]
-    last = window[-1]
-    if window[0].seq != start or last.seq != count - 1 or last.id != info.tail_message_id:
-        return None
-    return window
 
 
 def _batches(rows: list[Row]) -> list[list[Message]]:
