@@ -215,6 +215,53 @@ class ConcurrencyContract(ContractBase):
 
         self.run(backend, body)
 
+    @promise("conversations.tail.snapshot")
+    def test_tail_is_one_snapshot(self, backend: BackendUnderTest) -> None:
+        """Writers append (each append naming its last row in the conversation's metadata)
+        while readers take ``tail``: every read's rows are contiguous, end at the tail and
+        count its metadata names, and that metadata is the one written with those rows."""
+        n, per = max(2, self.profile.clients // 2), max(6, 2 * self.profile.rounds)
+        key = self.key()
+
+        async def body(stores: Stores) -> None:
+            await stores.conversations.append_messages(
+                key, "p", [Message("seed", "user", 0)], metadata={"last": "seed"}
+            )
+            seen: list[str] = []
+            async with clients(backend, stores, 2 * n) as bundles:
+
+                async def writer(i: int, s: Stores) -> None:
+                    for j in range(per):
+                        batch = [Message(f"w{i}-{j}-{x}", "assistant", x) for x in range(1 + j % 3)]
+                        await s.conversations.append_messages(
+                            key, "p", batch, metadata={"last": batch[-1].id}
+                        )
+
+                async def reader(i: int, s: Stores) -> None:
+                    for j in range(per):
+                        limit = 1 + (i + j) % 4
+                        found = await s.conversations.tail(key, "p", limit)
+                        assert found is not None, "tail of a live conversation returned None"
+                        info, rows = found.info, found.messages
+                        count = info.message_count
+                        where = f"tail({limit}) read {[(m.seq, m.id) for m in rows]} with {info}"
+                        assert len(rows) == min(limit, count), where
+                        assert [m.seq for m in rows] == list(range(count - len(rows), count)), where
+                        assert rows[-1].id == info.tail_message_id, where
+                        assert info.metadata.get("last") == rows[-1].id, (
+                            f"{where}: the metadata is not the one written with these rows"
+                        )
+                        seen.append(rows[-1].id)
+
+                work = [partial(writer, i, s) for i, s in enumerate(bundles[:n])]
+                work += [partial(reader, i, s) for i, s in enumerate(bundles[n:])]
+                for outcome in await race(work):
+                    if outcome.error is not None:
+                        raise outcome.error
+            assert seen, "no tail was read"
+
+        self.run(backend, body)
+
     @promise("pause_tokens.claim_once")
     def test_token_claimed_once(self, backend: BackendUnderTest) -> None:
         n, rounds = self.profile.clients, self.profile.rounds

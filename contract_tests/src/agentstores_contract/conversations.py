@@ -361,6 +361,82 @@ class ConversationContract(ContractBase):
 
         self.run(backend, body)
 
+    @pytest.mark.parametrize(
+        ("target", "cut", "kept"),
+        [
+            ("u1", "before", ["u0", "a0", "t0"]),
+            ("u1", "after", ["u0", "a0", "t0", "u1"]),
+            ("a0", "before", ["u0"]),
+            ("a0", "after", ["u0", "a0"]),
+            ("u0", "before", []),
+            ("u0", "after", ["u0"]),
+            ("u2", "after", ids_of(SCRIPT)),
+            ("s0", "before", ids_of(SCRIPT[:4])),
+        ],
+    )
+    @promise("conversations.truncate.cut")
+    def test_truncate_cut(
+        self, backend: BackendUnderTest, target: str, cut: str, kept: list[str]
+    ) -> None:
+        key = self.key()
+
+        async def body(stores: Stores) -> None:
+            conv = stores.conversations
+            await conv.append_messages(key, "p", SCRIPT)
+            removed = await conv.truncate(key, "p", target, cut=cut)  # type: ignore[arg-type]
+            assert removed == len(SCRIPT) - len(kept), f"truncate returned {removed}"
+            assert ids_of(await conv.read_messages(key, "p")) == kept
+            info = await conv.get_conversation(key, "p")
+            assert info is not None
+            assert (info.tail_message_id, info.message_count) == (
+                kept[-1] if kept else None,
+                len(kept),
+            )
+            turns = [m.id for m in SCRIPT if m.id in kept and m.role in ("user", "assistant")]
+            assert ids_of(await conv.recent(key, "p", 10)) == turns, "recent after the cut"
+            await raises(
+                UsageError,
+                conv.truncate(key, "p", kept[0] if kept else "u0", cut="middle"),  # type: ignore[arg-type]
+                "an unknown cut",
+            )
+            assert ids_of(await conv.read_messages(key, "p")) == kept, "a refused cut changed"
+
+        self.run(backend, body)
+
+    @promise("conversations.tail")
+    def test_tail(self, backend: BackendUnderTest) -> None:
+        key = self.key()
+
+        async def body(stores: Stores) -> None:
+            conv = stores.conversations
+            assert await conv.tail(key, "p", 3) is None, "an absent conversation"
+            await conv.append_messages(key, "p", SCRIPT)
+            info = await conv.get_conversation(key, "p")
+            for limit, want in ((3, ["u1", "s0", "a1", "u2"][1:]), (100, ids_of(SCRIPT))):
+                found = await conv.tail(key, "p", limit)
+                assert found is not None
+                assert ids_of(found.messages) == want, f"tail({limit})"
+                assert [m.seq for m in found.messages] == list(
+                    range(len(SCRIPT) - len(want), len(SCRIPT))
+                )
+                assert found.info == info, f"tail({limit}) metadata {found.info} != {info}"
+                by_id = {m.id: m for m in SCRIPT}
+                for m in found.messages:
+                    assert (m.role, m.content) == (by_id[m.id].role, by_id[m.id].content)
+            empty = await conv.tail(key, "p", 0)
+            assert empty is not None and empty.messages == [] and empty.info == info
+            assert await conv.tail(key, "q", 3) is None, "another principal sees no conversation"
+            await conv.share(key, "p", "q")
+            shared = await conv.tail(key, "q", 2)
+            assert shared is not None and ids_of(shared.messages) == ["a1", "u2"]
+            await raises(UsageError, conv.tail(key, "p", -1), "a negative limit")
+            await conv.truncate(key, "p", "u0")
+            cleared = await conv.tail(key, "p", 5)
+            assert cleared is not None and cleared.messages == []
+            assert (cleared.info.message_count, cleared.info.tail_message_id) == (0, None)
+
+        self.run(backend, body)
+
     @promise("conversations.branch")
     def test_branch(self, backend: BackendUnderTest) -> None:
         key = self.key()

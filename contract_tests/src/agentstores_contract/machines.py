@@ -26,7 +26,7 @@ from agentstores.models import (
     SupervisionRow,
     UserIntegration,
 )
-from agentstores.stores import UNSET, Stores
+from agentstores.stores import UNSET, Cut, Stores
 
 from .backend import BackendUnderTest
 from .model import MessageModel, OAuthModel, StoresModel, metadata_view
@@ -584,15 +584,16 @@ class ConversationRules(ModelMachine):
         mid=st.sampled_from(MESSAGE_IDS),
         fenced=st.booleans(),
         offset=st.integers(-1, 1),
+        cut=st.sampled_from(["by_role", "before", "after"]),
     )
-    def truncate(self, k: int, p: int, mid: str, fenced: bool, offset: int) -> None:
+    def truncate(self, k: int, p: int, mid: str, fenced: bool, offset: int, cut: Cut) -> None:
         key, principal = self.key(k), self.who(p)
         epoch = self.aim(k, offset) if fenced else None
         before = self.clock()
         self.both(
-            f"conversations.truncate({key}, {principal!r}, {mid!r}, epoch={epoch})",
-            self.stores.conversations.truncate(key, principal, mid, epoch=epoch),
-            lambda: self.model.truncate(key, principal, mid, epoch),
+            f"conversations.truncate({key}, {principal!r}, {mid!r}, epoch={epoch}, cut={cut!r})",
+            self.stores.conversations.truncate(key, principal, mid, epoch=epoch, cut=cut),
+            lambda: self.model.truncate(key, principal, mid, epoch, cut),
         )
         self.observe(key, before)
 
@@ -696,6 +697,19 @@ class ConversationRules(ModelMachine):
             self.stores.conversations.recent(key, principal, limit),
             lambda: self.model.recent(key, principal, limit),
             _stored_view,
+        )
+
+    @rule(k=SLOT, p=SLOT, limit=st.integers(0, 4))
+    def tail(self, k: int, p: int, limit: int) -> None:
+        key, principal = self.key(k), self.who(p)
+        info = info_view(key)
+        self.both(
+            f"conversations.tail({key}, {principal!r}, {limit})",
+            self.stores.conversations.tail(key, principal, limit),
+            lambda: self.model.tail(key, principal, limit),
+            lambda found: None
+            if found is None
+            else (info(found.info), _stored_view(found.messages)),
         )
 
     @rule(k=SLOT, p=SLOT)

@@ -342,13 +342,19 @@ class StoresModel:
             k.shared.discard(other)
 
     def truncate(
-        self, key: ConversationKey, principal: str, message_id: str, epoch: int | None
+        self,
+        key: ConversationKey,
+        principal: str,
+        message_id: str,
+        epoch: int | None,
+        how: str = "by_role",
     ) -> int:
         conv = self._owned(key, principal, epoch)
         at = conv.position(message_id)
         if at is None:
             raise NotFoundError()
-        cut = at if conv.messages[at].role == "user" else at + 1
+        goes = how == "before" or (how == "by_role" and conv.messages[at].role == "user")
+        cut = at if goes else at + 1
         removed = len(conv.messages) - cut
         del conv.messages[cut:]
         conv.touched = True
@@ -425,6 +431,15 @@ class StoresModel:
             return []
         turns = [(s, m.id) for s, m in enumerate(conv.messages) if m.role in ("user", "assistant")]
         return turns[-limit:]
+
+    def tail(self, key: ConversationKey, principal: str, limit: int) -> tuple[Any, ...] | None:
+        """``(info, [(seq, id), ...])``: the metadata and the last ``limit`` rows."""
+        conv = self.readable(key, principal)
+        if conv is None:
+            return None
+        start = max(0, len(conv.messages) - limit)
+        rows = [(s, conv.messages[s].id) for s in range(start, len(conv.messages))]
+        return self.info(key, principal), rows
 
     def history(self, key: ConversationKey, principal: str) -> list[tuple[int, str]]:
         conv = self.readable(key, principal)

@@ -138,6 +138,18 @@ PROMISES: dict[str, str] = {
         "after a takeover"
     ),
     "conversations.truncate": "truncate at a user message removes it; at others keeps it",
+    "conversations.truncate.cut": (
+        "truncate with cut='before' removes the message and all after, 'after' keeps it and "
+        "removes all after, whatever its role; an unknown cut is a UsageError"
+    ),
+    "conversations.tail": (
+        "tail gives the metadata and the last rows of any role, ending at its tail; None "
+        "for an absent or invisible conversation"
+    ),
+    "conversations.tail.snapshot": (
+        "tail under concurrent appends and truncates is always one snapshot: its rows are "
+        "contiguous and end at the tail and count its metadata names"
+    ),
     "conversations.branch": "branch copies the prefix with fresh ids into a caller-owned key",
     "conversations.history": "history starts at the latest compaction message",
     "conversations.recent": "recent gives the last user/assistant messages, oldest first",

@@ -31,6 +31,7 @@ from .keys import MAX_ID_BYTES, ConversationKey
 from .models import (
     ClientInfo,
     ConversationInfo,
+    ConversationTail,
     Message,
     Page,
     PendingAuthorization,
@@ -62,6 +63,7 @@ __all__ = [
     "Conversation",
     "ConversationInfo",
     "ConversationKey",
+    "ConversationTail",
     "EphemeralStoreWarning",
     "ErasedError",
     "Expired",

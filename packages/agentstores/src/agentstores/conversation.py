@@ -16,6 +16,7 @@ from .keys import ConversationKey, validate_principal
 from .models import (
     JSON,
     ConversationInfo,
+    ConversationTail,
     LastTurnStatus,
     Message,
     Speaker,
@@ -27,7 +28,7 @@ from .protocol.follow import FollowEvent, follow
 from .protocol.lease import DEFAULT_LEASE_CONFIG, LeaseConfig
 from .protocol.rehydrate import rehydrate
 from .protocol.turn import CHECKPOINT_EVERY, STREAM_EVERY, Turn
-from .stores import UNSET, Stores, Unset
+from .stores import UNSET, Cut, Stores, Unset
 
 
 class Conversation:
@@ -97,10 +98,12 @@ class Conversation:
         """Take ``principal``'s read access away."""
         await self.stores.conversations.unshare(self.key, self.principal, principal)
 
-    async def truncate(self, message_id: str) -> int:
-        """Cut the transcript at ``message_id`` (a user message goes too); returns how many
-        messages were removed."""
-        return await self.stores.conversations.truncate(self.key, self.principal, message_id)
+    async def truncate(self, message_id: str, *, cut: Cut = "by_role") -> int:
+        """Cut the transcript at ``message_id`` (everything after it goes; by default a
+        user message goes too, see ``Cut``); returns how many messages were removed."""
+        return await self.stores.conversations.truncate(
+            self.key, self.principal, message_id, cut=cut
+        )
 
     async def branch(self, message_id: str, *, session_id: str | None = None) -> Conversation:
         """A new conversation, owned by this principal, holding the prefix up to
@@ -149,6 +152,11 @@ class Conversation:
         return await self.stores.conversations.read_messages(
             self.key, self.principal, start=start, limit=limit
         )
+
+    async def tail(self, n: int) -> ConversationTail | None:
+        """The metadata and the last ``n`` rows of any role, as one snapshot (None if
+        absent or not visible): where a framework continues its own history from."""
+        return await self.stores.conversations.tail(self.key, self.principal, n)
 
     async def recent(self, n: int) -> list[StoredMessage]:
         """The last ``n`` user/assistant messages as stored, oldest first."""

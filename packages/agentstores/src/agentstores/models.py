@@ -244,6 +244,20 @@ class ConversationInfo:
 
 
 @dataclass(frozen=True, slots=True)
+class ConversationTail:
+    """A conversation's metadata and its last rows, read together as one snapshot:
+    ``messages`` are the rows at positions ``info.message_count - len(messages)`` to
+    ``info.message_count - 1``, oldest first, the last one the tail ``info`` names.
+
+    What a framework that keeps its own history in a conversation reads to continue it:
+    the last rows, and the tail its next append is conditioned on.
+    """
+
+    info: ConversationInfo
+    messages: list[StoredMessage]
+
+
+@dataclass(frozen=True, slots=True)
 class Page:
     """One page of a keyset listing; pass ``next_cursor`` back for the next page."""
 

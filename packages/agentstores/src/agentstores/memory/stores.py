@@ -23,6 +23,7 @@ from ..keys import ConversationKey
 from ..models import (
     ClientInfo,
     ConversationInfo,
+    ConversationTail,
     LastTurnStatus,
     Page,
     RecordedEvent,
@@ -36,6 +37,7 @@ from ..stores import (
     AgentStateStore,
     AppendRequest,
     ConversationStore,
+    Cut,
     Expired,
     IdleFor,
     MetadataUpdate,
@@ -47,6 +49,7 @@ from ..stores import (
     SupervisionStore,
     SweepRule,
     TranscriptQuery,
+    cut_position,
     decode_metadata,
     merge_metadata,
 )
@@ -373,19 +376,19 @@ class MemoryConversationStore(MemoryStoreBase, ConversationStore):
         del conv
 
     async def _truncate(
-        self, key: ConversationKey, principal: str, message_id: str, epoch: int | None
+        self, key: ConversationKey, principal: str, message_id: str, epoch: int | None, cut: Cut
     ) -> int:
         await _yield()
         conv = self._owned(key, principal, epoch)
         for position, row in enumerate(conv.messages):
             if row.id == message_id:
-                cut = position if row.role == "user" else position + 1
+                first = cut_position(position, row.role, cut)
                 break
         else:
             raise refusal_error(
                 Refusal.NOT_FOUND, f"no message {message_id!r} in this conversation", key=key
             )
-        removed = conv.cut(cut)
+        removed = conv.cut(first)
         self._touch(key, principal, conv, epoch)
         return len(removed)
 
@@ -503,6 +506,18 @@ class MemoryConversationStore(MemoryStoreBase, ConversationStore):
         if conv is None:
             return []
         return [_stored(conv.messages[seq], seq) for seq in conv.positions["turns"][-limit:]]
+
+    async def _tail(
+        self, key: ConversationKey, principal: str, limit: int
+    ) -> ConversationTail | None:
+        await _yield()
+        conv = self._readable(key, principal)
+        if conv is None:
+            return None
+        count = len(conv.messages)
+        start = max(0, count - limit)
+        rows = [_stored(conv.messages[s], s) for s in range(start, count)]
+        return ConversationTail(self._info(key, conv), rows)
 
     async def _history(self, key: ConversationKey, principal: str) -> list[StoredMessage]:
         await _yield()

@@ -13,12 +13,14 @@ from .conversation_metadata import (
 from .conversations import (
     AppendRequest,
     ConversationStore,
+    Cut,
     EncodedMessage,
     Expired,
     IdleFor,
     OverCap,
     SweepRule,
     TranscriptQuery,
+    cut_position,
 )
 from .oauth import OAuthStore
 from .pause_tokens import PauseTokenStore
@@ -33,6 +35,7 @@ __all__ = [
     "AppendRequest",
     "Capability",
     "ConversationStore",
+    "Cut",
     "EncodedMessage",
     "Expired",
     "IdleFor",
@@ -47,6 +50,7 @@ __all__ = [
     "SweepRule",
     "TranscriptQuery",
     "Unset",
+    "cut_position",
     "decode_metadata",
     "merge_metadata",
     "metadata_size",

@@ -1,4 +1,4 @@
-"""``recent``, ``history`` and ``get_transcript`` composed from two indexed primitives.
+"""``recent``, ``tail``, ``history`` and ``get_transcript`` composed from two indexed primitives.
 
 An adapter that implements ``_read_messages`` (by position) and ``_get_conversation``
 gets these reads for free; it overrides them only to be faster. Each composed read
@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from ..errors import ConflictError
 from ..keys import ConversationKey
-from ..models import ConversationInfo, StoredMessage, TranscriptMessage
+from ..models import ConversationInfo, ConversationTail, StoredMessage, TranscriptMessage
 
 if TYPE_CHECKING:
     from .conversations import ConversationStore, TranscriptQuery
@@ -74,6 +74,26 @@ async def recent(
         return found[-limit:]
 
     return await _consistent(store, key, principal, [], read)
+
+
+async def tail(
+    store: ConversationStore, key: ConversationKey, principal: str, limit: int
+) -> ConversationTail | None:
+    """The metadata and the last ``limit`` rows, read between two equal snapshots."""
+    for _ in range(ATTEMPTS):
+        before = await store._get_conversation(key, principal)
+        if before is None:
+            return None
+        count = before.message_count
+        rows = (
+            await store._read_messages(key, principal, max(0, count - limit), limit)
+            if limit
+            else []
+        )
+        after = await store._get_conversation(key, principal)
+        if _version(after) == _version(before):
+            return ConversationTail(before, rows)
+    raise ConflictError("the conversation kept changing while it was read; retry", key=key)
 
 
 async def history(

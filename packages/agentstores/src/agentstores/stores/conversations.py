@@ -6,6 +6,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Literal, get_args
 
 from ..errors import UsageError
 from ..keys import ConversationKey, validate_id, validate_principal
@@ -15,6 +16,7 @@ from ..models import (
     MAX_COUNTER,
     SPEAKERS,
     ConversationInfo,
+    ConversationTail,
     LastTurnStatus,
     Message,
     Page,
@@ -56,6 +58,12 @@ MAX_IDLE = timedelta(days=36_525)
 been idle, and short enough that ``now - duration`` is a time every backend can hold."""
 MAX_TITLE_CHARS = 1024
 MAX_PAGE = 1000
+
+Cut = Literal["by_role", "before", "after"]
+"""Where ``truncate`` cuts: ``by_role`` before a user message (it goes: the edit of a
+question) and after any other (it stays); ``before`` (the message goes) or ``after`` (it
+stays) whatever its role, for a framework that removes exact items."""
+CUTS: frozenset[str] = frozenset(get_args(Cut))
 
 
 @dataclass(frozen=True, slots=True)
@@ -369,10 +377,17 @@ class ConversationStore(StoreBase, ABC):
             await self._set_shared(key, principal, with_principal, False)
 
     async def truncate(
-        self, key: ConversationKey, principal: str, message_id: str, *, epoch: int | None = None
+        self,
+        key: ConversationKey,
+        principal: str,
+        message_id: str,
+        *,
+        epoch: int | None = None,
+        cut: Cut = "by_role",
     ) -> int:
-        """Cut the transcript at ``message_id``: a user message goes with all after it,
-        any other message stays and all after it go.
+        """Cut the transcript at ``message_id``: everything after it goes, and so does the
+        message itself if ``cut`` says (``by_role``: a user message goes, any other stays;
+        ``before``: it goes; ``after``: it stays).
 
         Returns:
             How many messages were removed.
@@ -387,9 +402,11 @@ class ConversationStore(StoreBase, ABC):
         key = check_key(key)
         principal = validate_principal(principal)
         validate_id(message_id, "message_id")
+        if cut not in CUTS:
+            raise UsageError(f"unknown cut {cut!r}; expected one of {sorted(CUTS)}")
         epoch = write_epoch(key, check_epoch(epoch))
         async with self.translating_errors("conversations.truncate", key):
-            return await self._truncate(key, principal, message_id, epoch)
+            return await self._truncate(key, principal, message_id, epoch, cut)
 
     async def branch(
         self,
@@ -493,6 +510,22 @@ class ConversationStore(StoreBase, ABC):
             return []
         async with self.translating_errors("conversations.recent", key):
             return await self._recent(key, principal, checked)
+
+    async def tail(
+        self, key: ConversationKey, principal: str, limit: int
+    ) -> ConversationTail | None:
+        """The conversation's metadata and its last ``limit`` rows of any role, oldest
+        first, as one snapshot (the rows end at the tail the metadata names); None when
+        absent or not visible. One request on a store that can answer it in one.
+
+        Raises:
+            UsageError: a malformed key, principal or limit.
+        """
+        key = check_key(key)
+        principal = validate_principal(principal)
+        checked = check_limit(limit, optional=False)
+        async with self.translating_errors("conversations.tail", key):
+            return await self._tail(key, principal, checked)
 
     async def history(self, key: ConversationKey, principal: str) -> list[StoredMessage]:
         """The latest compaction message and everything after it (all if none).
@@ -613,8 +646,9 @@ class ConversationStore(StoreBase, ABC):
 
     @abstractmethod
     async def _truncate(
-        self, key: ConversationKey, principal: str, message_id: str, epoch: int | None
-    ) -> int: ...
+        self, key: ConversationKey, principal: str, message_id: str, epoch: int | None, cut: Cut
+    ) -> int:
+        """Remove the rows from the cut on (see :func:`cut_position`); how many went."""
 
     @abstractmethod
     async def _branch(
@@ -648,6 +682,11 @@ class ConversationStore(StoreBase, ABC):
     async def _history(self, key: ConversationKey, principal: str) -> list[StoredMessage]:
         return await composed_reads.history(self, key, principal)
 
+    async def _tail(
+        self, key: ConversationKey, principal: str, limit: int
+    ) -> ConversationTail | None:
+        return await composed_reads.tail(self, key, principal, limit)
+
     @abstractmethod
     async def _read_messages(
         self, key: ConversationKey, principal: str, start: int, limit: int | None
@@ -665,6 +704,13 @@ class ConversationStore(StoreBase, ABC):
 
     @abstractmethod
     async def _find_sweepable(self, rule: SweepRule, limit: int) -> list[ConversationKey]: ...
+
+
+def cut_position(seq: int, role: str, cut: Cut) -> int:
+    """The first position ``truncate`` removes, for the message at ``seq`` with ``role``."""
+    if cut == "before" or (cut == "by_role" and role == "user"):
+        return seq
+    return seq + 1
 
 
 def _check_status(status: object) -> None:
