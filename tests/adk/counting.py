@@ -32,6 +32,8 @@ class CountingConversations:
                 self.rows[name] += len(result)
             elif hasattr(result, "items") and isinstance(result.items, list):
                 self.rows[name] += len(result.items)
+            elif hasattr(result, "messages") and isinstance(result.messages, list):
+                self.rows[name] += len(result.messages)
             return result
 
         return counted

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+from typing import Any
 
 import pytest
 from google.adk.errors.already_exists_error import AlreadyExistsError
@@ -23,7 +24,6 @@ from agentstores_adk import (
     StaleSessionWriteError,
     UserMismatchError,
 )
-from agentstores_adk import service as service_module
 from agentstores_adk.events import to_message
 from tests.servers.backends import Servers, fresh_tenant
 
@@ -306,7 +306,7 @@ async def test_reads_are_paged(backend: str, bridge_servers: Servers) -> None:
             return got.events
 
         assert dumped(await read(GetSessionConfig(num_recent_events=3))) == dumped(events[-3:])
-        assert conv.rows["read_messages"] == 3
+        assert conv.rows["tail"] == 3 and conv.calls["read_messages"] == 0
         first_page = await read(EventPage(start=0, limit=1))
         assert first_page == events[:1] and first_page[0].author == "user"
         assert conv.rows["read_messages"] == 1
@@ -334,14 +334,11 @@ async def test_reads_are_paged(backend: str, bridge_servers: Servers) -> None:
         assert {s.id for s in page.sessions + rest.sessions} == {s.id for s in listed.sessions}
 
 
-async def test_recent_events_are_one_round_where_the_store_answers_recent(
-    backend: str, bridge_servers: Servers
-) -> None:
-    """num_recent_events: on a store that answers ``recent`` itself, the metadata and the
-    store's last turns are read together, and no read by position follows when the last
-    n events are all turns; with another event among them (a function response), or on
-    a store that composes ``recent``, they are read by position. Either way the events are
-    exactly the last n and end at the marker, also when a writer races the read."""
+async def test_recent_events_are_one_tail_read(backend: str, bridge_servers: Servers) -> None:
+    """num_recent_events: the session's metadata and its last n events are one ``tail``
+    read of the store (no read by position, no separate metadata read), whatever the
+    events are; they are exactly the last n and end at the marker, also when a writer
+    races the read."""
     async with bridge_servers.open(backend) as stores:
         service = AgentStoresSessionService(stores, tenant=fresh_tenant(), principal="alice")
         session = await service.create_session(app_name=APP, user_id="alice")
@@ -359,30 +356,27 @@ async def test_recent_events_are_one_round_where_the_store_answers_recent(
         for event in events:
             await service.append_event(session, event)
         conv = stores.conversations
-        answers = service_module.answers_recent(conv)
-        assert answers  # every backend here answers recent in one read of its own
-        calls: dict[str, int] = {"recent": 0, "read_messages": 0}
+        calls: dict[str, int] = {"tail": 0, "read_messages": 0, "recent": 0}
         race = {"armed": False}
-        real_recent, real_read = conv.recent, conv.read_messages
+        real = {name: getattr(conv, name) for name in calls}
 
-        async def recent(*args: object, **kwargs: object) -> object:
-            calls["recent"] += 1
-            if race["armed"]:
-                race["armed"] = False
-                racing = Event(author="user", content=said(f"race {len(events)}"))
-                await service.append_event(session, racing)
-                events.append(racing)
-            return await real_recent(*args, **kwargs)
+        def counted(name: str) -> Any:
+            async def call(*args: object, **kwargs: object) -> object:
+                calls[name] += 1
+                if name == "tail" and race["armed"]:
+                    race["armed"] = False
+                    racing = Event(author="user", content=said(f"race {len(events)}"))
+                    await service.append_event(session, racing)
+                    events.append(racing)
+                return await real[name](*args, **kwargs)
 
-        async def read_messages(*args: object, **kwargs: object) -> object:
-            calls["read_messages"] += 1
-            return await real_read(*args, **kwargs)
+            return call
 
-        conv.recent = recent  # type: ignore[method-assign]
-        conv.read_messages = read_messages  # type: ignore[method-assign]
+        for name in calls:
+            setattr(conv, name, counted(name))
         try:
-            for n, turns_only in ((1, True), (2, True), (3, False), (5, False), (50, False)):
-                calls.update(recent=0, read_messages=0)
+            for n in (1, 2, 3, 5, 6, 50):
+                calls.update(tail=0, read_messages=0, recent=0)
                 got = await service.get_session(
                     app_name=APP,
                     user_id="alice",
@@ -392,8 +386,7 @@ async def test_recent_events_are_one_round_where_the_store_answers_recent(
                 assert got is not None
                 assert dumped(got.events) == dumped(events[-n:])
                 assert got._storage_update_marker == events[-1].id
-                one_round = answers and turns_only
-                assert calls == {"recent": int(answers), "read_messages": int(not one_round)}
+                assert calls == {"tail": 1, "read_messages": 0, "recent": 0}
             for n in (1, 2):
                 race["armed"] = True
                 got = await service.get_session(
@@ -403,10 +396,11 @@ async def test_recent_events_are_one_round_where_the_store_answers_recent(
                     config=GetSessionConfig(num_recent_events=n),
                 )
                 assert got is not None and not race["armed"]
-                assert got._storage_update_marker == got.events[-1].id
+                assert got._storage_update_marker == got.events[-1].id == events[-1].id
                 assert dumped(got.events) == dumped(events[-n:])
         finally:
-            del conv.recent, conv.read_messages
+            for name in calls:
+                delattr(conv, name)
 
 
 async def test_stale_handle_is_refused(backend: str, bridge_servers: Servers) -> None:
@@ -450,8 +444,9 @@ async def test_a_read_racing_a_writer_is_consistent(backend: str, bridge_servers
         stores = CountingStores(real)
         race = {"armed": False}
         read_messages = stores.conversations.__getattr__("read_messages")
+        tail = stores.conversations.__getattr__("tail")
 
-        async def racing_read(*args: object, **kwargs: object) -> object:
+        async def race_once() -> None:
             if race["armed"]:
                 race["armed"] = False
                 handle = await writer.get_session(
@@ -459,9 +454,17 @@ async def test_a_read_racing_a_writer_is_consistent(backend: str, bridge_servers
                 )
                 assert handle is not None
                 await writer.append_event(handle, Event(author="clerk", content=said("race")))
+
+        async def racing_read(*args: object, **kwargs: object) -> object:
+            await race_once()
             return await read_messages(*args, **kwargs)
 
+        async def racing_tail(*args: object, **kwargs: object) -> object:
+            await race_once()
+            return await tail(*args, **kwargs)
+
         stores.conversations.read_messages = racing_read  # type: ignore[method-assign]
+        stores.conversations.tail = racing_tail  # type: ignore[method-assign]
         reader = AgentStoresSessionService(stores, tenant=tenant, principal="alice")  # type: ignore[arg-type]
         configs = [
             None,

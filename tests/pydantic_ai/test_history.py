@@ -82,15 +82,11 @@ async def test_runs_round_trip_exactly_and_a_retried_store_is_a_no_op(
         assert await count(stores, tenant, "s") == len(loaded)
 
 
-async def test_a_windowed_load_of_turns_is_one_round(backend: str, bridge_servers: Servers) -> None:
-    """load(limit=n) on a store that answers ``recent`` itself: the metadata and the
-    store's last turns are read together, and no read by position follows when the last n
-    rows are all turns (user prompts, responses); with a tool return among them they are
-    read by position. Either way the history is the last n messages ending at the tail,
-    also when a writer races the read."""
+async def test_a_windowed_load_is_one_tail_read(backend: str, bridge_servers: Servers) -> None:
+    """load(limit=n) is one ``tail`` read of the store (no read by position, no separate
+    metadata read), whatever the messages are; the history is the last n messages ending
+    at the tail, also when a writer races the read."""
     from pydantic_ai.messages import ModelRequest, ToolReturnPart, UserPromptPart
-
-    from agentstores_pydantic_ai import history as history_module
 
     async with bridge_servers.open(backend) as stores:
         history = AgentStoresHistory(stores, tenant=fresh_tenant(), principal="alice")
@@ -103,34 +99,32 @@ async def test_a_windowed_load_of_turns_is_one_round(backend: str, bridge_server
         ]
         held = await history.append("s", messages, after=await history.load("s"))
         conv = stores.conversations
-        assert history_module.answers_recent(conv)  # as every backend here does
-        calls: dict[str, int] = {"recent": 0, "read_messages": 0}
+        calls: dict[str, int] = {"tail": 0, "read_messages": 0, "get_conversation": 0}
         race = {"armed": False}
-        real_recent, real_read = conv.recent, conv.read_messages
+        real = {name: getattr(conv, name) for name in calls}
 
-        async def recent(*args: object, **kwargs: object) -> object:
-            calls["recent"] += 1
-            if race["armed"]:
-                race["armed"] = False
+        def counted(name: str) -> Any:
+            async def call(*args: object, **kwargs: object) -> object:
                 nonlocal held
-                racing = ModelResponse([TextPart(f"race {len(messages)}")])
-                held = await history.append("s", [racing], after=held)
-                messages.append(racing)
-            return await real_recent(*args, **kwargs)
+                calls[name] += 1
+                if name == "tail" and race["armed"]:
+                    race["armed"] = False
+                    racing = ModelResponse([TextPart(f"race {len(messages)}")])
+                    held = await history.append("s", [racing], after=held)
+                    messages.append(racing)
+                return await real[name](*args, **kwargs)
 
-        async def read_messages(*args: object, **kwargs: object) -> object:
-            calls["read_messages"] += 1
-            return await real_read(*args, **kwargs)
+            return call
 
-        conv.recent = recent  # type: ignore[method-assign]
-        conv.read_messages = read_messages  # type: ignore[method-assign]
+        for name in calls:
+            setattr(conv, name, counted(name))
         try:
-            for n, turns_only in ((1, True), (2, True), (3, False), (5, False), (50, False)):
-                calls.update(recent=0, read_messages=0)
+            for n in (1, 2, 3, 5, 50):
+                calls.update(tail=0, read_messages=0, get_conversation=0)
                 loaded = await history.load("s", limit=n)
                 assert exact(loaded) == exact(messages[-n:])
                 assert loaded.tail == held.tail
-                assert calls == {"recent": 1, "read_messages": int(not turns_only)}
+                assert calls == {"tail": 1, "read_messages": 0, "get_conversation": 0}
             for n in (1, 2):
                 race["armed"] = True
                 loaded = await history.load("s", limit=n)
@@ -138,7 +132,8 @@ async def test_a_windowed_load_of_turns_is_one_round(backend: str, bridge_server
                 assert exact(loaded) == exact(messages[-n:])
                 assert loaded.tail == held.tail
         finally:
-            del conv.recent, conv.read_messages
+            for name in calls:
+                delattr(conv, name)
 
 
 @pytest.mark.parametrize("use_turn", [False, True])

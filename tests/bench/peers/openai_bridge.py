@@ -14,8 +14,8 @@ from .openai_peer import _item, _OpenAISession
 from .systems import LISTER, Listing
 
 BUILD_BATCH = 500
-"""Items per ``add_items`` in a build: one call is one atomic append of at most 1,000 rows,
-and a user item takes two (itself and its gap marker)."""
+"""Items per ``add_items`` in a build: one call is one atomic append of at most 1,000
+items."""
 
 
 class OpenAIBridge(_OpenAISession, Listing):

@@ -5,10 +5,9 @@ per event (:mod:`.events`); its state is the conversation's metadata, merged in 
 atomic append as the event that changed it (:mod:`.state`). Every append is conditioned
 on the transcript tail the session object last saw, so a second writer is refused
 (:class:`.StaleSessionWriteError`) instead of interleaving its events with the first's.
-Reads fetch only the events asked for, beside the metadata and the app and user state
-(concurrently): the last ``num_recent_events`` are the store's ``recent`` read when they
-are all turns, else one read at their position; ``after_timestamp`` walks back from the
-tail a page at a time.
+Reads fetch only the events asked for, beside the app and user state (concurrently):
+the last ``num_recent_events`` and the metadata are the store's one-snapshot ``tail``
+read; ``after_timestamp`` walks back from the tail a page at a time.
 """
 
 from __future__ import annotations
@@ -41,7 +40,6 @@ from agentstores import (
 from agentstores.keys import validate_principal
 from agentstores.models import StoredMessage
 from agentstores.stores.kit import decode_cursor
-from agentstores.windows import answers_recent, tail_window
 
 from . import keys
 from . import state as scopes
@@ -58,9 +56,6 @@ PAGE = 100
 """Events per read when ``after_timestamp`` walks back from the tail."""
 LIST_PAGE = 1000
 """Conversations per read when ``list_sessions`` collects every session."""
-RECENT_AT_ONCE = 1000
-"""Most events ``num_recent_events`` reads through the store's ``recent`` (more: by
-position)."""
 SNAPSHOT_TRIES = 5
 """Reads of a session's metadata and events before giving up on a consistent pair (each
 retry means another writer appended between the two reads)."""
@@ -327,13 +322,12 @@ class AgentStoresSessionService(BaseSessionService):
         self, key: ConversationKey, principal: str, config: GetSessionConfig | None
     ) -> tuple[ConversationInfo, list[Event]] | None:
         """The session's metadata and the events ``config`` asks for, read so that the
-        events end where the metadata's tail says (retried when a writer came between).
+        events end where the metadata's tail says.
 
-        A read whose position does not depend on the metadata (a page, every event) goes
-        to the store together with the metadata read; so does the last ``n``, as the
-        store's ``recent`` read, where the store answers it in one read and the last ``n``
-        events are all turns (user and model text) ending at the metadata's tail; any
-        other last ``n`` is read by position once the metadata says where."""
+        The last ``n`` events are the store's ``tail`` read (one snapshot, one request
+        where the store answers it in one); a page goes to the store together with the
+        metadata read; every event, or those after a time, are read once the metadata
+        says where the session ends (again when a writer came between)."""
         conversations = self.stores.conversations
         if isinstance(config, EventPage):
             info, rows = await asyncio.gather(
@@ -345,38 +339,15 @@ class AgentStoresSessionService(BaseSessionService):
             return None if info is None else (info, _events(rows))
         recent = None if config is None else config.num_recent_events
         after = None if config is None else config.after_timestamp
-        one_read = (
-            after is None
-            and recent is not None
-            and 0 < recent <= RECENT_AT_ONCE
-            and answers_recent(conversations)
-        )
+        if recent is not None and after is None:
+            found = await conversations.tail(key, principal, max(0, recent))
+            if found is None:
+                return None
+            return found.info, _events([row for row in found.messages if row.seq > 0])
         for _ in range(SNAPSHOT_TRIES):
-            if recent is None and after is None:
-                info, rows = await asyncio.gather(
-                    conversations.get_conversation(key, principal),
-                    conversations.read_messages(key, principal, start=1),
-                )
-                if info is None:
-                    return None
-                if _ends_at(rows, info, 1):
-                    return info, _events(rows)
-                continue
-            if one_read:
-                assert recent is not None
-                info, turns = await asyncio.gather(
-                    conversations.get_conversation(key, principal),
-                    conversations.recent(key, principal, recent),
-                )
-                if info is None:
-                    return None
-                window = tail_window(turns, info, max(1, info.message_count - recent))
-                if window is not None:
-                    return info, _events(window)
-            else:
-                info = await conversations.get_conversation(key, principal)
-                if info is None:
-                    return None
+            info = await conversations.get_conversation(key, principal)
+            if info is None:
+                return None
             count = info.message_count
             if recent == 0:
                 return info, []

@@ -12,7 +12,7 @@ write carries the lease's epoch, so a producer fenced out by a takeover writes n
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Coroutine
+from collections.abc import Coroutine
 from typing import Any, TypeVar
 
 from agents.items import TResponseInputItem
@@ -23,47 +23,16 @@ from agents.memory.session_settings import (
     resolve_session_limit,
 )
 
-from agentstores import (
-    Conversation,
-    ConversationKey,
-    NotFoundError,
-    Stores,
-    UnsupportedError,
-    UsageError,
-)
+from agentstores import Conversation, ConversationKey, NotFoundError, Stores, UsageError
+from agentstores.protocol import settled
 from agentstores.protocol.lease import DEFAULT_LEASE_CONFIG, LeaseConfig
 from agentstores.protocol.turn import Turn
 from agentstores.stores.conversations import MAX_BATCH
 
 from .identity import Identities, IdentityResolver
-from .rows import GAP, HEAD_ID, SESSION_METADATA, encode, items_of, kind_of
+from .rows import SESSION_METADATA, encode, items_of
 
 T = TypeVar("T")
-
-
-async def settled(work: Awaitable[T]) -> T:
-    """Await a write to its outcome even when the caller is cancelled, then re-raise the
-    cancellation: a write the caller gave up on must not land later (some adapters run
-    a call in a worker thread that a cancellation does not stop)."""
-    task = asyncio.ensure_future(work)
-    cancelled: asyncio.CancelledError | None = None
-    while not task.done():
-        try:
-            await asyncio.wait({task})
-        except asyncio.CancelledError as exc:
-            cancelled = cancelled or exc
-    if cancelled is not None:
-        if not task.cancelled():
-            task.exception()  # retrieved: the cancellation is what the caller hears
-        raise cancelled
-    return task.result()
-
-
-FAST_READ_WINDOWS = 4
-"""How many windows' worth of rows a one-request ``get_items(limit)`` may read past where
-the session object last saw the tail (more: other writers added much; read by count)."""
-POP_WINDOW = 3
-"""Rows ``pop_item`` reads from the end: the last item, its gap, and the row before."""
 
 
 class AgentStoresSession(SessionABC):
@@ -97,10 +66,8 @@ class AgentStoresSession(SessionABC):
         )
         self.stores = stores
         self._identities = Identities(tenant, principal, identity)
-        self._headed: set[ConversationKey] = set()
-        self._length: dict[ConversationKey, int] = {}
-        """How many rows each conversation held when this object last wrote or read it:
-        where a windowed read starts (a hint: a wrong one costs a second request)."""
+        self._labelled: set[ConversationKey] = set()
+        """Sessions this object has written ``SESSION_METADATA`` to (once is enough)."""
         try:
             self._loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
         except RuntimeError:
@@ -130,7 +97,7 @@ class AgentStoresSession(SessionABC):
 
         Raises:
             UsageError: an item is not a JSON mapping, or the batch is over the store's
-                one-append limits (1,000 rows, a user message counting two; 64 MiB).
+                one-append limits (1,000 items; 64 MiB).
             NotOwnedError: another principal owns the session.
             FencedError: a takeover fenced this producer out (inside a turn).
             ErasedError: the session was erased.
@@ -178,8 +145,7 @@ class AgentStoresSession(SessionABC):
     async def delete(self) -> bool:
         """Erase the session (transcript and metadata, leaving a tombstone that refuses
         later writes under this id); True if there was something to erase."""
-        self._headed.clear()
-        self._length.clear()
+        self._labelled.clear()
         return await self._on_loop(self.conversation().delete())
 
     # --- the work ---------------------------------------------------------------------
@@ -190,87 +156,45 @@ class AgentStoresSession(SessionABC):
             return items_of(await conv.messages())
         if limit == 0:
             return []
-        window = 2 * limit + 1  # every user item has a gap after it; the head
-        known = self._length.get(conv.key)
-        if known is not None:
-            # One request, from where this object last saw the tail: a read by position
-            # runs to the tail as it is now, so its last items are the last items, unless
-            # the log shrank below the window's start (too few: read as below) or grew
-            # past what one read here may bring (a full read: read as below).
-            start = max(0, known - window)
-            cap = FAST_READ_WINDOWS * window
-            rows = await conv.messages(start=start, limit=cap)
-            found = items_of(rows)
-            if len(rows) < cap and (len(found) >= limit or start == 0):
-                self._length[conv.key] = rows[-1].seq + 1 if rows else 0
-                return found[-limit:]
-        while True:
-            info = await conv.info()
-            if info is None:
-                return []
-            start = max(0, info.message_count - window)
-            rows = await conv.messages(start=start)
-            self._length[conv.key] = info.message_count
-            found = items_of(rows)
-            if len(found) >= limit or (start == 0 and rows):
-                return found[-limit:]
-            if start == 0:  # truncated to nothing meanwhile
-                return []
-            window *= 2  # the log changed between the two reads: read more
+        found = await conv.tail(limit)  # one request: the last rows are the last items
+        return [] if found is None else items_of(found.messages)
 
     async def _add_items(self, items: list[Any]) -> None:
         conv = self.conversation()
-        head = conv.key not in self._headed
-        rows = encode(items, head=head)
+        rows = encode(items)
         if len(rows) > MAX_BATCH:
             raise UsageError(
-                f"add_items of {len(items)} items needs {len(rows)} rows; one append holds "
-                f"at most {MAX_BATCH} (a user message takes two): add them in smaller calls"
+                f"add_items of {len(items)} items is over the {MAX_BATCH} one append holds: "
+                "add them in smaller calls"
             )
-        stored = await conv.append(*rows, metadata=SESSION_METADATA if head else None)
-        self._headed.add(conv.key)
-        if stored:
-            self._length[conv.key] = stored[-1].seq + 1
+        label = conv.key not in self._labelled
+        await conv.append(*rows, metadata=SESSION_METADATA if label else None)
+        self._labelled.add(conv.key)
 
     async def _pop_item(self) -> TResponseInputItem | None:
         conv = self.conversation()
-        self._length.pop(conv.key, None)
         while True:
-            info = await conv.info()
-            if info is None or info.message_count == 0:
+            found = await conv.tail(1)
+            if found is None or not found.messages:
                 return None
-            rows = await conv.messages(start=max(0, info.message_count - POP_WINDOW))
-            if not rows:
-                continue  # truncated between the two reads
-            last = len(rows) - 1
-            if kind_of(rows[last]) == GAP and last > 0:
-                last -= 1
-            item_row = rows[last]
-            if kind_of(item_row) is not None:
-                return None  # only the head (and markers) left
-            if item_row.role == "user":
-                cut = item_row.id  # a user row goes with everything after it
-            elif last > 0:
-                cut = rows[last - 1].id  # a non-user row: kept, everything after goes
-            elif item_row.seq == 0:
-                raise _headless(conv)
-            else:
-                continue  # the window began at this item: the log changed, read again
-            await conv.truncate(cut)
-            return item_row.content  # type: ignore[no-any-return]
+            last = found.messages[-1]
+            try:
+                await conv.truncate(last.id, cut="before")
+            except NotFoundError:
+                continue  # another writer removed it meanwhile: look at the end again
+            return last.content  # type: ignore[no-any-return]
 
     async def _clear(self) -> None:
         conv = self.conversation()
-        self._length.pop(conv.key, None)
-        info = await conv.info()
-        if info is None or info.message_count <= 1:
+        while True:
+            first = await conv.messages(limit=1)
+            if not first:
+                return  # empty, absent, erased or not visible
+            try:
+                await conv.truncate(first[0].id, cut="before")
+            except NotFoundError:
+                continue  # another writer cleared or erased it meanwhile: look again
             return
-        try:
-            await conv.truncate(HEAD_ID)
-        except NotFoundError as exc:
-            if await conv.info() is None:
-                return  # erased meanwhile
-            raise _headless(conv) from exc
 
     async def _on_loop(self, work: Coroutine[Any, Any, T]) -> T:
         """Run ``work`` on the loop that owns the stores (this one, unless called from a
@@ -282,14 +206,6 @@ class AgentStoresSession(SessionABC):
             return await work
         # The task runs in a copy of this context: the ambient epoch of a turn goes along.
         return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(work, self._loop))
-
-
-def _headless(conv: Conversation) -> UnsupportedError:
-    return UnsupportedError(
-        f"{conv.key!r} does not begin with the session's head row (it was written other than "
-        "through AgentStoresSession, or recreated after an erasure by a session object that "
-        "had written it before): its first item cannot be removed alone"
-    )
 
 
 __all__ = ["AgentStoresSession"]

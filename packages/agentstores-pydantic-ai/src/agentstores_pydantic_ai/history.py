@@ -13,7 +13,6 @@ so a run whose turn was taken over cannot store.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -29,17 +28,14 @@ from agentstores import (
     Stores,
     UsageError,
 )
+from agentstores.protocol import settled
 from agentstores.stores.conversations import MAX_APPEND_BYTES, MAX_BATCH
-from agentstores.windows import answers_recent, tail_window
 
 from .identity import Identities, IdentityResolver, refuse_client_identity
 from .rows import Row, is_message_row, load, to_rows
 
 PAGE = 500
 """Rows one read takes while loading a history."""
-RECENT_AT_ONCE = 1000
-"""Most messages a windowed load reads through the store's ``recent`` (more: by
-position)."""
 BATCH_BYTES = MAX_APPEND_BYTES // 2
 """Content bytes one append takes at most (a run over it is stored in several appends)."""
 
@@ -114,23 +110,9 @@ class AgentStoresHistory:
     async def _last_rows(
         self, key: ConversationKey, principal: str, limit: int
     ) -> list[StoredMessage]:
-        """The last ``limit`` rows (more if a writer appended meanwhile): the store's last
-        turns read beside the metadata, kept when they are those rows and end at its
-        tail (one round); else read by position from where the metadata says."""
-        conversations = self.stores.conversations
-        if 0 < limit <= RECENT_AT_ONCE and answers_recent(conversations):
-            info, turns = await asyncio.gather(
-                conversations.get_conversation(key, principal),
-                conversations.recent(key, principal, limit),
-            )
-            if info is not None:
-                window = tail_window(turns, info, max(0, info.message_count - limit))
-                if window is not None:
-                    return window
-        else:
-            info = await conversations.get_conversation(key, principal)
-        start = 0 if info is None else max(0, info.message_count - limit)
-        return await self._rows(key, principal, start)
+        """The last ``limit`` rows: the store's one-snapshot ``tail`` read."""
+        found = await self.stores.conversations.tail(key, principal, limit)
+        return [] if found is None else found.messages
 
     async def _rows(self, key: ConversationKey, principal: str, start: int) -> list[StoredMessage]:
         rows: list[StoredMessage] = []
@@ -182,8 +164,12 @@ class AgentStoresHistory:
         key, principal = self.identities.key(session_id)
         tail = after.tail
         for batch in _batches(to_rows(messages, after.tail)):
-            await self.stores.conversations.append_messages(
-                key, principal, batch, expected_tail=tail, epoch=epoch
+            # settled: a caller cancelled mid-append hears it once the append's outcome
+            # is decided, never before a write that could still land.
+            await settled(
+                self.stores.conversations.append_messages(
+                    key, principal, batch, expected_tail=tail, epoch=epoch
+                )
             )
             tail = batch[-1].id
         return StoredHistory([*after, *messages], session_id=session_id, tail=tail)

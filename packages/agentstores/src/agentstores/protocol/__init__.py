@@ -8,6 +8,7 @@
 - :class:`Sweeper`: retention (expired, idle, over-cap) with atomic re-checks.
 - :func:`follow`: stream a running turn to a reconnecting client, ending with a verdict.
 - :func:`rehydrate`: the last N user/assistant turns for a restarted process.
+- :func:`settled`: a write awaited to its outcome even when its caller is cancelled.
 """
 
 from .follow import FollowEnd, FollowEvent, FollowUpdate, FollowVerdict, follow
@@ -24,6 +25,7 @@ from .lease import (
     liveness,
 )
 from .rehydrate import is_turn, message_text, rehydrate
+from .settle import settled
 from .sweeper import Sweeper, SweepReport
 from .turn import CHECKPOINT_EVERY, STREAM_EVERY, Turn, start_turn
 
@@ -52,5 +54,6 @@ __all__ = [
     "liveness",
     "message_text",
     "rehydrate",
+    "settled",
     "start_turn",
 ]
