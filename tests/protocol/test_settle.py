@@ -9,8 +9,12 @@ import pytest
 from agentstores.protocol import settled
 
 
-async def _write(log: list[str], gate: asyncio.Event, fail: bool = False) -> str:
+async def _write(
+    log: list[str], gate: asyncio.Event, fail: bool = False, started: asyncio.Event | None = None
+) -> str:
     log.append("started")
+    if started is not None:
+        started.set()
     await gate.wait()
     if fail:
         raise ValueError("the write failed")
@@ -34,9 +38,9 @@ async def test_a_write_error_reaches_the_caller() -> None:
 async def test_a_cancelled_caller_waits_for_the_write_then_hears_the_cancellation() -> None:
     log: list[str] = []
     gate = asyncio.Event()
-    caller = asyncio.create_task(settled(_write(log, gate)))
-    while not log:
-        await asyncio.sleep(0)
+    started = asyncio.Event()
+    caller = asyncio.create_task(settled(_write(log, gate, started=started)))
+    await started.wait()
     caller.cancel()
     await asyncio.sleep(0.01)
     assert not caller.done(), "the caller ended before its write did"
@@ -51,10 +55,9 @@ async def test_a_cancelled_caller_waits_for_the_write_then_hears_the_cancellatio
 
 async def test_a_cancelled_caller_of_a_failed_write_hears_the_cancellation() -> None:
     gate = asyncio.Event()
-    log: list[str] = []
-    caller = asyncio.create_task(settled(_write(log, gate, fail=True)))
-    while not log:
-        await asyncio.sleep(0)
+    started = asyncio.Event()
+    caller = asyncio.create_task(settled(_write([], gate, fail=True, started=started)))
+    await started.wait()
     caller.cancel()
     await asyncio.sleep(0)
     gate.set()

@@ -707,9 +707,9 @@ class ConversationRules(ModelMachine):
             f"conversations.tail({key}, {principal!r}, {limit})",
             self.stores.conversations.tail(key, principal, limit),
             lambda: self.model.tail(key, principal, limit),
-            lambda found: None
-            if found is None
-            else (info(found.info), _stored_view(found.messages)),
+            lambda found: (
+                None if found is None else (info(found.info), _stored_view(found.messages))
+            ),
         )
 
     @rule(k=SLOT, p=SLOT)
