@@ -52,6 +52,7 @@ class ADKBridge(System, Listing):
         await self.stores.open()
         tenant = f"adk-bench-{uuid.uuid4().hex[:8]}"
         self.service = AgentStoresSessionService(self.stores, tenant=tenant, principal=USER)
+        self._event_json = _event(1).model_dump(mode="json", exclude_none=True)
         self.lister = AgentStoresSessionService(self.stores, tenant=tenant, principal=LISTER)
 
     async def close(self) -> None:
@@ -109,6 +110,42 @@ class ADKBridge(System, Listing):
             Session(id=conv.id, app_name=APP, user_id=USER, events=events)
         else:
             raise ValueError(f"no framework cost for {op!r}")
+
+    async def store_calls(self, op: str, conv: Any) -> None:
+        """The agentstores calls ``op`` makes through the bridge, made directly: an append
+        of one stored event with the session's update time merged; the first user row;
+        ``get_session``'s three reads at once (the session's ``tail``, its app's state,
+        its user's state)."""
+        import asyncio
+
+        from agentstores import Message
+        from agentstores_adk import keys
+        from agentstores_adk.state import UPDATED
+
+        key = self.service.session_key(app_name=APP, user_id=USER, session_id=conv.id)
+        conversations = self.stores.conversations
+        if op == "append":
+            row = Message(id=uuid.uuid4().hex, role="assistant", content=self._event_json)
+            await conversations.append_messages(
+                key,
+                USER,
+                [row],
+                create_if_absent=False,
+                expected_tail=conv._storage_update_marker,
+                metadata={UPDATED: 1.0},
+            )
+            conv._storage_update_marker = row.id  # the bridge's next append follows it
+        elif op == "first_user":
+            await conversations.get_transcript(key, USER, index=0, speaker="user", limit=1)
+        elif op == "recent20":
+            tenant = self.service.identity(APP, USER)[0]
+            await asyncio.gather(
+                conversations.tail(key, USER, 20),
+                conversations.get_conversation(keys.app_state_key(tenant, APP), ""),
+                conversations.get_conversation(keys.user_state_key(tenant, APP, USER), USER),
+            )
+        else:
+            raise ValueError(f"no store calls for {op!r}")
 
     async def append(self, conv: Any, n: int) -> None:
         await self.service.append_event(conv, _event(n))

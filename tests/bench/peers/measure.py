@@ -33,6 +33,10 @@ FRAMEWORK_OPERATIONS = ("append", "first_user", "recent20")
 decoding that ``op`` needs (its event or message objects built from stored rows, or
 dumped for storing), with no store call. Any store of that framework pays it, its native
 one included; the bridge's net overhead is measured over agentstores' call plus it."""
+STORE_CALL_OPERATIONS = FRAMEWORK_OPERATIONS
+"""What a bridge's ``store_calls(op, conv)`` times: the agentstores calls the bridge makes
+for ``op``, made directly (no framework object, no bridge code): ADK's ``get_session``
+reads three records (the session, its app's state, its user's state), not one."""
 FRESH_BELOW = 100
 """Lengths below this get a conversation built anew for every round."""
 
@@ -134,6 +138,16 @@ async def measure(
                         lat,
                     )
                     cell.latencies.setdefault(f"framework:{op}", []).append(lat)
+                store_calls = getattr(s, "store_calls", None)
+                for op in STORE_CALL_OPERATIONS if store_calls else ():
+                    lat = []
+                    await _timed(
+                        lambda op=op, conv=conv, calls=store_calls: calls(op, conv),
+                        samples,
+                        budget,
+                        lat,
+                    )
+                    cell.latencies.setdefault(f"store:{op}", []).append(lat)
     return out
 
 
@@ -187,13 +201,16 @@ def _ratios(base: Cell, other: Cell) -> dict[str, Any]:
 
 
 def _net_overhead(ours: Cell, bridge: Cell) -> dict[str, Any]:
-    """``bridge / (agentstores + the framework's own work)`` per round, per operation the
-    bridge times its framework's cost for: what the bridge adds beyond both."""
+    """``bridge / (the store calls it makes + the framework's own work)`` per round: what
+    the bridge's own code adds beyond both. The store calls are the bridge's
+    ``store_calls`` made directly where it times them, else agentstores' own call for the
+    operation; the framework's work is zero for a framework with none (plain JSON)."""
     out: dict[str, Any] = {}
     for op in FRAMEWORK_OPERATIONS:
-        a, f = ours.round_medians(op), bridge.round_medians(f"framework:{op}")
+        a = bridge.round_medians(f"store:{op}") or ours.round_medians(op)
         p = bridge.round_medians(op)
-        if not (a and f and p):
+        f = bridge.round_medians(f"framework:{op}") or [0.0] * len(p)
+        if not (a and p) or not (bridge.latencies.get(f"framework:{op}") or bridge.latencies.get(f"store:{op}")):
             continue
         per_round = [round(z / (x + y), 3) for x, y, z in zip(a, f, p, strict=True)]
         out[op] = {
@@ -238,7 +255,12 @@ def summarize(
             entry[bridge]["overhead_to"] = {"system": ours, **_ratios(cells[ours], cells[bridge])}
             net = _net_overhead(cells[ours], cells[bridge])
             if net:
-                entry[bridge]["net_overhead_to"] = {"system": f"{ours} + framework", **net}
+                entry[bridge]["net_overhead_to"] = {"system": "its store calls + framework", **net}
+            entry[bridge]["store_calls_ms"] = {
+                op: round(statistics.median(x for r in cell_rounds for x in r), 4)
+                for op in STORE_CALL_OPERATIONS
+                if (cell_rounds := cells[bridge].latencies.get(f"store:{op}"))
+            }
             entry[bridge]["framework_ms"] = {
                 op: round(statistics.median(x for r in cell_rounds for x in r), 4)
                 for op in FRAMEWORK_OPERATIONS

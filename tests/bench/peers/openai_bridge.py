@@ -58,6 +58,23 @@ class OpenAIBridge(_OpenAISession, Listing):
         found = await conv.conversation().message(0, speaker="user")
         return str(found.content["content"])
 
+    async def store_calls(self, op: str, conv: Any) -> None:
+        """The agentstores calls ``op`` makes through the bridge, made directly."""
+        from agentstores import ConversationKey, Message
+
+        key = ConversationKey(self.tenant, conv.session_id)
+        conversations = self.stores.conversations
+        if op == "append":
+            item = _item(1)
+            row = Message(id=uuid.uuid4().hex, role=item["role"], content=item)
+            await conversations.append_messages(key, self.principal, [row])
+        elif op == "first_user":
+            await conversations.get_transcript(key, self.principal, index=0, speaker="user", limit=1)
+        elif op == "recent20":
+            await conversations.tail(key, self.principal, 20)
+        else:
+            raise ValueError(f"no store calls for {op!r}")
+
     async def add_listed(self, n: int) -> None:
         from agentstores_openai_agents import AgentStoresSession
 

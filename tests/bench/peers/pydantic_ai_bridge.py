@@ -72,6 +72,10 @@ class PydanticAIBridge(System, Listing):
         self.tenant = f"peers-{uuid.uuid4().hex[:8]}"
         self.history = AgentStoresHistory(self.stores, tenant=self.tenant, principal=self.principal)
         self.lister = AgentStoresHistory(self.stores, tenant=self.tenant, principal=LISTER)
+        from pydantic_ai.messages import ModelMessagesTypeAdapter
+
+        self._message_json = ModelMessagesTypeAdapter.dump_python([_message(1)], mode="json")[0]
+
 
     async def close(self) -> None:
         await self.stores.close()
@@ -114,6 +118,27 @@ class PydanticAIBridge(System, Listing):
             ModelMessagesTypeAdapter.validate_python(recent)
         else:
             raise ValueError(f"no framework cost for {op!r}")
+
+    async def store_calls(self, op: str, conv: Session) -> None:
+        """The agentstores calls ``op`` makes through the bridge, made directly: one
+        stored message appended on condition of the tail (which then moves on), the first
+        user row, the last 20 rows (``tail``)."""
+        from agentstores import Message
+
+        key, principal = self.history.identities.key(conv.id)
+        conversations = self.stores.conversations
+        if op == "append":
+            row = Message(id=uuid.uuid4().hex, role="assistant", content=self._message_json)
+            await conversations.append_messages(
+                key, principal, [row], expected_tail=conv.history.tail
+            )
+            conv.history.tail = row.id  # the bridge's next append continues after it
+        elif op == "first_user":
+            await conversations.get_transcript(key, principal, index=0, speaker="user", limit=1)
+        elif op == "recent20":
+            await conversations.tail(key, principal, 20)
+        else:
+            raise ValueError(f"no store calls for {op!r}")
 
     async def append(self, conv: Session, n: int) -> None:
         conv.history = await self.history.append(conv.id, [_message(n)], after=conv.history)

@@ -94,9 +94,11 @@ def markdown(summary: dict[str, Any], meta: dict[str, Any]) -> str:
             ),
             (
                 "net_overhead_to",
-                "Bridge p50 / (agentstores' own call p50 + the framework's own encoding or "
-                "decoding p50, timed alone), per round: what the bridge adds beyond both "
-                "(1.20x is the ceiling it must stay under):",
+                "Bridge p50 / (the agentstores calls the bridge makes, made directly, p50 + "
+                "the framework's own encoding or decoding p50, timed alone), per round: what "
+                "the bridge's own code adds beyond both (1.20x is the ceiling it must stay "
+                "under; ADK's get_session reads three records, the session and its app's and "
+                "user's state, where agentstores' recent 20 reads one):",
             ),
         ):
             rows = _ratio_rows(summary, lengths, systems, field)
