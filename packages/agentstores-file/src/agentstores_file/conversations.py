@@ -24,6 +24,7 @@ from agentstores.models import (
 from agentstores.stores import (
     AppendRequest,
     ConversationStore,
+    Cut,
     EncodedMessage,
     Expired,
     IdleFor,
@@ -31,6 +32,7 @@ from agentstores.stores import (
     OverCap,
     SweepRule,
     TranscriptQuery,
+    cut_position,
     decode_metadata,
     kit,
     merge_metadata,
@@ -303,15 +305,14 @@ class FileConversationStore(FileStoreBase, ConversationStore):
 
     @off_loop
     def _truncate(
-        self, key: ConversationKey, principal: str, message_id: str, epoch: int | None
+        self, key: ConversationKey, principal: str, message_id: str, epoch: int | None, cut: Cut
     ) -> int:
         with self._changing(key, principal, epoch) as (kdir, h, now):
             with Transcript(self.root.io, kdir, h["conv"], write=True) as t:
                 target = t.find(message_id)
                 if target is None:
                     raise _no_message(message_id, key)
-                keep = target.seq if target.role == "user" else target.seq + 1
-                removed = t.cut(keep)
+                removed = t.cut(cut_position(target.seq, target.role, cut))
             self._touch(kdir, h, epoch, now)
             return removed
 
