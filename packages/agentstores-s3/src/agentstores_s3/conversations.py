@@ -26,12 +26,14 @@ from agentstores.models import (
 from agentstores.stores import (
     AppendRequest,
     ConversationStore,
+    Cut,
     Expired,
     IdleFor,
     MetadataUpdate,
     OverCap,
     SweepRule,
     TranscriptQuery,
+    cut_position,
     decode_metadata,
     kit,
     merge_metadata,
@@ -352,7 +354,7 @@ class S3ConversationStore(S3StoreBase, ConversationStore):
 
     @off_loop
     def _truncate(
-        self, key: ConversationKey, principal: str, message_id: str, epoch: int | None
+        self, key: ConversationKey, principal: str, message_id: str, epoch: int | None, cut: Cut
     ) -> int:
         root = self.root
         transcript = Transcript(root.io, key)
@@ -365,19 +367,19 @@ class S3ConversationStore(S3StoreBase, ConversationStore):
                 raise refusal_error(
                     Refusal.NOT_FOUND, f"no message {message_id!r} in this conversation", key=key
                 )
-            cut = position if row["r"] == "user" else position + 1
-            removed = int(conv["n"]) - cut
+            first = cut_position(position, row["r"], cut)
+            removed = int(conv["n"]) - first
             tail = None
-            if cut > 0:
-                last = row if cut == position + 1 else transcript.row(conv, cut - 1)
+            if first > 0:
+                last = row if first == position + 1 else transcript.row(conv, first - 1)
                 if last is None:
                     raise refusal_error(Refusal.NOT_FOUND, key=key)
                 tail = last["id"]
             conv["segs"] = [
-                [gen, start, min(end, cut)] for gen, start, end in conv["segs"] if start < cut
+                [gen, start, min(end, first)] for gen, start, end in conv["segs"] if start < first
             ]
-            conv["p"] = [r for r in conv["p"] if r["q"] < cut]
-            conv["n"] = cut
+            conv["p"] = [r for r in conv["p"] if r["q"] < first]
+            conv["n"] = first
             conv["tail"] = tail
             conv["gen"] = kit.writer_nonce_hex()
             self._touch(conv, now)
