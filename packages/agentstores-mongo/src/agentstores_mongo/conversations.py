@@ -33,12 +33,14 @@ from agentstores.models import (
 from agentstores.stores import (
     AppendRequest,
     ConversationStore,
+    Cut,
     Expired,
     IdleFor,
     MetadataUpdate,
     OverCap,
     SweepRule,
     TranscriptQuery,
+    cut_position,
     decode_metadata,
     kit,
     merge_metadata,
@@ -383,7 +385,7 @@ class MongoConversationStore(MongoStoreBase, ConversationStore):
 
     @resent
     async def _truncate(
-        self, key: ConversationKey, principal: str, message_id: str, epoch: int | None
+        self, key: ConversationKey, principal: str, message_id: str, epoch: int | None, cut: Cut
     ) -> int:
         ctx = self.ctx
 
@@ -393,12 +395,11 @@ class MongoConversationStore(MongoStoreBase, ConversationStore):
             if target is None:
                 raise _no_message(message_id, key)
             role = target["r"]
-            if role == "user":
-                keep = target["s"]
+            keep = cut_position(target["s"], role, cut)
+            if keep == target["s"]:
                 conv["nu"], conv["na"], conv["lc"] = target["nu"], target["na"], target["pc"]
             else:
-                keep = target["s"] + 1
-                conv["nu"] = target["nu"]
+                conv["nu"] = target["nu"] + (1 if role == "user" else 0)
                 conv["na"] = target["na"] + (1 if role == "assistant" else 0)
                 conv["lc"] = target["s"] if target["k"] else target["pc"]
             removed = conv["n"] - keep
