@@ -16,6 +16,7 @@ from agentstores.errors import AgentStoresError, Refusal, refusal_error
 from agentstores.keys import ConversationKey
 from agentstores.models import (
     ConversationInfo,
+    ConversationTail,
     LastTurnStatus,
     Page,
     StoredMessage,
@@ -422,8 +423,10 @@ class FileConversationStore(FileStoreBase, ConversationStore):
     # --- reads -------------------------------------------------------------------
 
     @contextmanager
-    def _reading(self, key: ConversationKey, principal: str) -> Iterator[Transcript | None]:
-        """The visible transcript under the key's shared lock, or None."""
+    def _visible(
+        self, key: ConversationKey, principal: str
+    ) -> Iterator[tuple[Head, Transcript] | None]:
+        """The visible header and its transcript under the key's shared lock, or None."""
         root = self.root
         kdir = root.key_dir(key)
         with root.locked(kdir, exclusive=False, create=False) as exists:
@@ -435,7 +438,13 @@ class FileConversationStore(FileStoreBase, ConversationStore):
                 yield None
                 return
             with Transcript(root.io, kdir, h["conv"], write=False) as t:
-                yield t
+                yield h, t
+
+    @contextmanager
+    def _reading(self, key: ConversationKey, principal: str) -> Iterator[Transcript | None]:
+        """The visible transcript under the key's shared lock, or None."""
+        with self._visible(key, principal) as found:
+            yield None if found is None else found[1]
 
     @off_loop
     def _get_transcript(
@@ -490,6 +499,17 @@ class FileConversationStore(FileStoreBase, ConversationStore):
                 total = t.kind_count(kind)
                 seqs.extend(t.positions(kind, max(0, total - limit), total))
             return _stored(t, sorted(seqs)[-limit:])
+
+    @off_loop
+    def _tail(self, key: ConversationKey, principal: str, limit: int) -> ConversationTail | None:
+        """The header and the last rows it commits, read under one shared lock: no
+        writer comes between them."""
+        with self._visible(key, principal) as found:
+            if found is None:
+                return None
+            h, t = found
+            rows = _stored(t, list(range(max(0, t.count - limit), t.count)))
+            return ConversationTail(_info(key, h), rows)
 
     @off_loop
     def _history(self, key: ConversationKey, principal: str) -> list[StoredMessage]:
