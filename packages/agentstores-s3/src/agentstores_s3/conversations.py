@@ -18,6 +18,7 @@ from agentstores.errors import Refusal, refusal_error
 from agentstores.keys import ConversationKey
 from agentstores.models import (
     ConversationInfo,
+    ConversationTail,
     LastTurnStatus,
     Page,
     StoredMessage,
@@ -508,6 +509,25 @@ class S3ConversationStore(S3StoreBase, ConversationStore):
     ) -> list[StoredMessage]:
         found = self._read_snapshot(key, principal, start, limit)
         return [] if found is None else [to_stored(row) for row in found[2]]
+
+    @off_loop
+    def _tail(self, key: ConversationKey, principal: str, limit: int) -> ConversationTail | None:
+        """One header GET: the metadata and the window of newest rows it holds (the
+        last append whole, up to ``WINDOW`` rows). Rows older than the window are then
+        one GET each, all at once, of objects that header names and that never change."""
+        for _ in range(READ_ATTEMPTS):
+            found = self._readable(key, principal)
+            if found is None:
+                return None
+            h, conv = found
+            count, first = int(conv["n"]), pending_start(conv)
+            start = max(0, count - limit)
+            window = conv["p"][max(0, start - first) :]
+            older = self._rows(key, conv, list(range(start, min(first, count))))
+            if older is not None:
+                rows = [to_stored(row) for row in older + window]
+                return ConversationTail(_info(key, h, conv), rows)
+        return None
 
     async def _get_transcript(
         self, key: ConversationKey, principal: str, query: TranscriptQuery
