@@ -25,6 +25,7 @@ from agentstores.errors import (
 from agentstores.keys import ConversationKey
 from agentstores.models import (
     ConversationInfo,
+    ConversationTail,
     LastTurnStatus,
     Page,
     StoredMessage,
@@ -635,6 +636,24 @@ class MongoConversationStore(MongoStoreBase, ConversationStore):
             found[:0] = [d for d in page if d["r"] in ("user", "assistant")]
             end = start
         return [stored(d) for d in found[-limit:]]
+
+    @resent
+    @snapshot_read
+    async def _tail(
+        self, key: ConversationKey, principal: str, limit: int
+    ) -> ConversationTail | None:
+        """The header, then the last rows it covers by ``_id`` (one page): two round
+        trips, as ``recent``. The transcript is another collection, so no one request
+        reads both; the rows' ``b < rev`` makes them the header's own, with no
+        transaction."""
+        h = await self._visible(key, principal)
+        if h is None:
+            return None
+        assert h.gen is not None and h.conv is not None
+        end = h.conv["n"]
+        start = max(0, end - limit)
+        docs = _covered(h, await self._range(h.gen, start, end), end - start)
+        return ConversationTail(_info(key, h), [stored(d) for d in docs])
 
     @resent
     @snapshot_read
