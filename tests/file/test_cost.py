@@ -2,8 +2,9 @@
 
 Every read and write of the backend goes through its ``FileIO``; an ``IOStats`` counts
 calls and bytes. An append, an indexed read (speaker-filtered and negative too), a
-``recent`` and an idempotent re-append must cost about the same on a 100,000-message
-transcript as on a 10-message one; a time-range read may grow only with log2(n).
+``recent``, a ``tail`` and an idempotent re-append must cost about the same on a
+100,000-message transcript as on a 10-message one; a time-range read may grow only with
+log2(n).
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ async def _measure(stores: FileStores, stats: IOStats, key: ConversationKey) -> 
             key, "owner", index=-1, speaker="assistant"
         ),
         "recent": lambda: conv.recent(key, "owner", 4),
+        "tail": lambda: conv.tail(key, "owner", 4),
         "info": lambda: conv.get_conversation(key, "owner"),
     }
     costs: dict[str, Any] = {}
@@ -102,6 +104,8 @@ async def test_append_and_indexed_reads_cost_the_same_at_100k(tmp_path: Path) ->
         assert costs["assistant_negative"][1][0].id == "new-b4"
         assert [m.id for m in costs["recent"][1]] == ["new-b0", "new-b1", "new-b3", "new-b4"]
         assert costs["info"][1].message_count == n + 7
+        assert [m.id for m in costs["tail"][1].messages] == [f"new-b{i}" for i in range(1, 5)]
+        assert costs["tail"][1].info == costs["info"][1]
         # Everything appended in the measurement shares the clock's current microsecond
         # or is older; a one-instant range finds only what was stamped at that instant.
         assert costs["time_range"][1] == [] or costs["time_range"][1][-1].id == "new-b4"

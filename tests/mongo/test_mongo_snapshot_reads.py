@@ -74,3 +74,10 @@ async def test_whole_transcript_after_a_cut(
 ) -> None:
     stores, key = truncated_mid_read
     assert [m.id for m in await stores.conversations.read_messages(key, P)] == ["u0", "a0"]
+
+
+async def test_tail_after_a_cut(truncated_mid_read: tuple[MongoStores, ConversationKey]) -> None:
+    stores, key = truncated_mid_read
+    found = await stores.conversations.tail(key, P, 10)
+    assert found is not None and [m.id for m in found.messages] == ["u0", "a0"]
+    assert (found.info.message_count, found.info.tail_message_id) == (2, "a0")

@@ -73,3 +73,31 @@ def test_by_default_calls_wait_as_often_at_10_as_at_1000(url: str) -> None:
     assert tiny["append"] == _counts(gets=1, puts=1, rounds=2)
     assert long["index middle"] == long["index first"] == _counts(gets=2, puts=0, rounds=1)
     assert long["index last"] == tiny["index middle"] == _counts(gets=1, puts=0, rounds=1)
+
+
+def test_tail_within_the_window_is_the_header_alone(url: str) -> None:
+    """``tail`` reads the header, which holds the newest rows: one GET while the rows
+    asked for are in its window, then one more GET per older row (sent together)."""
+
+    async def main() -> dict[int, dict[str, int]]:
+        stats = RequestStats()
+        async with S3Stores(url, stats=stats) as stores:
+            conv = stores.conversations
+            key = ConversationKey("cost", "tail")
+            await conv.append_messages(key, "p", [Message(f"m{i}", "user", i) for i in range(60)])
+            await conv.append_messages(key, "p", [Message("last", "assistant", "x")])
+            await stores.now()
+            found: dict[int, dict[str, int]] = {}
+            for limit in (0, 20, 32, 40):
+                stats.reset()
+                tail = await conv.tail(key, "p", limit)
+                assert tail is not None and tail.info.message_count == 61
+                assert [m.seq for m in tail.messages] == list(range(61 - limit, 61))
+                assert tail.messages[-1].id == "last" if limit else tail.messages == []
+                found[limit] = stats.snapshot()
+            return found
+
+    costs = asyncio.run(main())
+    for limit in (0, 20, 32):
+        assert costs[limit] == _counts(gets=1, puts=0, rounds=1), (limit, costs)
+    assert costs[40] == _counts(gets=9, puts=0, rounds=2), costs

@@ -16,6 +16,7 @@ from agentstores.errors import AgentStoresError, Refusal, refusal_error
 from agentstores.keys import ConversationKey
 from agentstores.models import (
     ConversationInfo,
+    ConversationTail,
     LastTurnStatus,
     Page,
     StoredMessage,
@@ -24,6 +25,7 @@ from agentstores.models import (
 from agentstores.stores import (
     AppendRequest,
     ConversationStore,
+    Cut,
     EncodedMessage,
     Expired,
     IdleFor,
@@ -31,6 +33,7 @@ from agentstores.stores import (
     OverCap,
     SweepRule,
     TranscriptQuery,
+    cut_position,
     decode_metadata,
     kit,
     merge_metadata,
@@ -303,15 +306,14 @@ class FileConversationStore(FileStoreBase, ConversationStore):
 
     @off_loop
     def _truncate(
-        self, key: ConversationKey, principal: str, message_id: str, epoch: int | None
+        self, key: ConversationKey, principal: str, message_id: str, epoch: int | None, cut: Cut
     ) -> int:
         with self._changing(key, principal, epoch) as (kdir, h, now):
             with Transcript(self.root.io, kdir, h["conv"], write=True) as t:
                 target = t.find(message_id)
                 if target is None:
                     raise _no_message(message_id, key)
-                keep = target.seq if target.role == "user" else target.seq + 1
-                removed = t.cut(keep)
+                removed = t.cut(cut_position(target.seq, target.role, cut))
             self._touch(kdir, h, epoch, now)
             return removed
 
@@ -421,8 +423,10 @@ class FileConversationStore(FileStoreBase, ConversationStore):
     # --- reads -------------------------------------------------------------------
 
     @contextmanager
-    def _reading(self, key: ConversationKey, principal: str) -> Iterator[Transcript | None]:
-        """The visible transcript under the key's shared lock, or None."""
+    def _visible(
+        self, key: ConversationKey, principal: str
+    ) -> Iterator[tuple[Head, Transcript] | None]:
+        """The visible header and its transcript under the key's shared lock, or None."""
         root = self.root
         kdir = root.key_dir(key)
         with root.locked(kdir, exclusive=False, create=False) as exists:
@@ -434,7 +438,13 @@ class FileConversationStore(FileStoreBase, ConversationStore):
                 yield None
                 return
             with Transcript(root.io, kdir, h["conv"], write=False) as t:
-                yield t
+                yield h, t
+
+    @contextmanager
+    def _reading(self, key: ConversationKey, principal: str) -> Iterator[Transcript | None]:
+        """The visible transcript under the key's shared lock, or None."""
+        with self._visible(key, principal) as found:
+            yield None if found is None else found[1]
 
     @off_loop
     def _get_transcript(
@@ -489,6 +499,17 @@ class FileConversationStore(FileStoreBase, ConversationStore):
                 total = t.kind_count(kind)
                 seqs.extend(t.positions(kind, max(0, total - limit), total))
             return _stored(t, sorted(seqs)[-limit:])
+
+    @off_loop
+    def _tail(self, key: ConversationKey, principal: str, limit: int) -> ConversationTail | None:
+        """The header and the last rows it commits, read under one shared lock: no
+        writer comes between them."""
+        with self._visible(key, principal) as found:
+            if found is None:
+                return None
+            h, t = found
+            rows = _stored(t, list(range(max(0, t.count - limit), t.count)))
+            return ConversationTail(_info(key, h), rows)
 
     @off_loop
     def _history(self, key: ConversationKey, principal: str) -> list[StoredMessage]:

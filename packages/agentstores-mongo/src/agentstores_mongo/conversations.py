@@ -25,6 +25,7 @@ from agentstores.errors import (
 from agentstores.keys import ConversationKey
 from agentstores.models import (
     ConversationInfo,
+    ConversationTail,
     LastTurnStatus,
     Page,
     StoredMessage,
@@ -33,12 +34,14 @@ from agentstores.models import (
 from agentstores.stores import (
     AppendRequest,
     ConversationStore,
+    Cut,
     Expired,
     IdleFor,
     MetadataUpdate,
     OverCap,
     SweepRule,
     TranscriptQuery,
+    cut_position,
     decode_metadata,
     kit,
     merge_metadata,
@@ -383,7 +386,7 @@ class MongoConversationStore(MongoStoreBase, ConversationStore):
 
     @resent
     async def _truncate(
-        self, key: ConversationKey, principal: str, message_id: str, epoch: int | None
+        self, key: ConversationKey, principal: str, message_id: str, epoch: int | None, cut: Cut
     ) -> int:
         ctx = self.ctx
 
@@ -393,12 +396,11 @@ class MongoConversationStore(MongoStoreBase, ConversationStore):
             if target is None:
                 raise _no_message(message_id, key)
             role = target["r"]
-            if role == "user":
-                keep = target["s"]
+            keep = cut_position(target["s"], role, cut)
+            if keep == target["s"]:
                 conv["nu"], conv["na"], conv["lc"] = target["nu"], target["na"], target["pc"]
             else:
-                keep = target["s"] + 1
-                conv["nu"] = target["nu"]
+                conv["nu"] = target["nu"] + (1 if role == "user" else 0)
                 conv["na"] = target["na"] + (1 if role == "assistant" else 0)
                 conv["lc"] = target["s"] if target["k"] else target["pc"]
             removed = conv["n"] - keep
@@ -634,6 +636,24 @@ class MongoConversationStore(MongoStoreBase, ConversationStore):
             found[:0] = [d for d in page if d["r"] in ("user", "assistant")]
             end = start
         return [stored(d) for d in found[-limit:]]
+
+    @resent
+    @snapshot_read
+    async def _tail(
+        self, key: ConversationKey, principal: str, limit: int
+    ) -> ConversationTail | None:
+        """The header, then the last rows it covers by ``_id`` (one page): two round
+        trips, as ``recent``. The transcript is another collection, so no one request
+        reads both; the rows' ``b < rev`` makes them the header's own, with no
+        transaction."""
+        h = await self._visible(key, principal)
+        if h is None:
+            return None
+        assert h.gen is not None and h.conv is not None
+        end = h.conv["n"]
+        start = max(0, end - limit)
+        docs = _covered(h, await self._range(h.gen, start, end), end - start)
+        return ConversationTail(_info(key, h), [stored(d) for d in docs])
 
     @resent
     @snapshot_read

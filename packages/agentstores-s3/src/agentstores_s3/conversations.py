@@ -18,6 +18,7 @@ from agentstores.errors import Refusal, refusal_error
 from agentstores.keys import ConversationKey
 from agentstores.models import (
     ConversationInfo,
+    ConversationTail,
     LastTurnStatus,
     Page,
     StoredMessage,
@@ -26,12 +27,14 @@ from agentstores.models import (
 from agentstores.stores import (
     AppendRequest,
     ConversationStore,
+    Cut,
     Expired,
     IdleFor,
     MetadataUpdate,
     OverCap,
     SweepRule,
     TranscriptQuery,
+    cut_position,
     decode_metadata,
     kit,
     merge_metadata,
@@ -352,7 +355,7 @@ class S3ConversationStore(S3StoreBase, ConversationStore):
 
     @off_loop
     def _truncate(
-        self, key: ConversationKey, principal: str, message_id: str, epoch: int | None
+        self, key: ConversationKey, principal: str, message_id: str, epoch: int | None, cut: Cut
     ) -> int:
         root = self.root
         transcript = Transcript(root.io, key)
@@ -365,19 +368,19 @@ class S3ConversationStore(S3StoreBase, ConversationStore):
                 raise refusal_error(
                     Refusal.NOT_FOUND, f"no message {message_id!r} in this conversation", key=key
                 )
-            cut = position if row["r"] == "user" else position + 1
-            removed = int(conv["n"]) - cut
+            first = cut_position(position, row["r"], cut)
+            removed = int(conv["n"]) - first
             tail = None
-            if cut > 0:
-                last = row if cut == position + 1 else transcript.row(conv, cut - 1)
+            if first > 0:
+                last = row if first == position + 1 else transcript.row(conv, first - 1)
                 if last is None:
                     raise refusal_error(Refusal.NOT_FOUND, key=key)
                 tail = last["id"]
             conv["segs"] = [
-                [gen, start, min(end, cut)] for gen, start, end in conv["segs"] if start < cut
+                [gen, start, min(end, first)] for gen, start, end in conv["segs"] if start < first
             ]
-            conv["p"] = [r for r in conv["p"] if r["q"] < cut]
-            conv["n"] = cut
+            conv["p"] = [r for r in conv["p"] if r["q"] < first]
+            conv["n"] = first
             conv["tail"] = tail
             conv["gen"] = kit.writer_nonce_hex()
             self._touch(conv, now)
@@ -506,6 +509,25 @@ class S3ConversationStore(S3StoreBase, ConversationStore):
     ) -> list[StoredMessage]:
         found = self._read_snapshot(key, principal, start, limit)
         return [] if found is None else [to_stored(row) for row in found[2]]
+
+    @off_loop
+    def _tail(self, key: ConversationKey, principal: str, limit: int) -> ConversationTail | None:
+        """One header GET: the metadata and the window of newest rows it holds (the
+        last append whole, up to ``WINDOW`` rows). Rows older than the window are then
+        one GET each, all at once, of objects that header names and that never change."""
+        for _ in range(READ_ATTEMPTS):
+            found = self._readable(key, principal)
+            if found is None:
+                return None
+            h, conv = found
+            count, first = int(conv["n"]), pending_start(conv)
+            start = max(0, count - limit)
+            window = conv["p"][max(0, start - first) :]
+            older = self._rows(key, conv, list(range(start, min(first, count))))
+            if older is not None:
+                rows = [to_stored(row) for row in older + window]
+                return ConversationTail(_info(key, h, conv), rows)
+        return None
 
     async def _get_transcript(
         self, key: ConversationKey, principal: str, query: TranscriptQuery

@@ -1,14 +1,16 @@
 """The transcript, its metadata, sharing, retention and erasure.
 
-``_get_transcript``, ``_recent`` and ``_history`` are composed in the ABC from
-``_read_messages`` and ``_get_conversation``; override them only to be faster.
+``_get_transcript``, ``_recent``, ``_history`` and ``_tail`` are composed in the ABC from
+``_read_messages`` and ``_get_conversation``; override them only to be faster (``_tail``
+above all: the metadata and the last rows as one snapshot, read on every turn, is best
+one request where the store can answer it in one).
 """
 
 from __future__ import annotations
 
 from agentstores.keys import ConversationKey
 from agentstores.models import ConversationInfo, LastTurnStatus, Page, StoredMessage
-from agentstores.stores import AppendRequest, ConversationStore, MetadataUpdate, SweepRule
+from agentstores.stores import AppendRequest, ConversationStore, Cut, MetadataUpdate, SweepRule
 
 from ._base import TemplateStoreBase
 
@@ -54,11 +56,11 @@ class TemplateConversationStore(TemplateStoreBase, ConversationStore):
         )
 
     async def _truncate(
-        self, key: ConversationKey, principal: str, message_id: str, epoch: int | None
+        self, key: ConversationKey, principal: str, message_id: str, epoch: int | None, cut: Cut
     ) -> int:
         raise NotImplementedError(
-            "ConversationStore rule truncate: at a user message drop it and all after, else "
-            "keep it; NOT_FOUND for an unknown id; kit.check_write"
+            "ConversationStore rule truncate: drop the rows from cut_position(seq, role, cut) "
+            "on, the message's own seq and role; NOT_FOUND for an unknown id; kit.check_write"
         )
 
     async def _branch(
