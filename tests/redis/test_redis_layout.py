@@ -157,6 +157,27 @@ async def test_writes_convert_then_apply(url: str) -> None:
         await s.purge()
 
 
+@pytest.mark.parametrize(
+    ("cut", "at", "removed"),
+    [("before", "a1", 4), ("after", "u1", 4), ("by_role", "u2", 2), ("by_role", "t0", 5)],
+)
+async def test_truncate_converts_then_cuts_as_asked(
+    url: str, cut: str, at: str, removed: int
+) -> None:
+    tenant = f"t-{uuid.uuid4().hex[:8]}"
+    old, twin = ConversationKey(tenant, "old"), ConversationKey(tenant, "twin")
+    async with RedisStores(url) as s:
+        conv = s.conversations
+        with previous_layout():
+            await conv.append_messages(old, OWNER, MESSAGES)
+        await conv.append_messages(twin, OWNER, MESSAGES)
+        for key in (old, twin):
+            assert await conv.truncate(key, OWNER, at, cut=cut) == removed  # type: ignore[arg-type]
+        assert await _legacy_keys(s, old) == 0
+        assert await _views(conv, old) == await _views(conv, twin)
+        await s.purge()
+
+
 async def test_a_stranger_sees_nothing_and_converts_nothing_visible(url: str) -> None:
     key = ConversationKey(f"t-{uuid.uuid4().hex[:8]}", "old")
     async with RedisStores(url) as s:

@@ -43,6 +43,7 @@ from agentstores.stores import (
     UNSET,
     AppendRequest,
     ConversationStore,
+    Cut,
     EncodedMessage,
     Expired,
     IdleFor,
@@ -276,9 +277,9 @@ class RedisConversationStore(RedisStoreBase, ConversationStore):
         raise_for(reply, key)
 
     async def _truncate(
-        self, key: ConversationKey, principal: str, message_id: str, epoch: int | None
+        self, key: ConversationKey, principal: str, message_id: str, epoch: int | None, cut: Cut
     ) -> int:
-        args = claim_args(principal, key, message_id, epoch_arg(epoch))
+        args = claim_args(principal, key, message_id, epoch_arg(epoch), cut)
         reply = await self._write(
             CONV_TRUNCATE,
             self._key_names(key).all,
