@@ -81,6 +81,9 @@ async def _views(conv: ConversationStore, key: ConversationKey) -> dict[str, Any
             )
     info = await conv.get_conversation(key, OWNER)
     out["info"] = None if info is None else (info.message_count, info.tail_message_id, info.title)
+    for k in (0, 1, 4, 100):
+        tail = await conv.tail(key, OWNER, k)
+        out[f"tail {k}"] = None if tail is None else rows(tail.messages)
     return out
 
 
@@ -104,6 +107,7 @@ FIRST_TOUCHES: dict[str, FirstTouch] = {
     "history": lambda s, k: s.conversations.history(k, OWNER),
     "branch": lambda s, k: s.conversations.branch(k, OWNER, "u1"),
     "info": lambda s, k: s.conversations.get_conversation(k, OWNER),
+    "tail": lambda s, k: s.conversations.tail(k, OWNER, 3),
 }
 
 
@@ -157,6 +161,27 @@ async def test_writes_convert_then_apply(url: str) -> None:
         await s.purge()
 
 
+@pytest.mark.parametrize(
+    ("cut", "at", "removed"),
+    [("before", "a1", 4), ("after", "u1", 4), ("by_role", "u2", 2), ("by_role", "t0", 5)],
+)
+async def test_truncate_converts_then_cuts_as_asked(
+    url: str, cut: str, at: str, removed: int
+) -> None:
+    tenant = f"t-{uuid.uuid4().hex[:8]}"
+    old, twin = ConversationKey(tenant, "old"), ConversationKey(tenant, "twin")
+    async with RedisStores(url) as s:
+        conv = s.conversations
+        with previous_layout():
+            await conv.append_messages(old, OWNER, MESSAGES)
+        await conv.append_messages(twin, OWNER, MESSAGES)
+        for key in (old, twin):
+            assert await conv.truncate(key, OWNER, at, cut=cut) == removed  # type: ignore[arg-type]
+        assert await _legacy_keys(s, old) == 0
+        assert await _views(conv, old) == await _views(conv, twin)
+        await s.purge()
+
+
 async def test_a_stranger_sees_nothing_and_converts_nothing_visible(url: str) -> None:
     key = ConversationKey(f"t-{uuid.uuid4().hex[:8]}", "old")
     async with RedisStores(url) as s:
@@ -165,6 +190,8 @@ async def test_a_stranger_sees_nothing_and_converts_nothing_visible(url: str) ->
         assert await s.conversations.recent(key, "stranger", 5) == []
         assert await s.conversations.get_transcript(key, "stranger", index=0, speaker="user") == []
         assert await s.conversations.read_messages(key, "stranger") == []
+        assert await s.conversations.tail(key, "stranger", 5) is None
+        assert await _legacy_keys(s, key) == 1
         assert [m.id for m in await s.conversations.recent(key, OWNER, 2)] == ["u2", "a2"]
         await s.purge()
 

@@ -1,6 +1,6 @@
-"""recent() and a speaker's message by index are one MULTI/EXEC of plain reads (no
-script), and the read rule is judged on that same snapshot: the header's fields and the
-server clock come back with the records."""
+"""recent(), tail() and a speaker's message by index are one MULTI/EXEC of plain reads
+(no script), and the read rule is judged on that same snapshot: the header's fields and
+the server clock come back with the records."""
 
 from __future__ import annotations
 
@@ -46,6 +46,48 @@ async def test_hot_reads_are_one_transaction_of_plain_commands(
             lambda: conv.get_transcript(key, "p", index=-1, speaker="assistant"),
         )
         assert last == [*PLAIN, (b"zrange", 4), (b"zcard", 1), (b"exec", 0)]
+        tail = await monitored(valkey_server.port, lambda: conv.tail(key, "p", 3))
+        assert tail == [
+            (b"multi", 0),
+            (b"hgetall", 1),
+            (b"time", 0),
+            (b"hgetall", 1),
+            (b"exists", 1),
+            *[(b"zrange", 4)] * 3,
+            (b"exec", 0),
+        ]
+        await s.purge()
+
+
+async def test_tail_is_what_the_composed_reads_give(url: str) -> None:
+    """The one-transaction tail equals get_conversation beside read_messages from
+    ``count - limit``, at every limit (0, within one role, across roles, past the
+    start), with metadata, a title, a status and a share in the info."""
+    key = ConversationKey(f"t-{uuid.uuid4().hex[:8]}", "c")
+    async with RedisStores(url) as s:
+        conv = s.conversations
+        assert await conv.tail(key, "p", 3) is None
+        await conv.append_messages(
+            key, "p", TURNS, title="t", metadata={"k": {"v": [1]}}, last_turn_status="complete"
+        )
+        await conv.append_messages(key, "p", [Message("t1", "tool", {"r": 1})])
+        await conv.append_messages(key, "p", [Message("x0", "system", "s")])
+        await conv.share(key, "p", "q")
+        info = await conv.get_conversation(key, "p")
+        assert info is not None and info.message_count == 6
+        for limit in (0, 1, 2, 3, 6, 7, 1000):
+            got = await conv.tail(key, "p", limit)
+            assert got is not None
+            assert got.info == info
+            start = max(0, info.message_count - limit)
+            assert got.messages == await conv.read_messages(key, "p", start=start)
+        shared = await conv.tail(key, "q", 2)
+        assert shared is not None and [m.id for m in shared.messages] == ["t1", "x0"]
+        assert shared.info == await conv.get_conversation(key, "q")
+        await conv.truncate(key, "p", "u0", cut="before")
+        emptied = await conv.tail(key, "p", 5)
+        assert emptied is not None and emptied.messages == []
+        assert emptied.info.message_count == 0 and emptied.info.tail_message_id is None
         await s.purge()
 
 
@@ -55,18 +97,21 @@ async def test_answers_match_the_rule(url: str) -> None:
     async with RedisStores(url) as s:
         conv = s.conversations
 
-        async def seen(who: str) -> tuple[list[str], list[str], list[str]]:
+        async def seen(who: str) -> tuple[list[str], list[str], list[str], list[str]]:
             recent = [m.id for m in await conv.recent(key, who, 3)]
+            tail = await conv.tail(key, who, 2)
+            assert (tail is None) == (await conv.get_conversation(key, who) is None)
+            tailed = [] if tail is None else [m.id for m in tail.messages]
             first = [t.id for t in await conv.get_transcript(key, who, index=0, speaker="user")]
             last = [
                 (t.id, t.index)
                 for t in await conv.get_transcript(key, who, index=-1, speaker="assistant")
             ]
-            return recent, first, [f"{i}@{n}" for i, n in last]
+            return recent, first, [f"{i}@{n}" for i, n in last], tailed
 
         await conv.append_messages(key, "p", TURNS)
-        visible = (["u0", "a0", "u1"], ["u0"], ["a0@0"])
-        absent = ([], [], [])
+        visible = (["u0", "a0", "u1"], ["u0"], ["a0@0"], ["t0", "u1"])
+        absent: tuple[list[str], ...] = ([], [], [], [])
         assert await seen("p") == visible
         assert await seen("q") == absent
         await conv.share(key, "p", "q")
@@ -93,6 +138,8 @@ async def test_past_the_drop_deadline_a_conversation_reads_as_absent(url: str) -
         assert await conv.recent(key, "p", 5) == []
         assert await conv.get_transcript(key, "p", index=0, speaker="user") == []
         assert await conv.get_transcript(key, "p", index=-1, speaker="assistant") == []
+        assert await conv.tail(key, "p", 5) is None
+        assert await conv.get_conversation(key, "p") is None
         assert await s.client.command(names.header, "EXISTS", names.user_records) == 1
         await s.purge()
 

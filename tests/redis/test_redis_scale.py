@@ -69,6 +69,7 @@ OPS: dict[str, Callable[[RedisStores, ConversationKey, int], Awaitable[Any]]] = 
         k, "p", index=-2, speaker="assistant"
     ),
     "recent": lambda s, k, n: s.conversations.recent(k, "p", 5),
+    "tail": lambda s, k, n: s.conversations.tail(k, "p", 5),
     "first user message": lambda s, k, n: s.conversations.get_transcript(
         k, "p", index=0, speaker="user"
     ),

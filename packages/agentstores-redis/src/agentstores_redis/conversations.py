@@ -7,12 +7,12 @@ scored by seq, so a message by seq, a speaker's k-th message and the recent turn
 O(log n) slices; ``by_time`` (created_at, seq) maps a time range to a seq range,
 ``compaction_seqs`` finds the latest compaction.
 
-The hot reads (recent turns, a speaker's k-th message) are one ``MULTI``/``EXEC`` of plain
-reads: the header fields the read rule needs, the server clock and the slices, one
-atomic snapshot in one round trip, the rule applied here (:func:`_visible`). The other
-reads are read-only scripts. A conversation still holding the previous layout (see
-``scripts/include/legacy_layout.lua``) is converted by ``conv_upgrade`` when a read finds
-it, then read again.
+The hot reads (recent turns, the tail with the metadata, a speaker's k-th message) are
+one ``MULTI``/``EXEC`` of plain reads: the header fields the read rule needs, the server
+clock and the slices, one atomic snapshot in one round trip, the rule applied here
+(:func:`_may_read`). The other reads are read-only scripts. A conversation still holding
+the previous layout (see ``scripts/include/legacy_layout.lua``) is converted by
+``conv_upgrade`` when a read finds it, then read again.
 
 Listing and sweeping read the indexes across conversations of :mod:`.index`, updated
 right after each write here.
@@ -33,6 +33,7 @@ from agentstores.errors import Refusal, UsageError, refusal_error
 from agentstores.keys import ConversationKey
 from agentstores.models import (
     ConversationInfo,
+    ConversationTail,
     LastTurnStatus,
     Page,
     StoredMessage,
@@ -43,6 +44,7 @@ from agentstores.stores import (
     UNSET,
     AppendRequest,
     ConversationStore,
+    Cut,
     EncodedMessage,
     Expired,
     IdleFor,
@@ -78,7 +80,7 @@ from .lua import (
     CONV_TRUNCATE,
     CONV_UPGRADE,
 )
-from .metadata import parse_info, read_infos
+from .metadata import StoredInfo, parse_info, read_infos
 
 _MICROSECOND = timedelta(microseconds=1)
 
@@ -276,9 +278,9 @@ class RedisConversationStore(RedisStoreBase, ConversationStore):
         raise_for(reply, key)
 
     async def _truncate(
-        self, key: ConversationKey, principal: str, message_id: str, epoch: int | None
+        self, key: ConversationKey, principal: str, message_id: str, epoch: int | None, cut: Cut
     ) -> int:
-        args = claim_args(principal, key, message_id, epoch_arg(epoch))
+        args = claim_args(principal, key, message_id, epoch_arg(epoch), cut)
         reply = await self._write(
             CONV_TRUNCATE,
             self._key_names(key).all,
@@ -392,11 +394,7 @@ class RedisConversationStore(RedisStoreBase, ConversationStore):
             ],
         )
         owner, erased_at, drop_at, shared = header
-        if owner is None or erased_at is not None:
-            return None
-        if drop_at is not None and int(drop_at) <= int(clock[0]) * 1_000_000 + int(clock[1]):
-            return None
-        if shared is None and owner != principal.encode():
+        if not _may_read(owner, erased_at, drop_at, shared is not None, clock, principal):
             return None
         return replies
 
@@ -512,6 +510,46 @@ class RedisConversationStore(RedisStoreBase, ConversationStore):
             return _stored_many(*_last_merged(users, assistants, limit))
         raise RuntimeError("the conversation was not converted")
 
+    async def _tail(
+        self, key: ConversationKey, principal: str, limit: int
+    ) -> ConversationTail | None:
+        """The metadata and the last ``limit`` rows of any role in one ``MULTI``/``EXEC``:
+        both hashes whole (what ``conv_info`` reads), the server clock and the last
+        ``limit`` of each role's sorted set. The rows from ``count - limit`` on (the count
+        the metadata names) are picked from those here and the read rule is judged on the
+        same snapshot, as ``_visible`` does."""
+        names = self._key_names(key)
+        reads: list[tuple[EncodableT, ...]] = [
+            ("HGETALL", names.header),
+            _TIME,
+            ("HGETALL", names.meta),
+            ("EXISTS", names.legacy_records),
+        ]
+        if limit:  # ZRANGE -0 -1 would be the whole set
+            for records in (names.user_records, names.assistant_records, names.other_records):
+                reads.append(("ZRANGE", records, -limit, -1, "WITHSCORES"))
+        for _attempt in range(2):
+            header, clock, meta, legacy, *slices = await self.ctx.client.transaction(
+                names.header, reads
+            )
+            h = dict(zip(header[0::2], header[1::2], strict=True))
+            shared = b"shared:" + principal.encode() in h
+            if not _may_read(
+                h.get(b"owner"), h.get(b"erased_at"), h.get(b"drop_at"), shared, clock, principal
+            ):
+                return None
+            if legacy:
+                await self._upgrade(names)  # the previous layout: convert, read again
+                continue
+            info = _tail_info(h, meta, clock, key)
+            if info is None:
+                return None
+            start = max(0, info.count - limit)
+            return ConversationTail(
+                info.public(), _stored_many(*_rows_from(slices, start, info.count))
+            )
+        raise RuntimeError("the conversation was not converted")
+
     async def _history(self, key: ConversationKey, principal: str) -> list[StoredMessage]:
         return await self._messages(key, principal, "history")
 
@@ -556,6 +594,81 @@ class RedisConversationStore(RedisStoreBase, ConversationStore):
 _TIME: tuple[EncodableT, ...] = ("TIME",)
 _LEGACY = [b"legacy"]
 """A read script's reply for a conversation still in the previous layout."""
+
+
+def _may_read(
+    owner: bytes | None,
+    erased_at: bytes | None,
+    drop_at: bytes | None,
+    shared: bool,
+    clock: Sequence[bytes],
+    principal: str,
+) -> bool:
+    """The scripts' ``can_read`` on header fields and a ``TIME`` reply: an owner, not
+    erased, before a temporary conversation's drop deadline, and the principal its owner
+    or shared with."""
+    if owner is None or erased_at is not None:
+        return False
+    if drop_at is not None and int(drop_at) <= int(clock[0]) * 1_000_000 + int(clock[1]):
+        return False
+    return shared or owner == principal.encode()
+
+
+def _tail_info(
+    header: dict[bytes, bytes], meta: list[bytes], clock: Sequence[bytes], key: ConversationKey
+) -> StoredInfo | None:
+    """What ``conv_info`` replies for a visible conversation, from its header and meta
+    hashes read whole (:func:`.metadata.parse_info` builds both); None when it has no
+    metadata (``conv_info``'s absent)."""
+    m = dict(zip(meta[0::2], meta[1::2], strict=True))
+    created = m.get(b"created_at")
+    if created is None:
+        return None
+    shared = [name[7:] for name in header if name.startswith(b"shared:")]
+    md: list[bytes] = []
+    for name, value in m.items():
+        if name.startswith(b"md:"):
+            md += (name[3:], value)
+    now = int(clock[0]) * 1_000_000 + int(clock[1])
+    get = m.get
+    return parse_info(
+        [
+            now,
+            b"ok",
+            header[b"owner"],
+            created,
+            get(b"updated_at"),
+            get(b"title"),
+            get(b"expires_at"),
+            get(b"status"),
+            get(b"tail"),
+            get(b"count"),
+            shared,
+            header.get(b"tenant"),
+            header.get(b"session_id"),
+            md,
+        ],
+        key,
+    )
+
+
+def _rows_from(slices: Sequence[list[bytes]], start: int, count: int) -> tuple[range, list[bytes]]:
+    """``(seqs, records)`` of the rows ``start .. count - 1`` out of ``ZRANGE ...
+    WITHSCORES`` replies of the last rows of each role (seqs are dense and each in one
+    set, so each reply holds all of its rows in that span): each reply is walked from its
+    end only as far as the span, and each record put at its seq."""
+    records: list[bytes | None] = [None] * (count - start)
+    for rows in slices:
+        k = len(rows) - 1
+        while k > 0:
+            seq = int(rows[k])
+            if seq < start:
+                break
+            records[seq - start] = rows[k - 1]
+            k -= 2
+    if None in records:
+        raise RuntimeError("the records do not match the count the metadata names")
+    return range(start, count), records  # type: ignore[return-value]  # no None left
 
 
 def _transcript_message(position: bytes | int, record: bytes) -> TranscriptMessage:

@@ -3,11 +3,12 @@
 --! include messages.lua
 --! include conversation_keys.lua
 --! include legacy_layout.lua
--- Truncate at a message: a user message goes with everything after it, any other keeps
--- itself and loses what follows. KEYS: every key of the conversation.
--- ARGV: nonce, principal, tenant, session_id, message_id, epoch.
+-- Truncate at a message: everything after it goes, and the message itself by the cut
+-- ('by_role': a user message goes, any other stays; 'before': it goes; 'after': it
+-- stays). KEYS: every key of the conversation.
+-- ARGV: nonce, principal, tenant, session_id, message_id, epoch, cut.
 -- Reply: {'ok', removed, updated_us}, {'no_message'} or a refusal.
-local nonce, principal, tenant, session_id, message_id, epoch = unpack(ARGV, 1, 6)
+local nonce, principal, tenant, session_id, message_id, epoch, mode = unpack(ARGV, 1, 7)
 local now = now_us()
 local hd = read_header(h)
 local refusal = judge_existing(hd, now, principal, epoch)
@@ -17,7 +18,12 @@ if not seq then return {'no_message'} end
 upgrade_layout()
 seq = tonumber(seq)
 local cut = seq
-if #redis.call('ZRANGE', user_records, fmt(seq), fmt(seq), 'BYSCORE') == 0 then cut = seq + 1 end
+if mode == 'after' then
+  cut = seq + 1
+elseif mode ~= 'before' then
+  -- by role: the converted layout keeps each record in its role's set
+  if #redis.call('ZRANGE', user_records, fmt(seq), fmt(seq), 'BYSCORE') == 0 then cut = seq + 1 end
+end
 local count = tonumber(redis.call('HGET', meta, 'count') or '0')
 local removed = 0
 if cut < count then
