@@ -29,6 +29,7 @@ from agentstores.stores import (
     MAX_CONVERSATION_METADATA_BYTES,
     AppendRequest,
     ConversationStore,
+    Cut,
     EncodedMessage,
     Expired,
     IdleFor,
@@ -68,7 +69,7 @@ _SET_STATUS = "SELECT __S__.conv_set_status($1, $2, $3, $4, $5, $6, $7)"
 _SET_TITLE = "SELECT __S__.conv_set_title($1, $2, $3, $4, $5, $6, $7)"
 _SET_METADATA = "SELECT __S__.conv_set_metadata($1, $2, $3, $4::jsonb, $5, $6, $7, $8)"
 _SHARE = "SELECT __S__.conv_share($1, $2, $3, $4, $5, $6, $7)"
-_TRUNCATE = "SELECT __S__.conv_truncate($1, $2, $3, $4, $5, $6, $7)"
+_TRUNCATE = "SELECT __S__.conv_truncate($1, $2, $3, $4, $5, $6, $7, $8)"
 _BRANCH = "SELECT __S__.conv_branch($1, $2, $3, $4, $5, $6, $7)"
 _ERASE = "SELECT __S__.conv_erase($1, $2, $3, $4, $5, $6, $7, $8)"
 
@@ -393,10 +394,10 @@ class PostgresConversationStore(PostgresStoreBase, ConversationStore):
         await self.write(run, reconcile, what="conversations.share", key=key)
 
     async def _truncate(
-        self, key: ConversationKey, principal: str, message_id: str, epoch: int | None
+        self, key: ConversationKey, principal: str, message_id: str, epoch: int | None, cut: Cut
     ) -> int:
         n = writer_nonce()
-        args = (key.tenant, key.session_id, principal, message_id, epoch, n, self.ttl)
+        args = (key.tenant, key.session_id, principal, message_id, epoch, n, self.ttl, cut)
 
         async def run(conn: Conn) -> int:
             return int(await conn.fetchval(self.sql(_TRUNCATE), *args))
