@@ -187,6 +187,7 @@ READS = [
     ("user page", lambda: conv_sql._transcript_sql("user", "all"), (2,), {"messages_user"}),
     ("recent", lambda: conv_sql._RECENT, (2,), {"messages_turn"}),
     ("read_messages", lambda: conv_sql._READ_MESSAGES, (7, 2), {"messages_seq"}),
+    ("tail", lambda: conv_sql._TAIL, (2,), {"messages_seq"}),
 ]
 
 

@@ -11,6 +11,7 @@ import re
 import subprocess
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import asyncpg
 import pytest
@@ -19,7 +20,7 @@ from agentstores.cli import main as cli_main
 from agentstores.errors import BackendUnavailableError, UsageError
 from agentstores.keys import ConversationKey
 from agentstores.models import SupervisionRow
-from agentstores_postgres.functions import DEFINITIONS, FUNCTIONS
+from agentstores_postgres.functions import DEFINITIONS, FUNCTIONS, FunctionDefinition
 from agentstores_postgres.migrations import (
     MIGRATIONS,
     PREVIOUS_LAYOUT,
@@ -404,3 +405,58 @@ async def test_a_conversation_written_by_an_older_conv_append_goes_on_after_migr
         assert [(m.index, m.id) for m in users] == [(0, "q1"), (1, "q2")]
         turns = await conv.recent(key, "u", 3)
         assert [m.id for m in turns] == ["a1", "q2", "a2"]
+
+
+PREVIOUS_TRUNCATE = (Path(__file__).parent / "previous_conv_truncate.sql").read_text("utf-8")
+"""conv_truncate as the release before ``cut`` defined it (seven arguments), byte for byte."""
+
+
+async def test_the_previous_conv_truncate_is_replaced_and_its_callers_keep_working(
+    pg: PgServer, bare: Installation
+) -> None:
+    """A schema at this version whose conv_truncate is the previous release's: the open is
+    refused naming it, install replaces it (no overload left beside it, the runtime role
+    keeps EXECUTE), and a seven-argument call, as a process still running the previous
+    release makes it, cuts by role as it did."""
+    import uuid
+    from datetime import timedelta
+
+    from agentstores.models import Message
+    from agentstores_postgres import conversations as conv_sql
+
+    await install(pg.admin_url, schema=bare.schema, runtime_role=bare.role)
+    s = f'"{bare.schema}"'
+    previous = FunctionDefinition("conv_truncate", PREVIOUS_TRUNCATE)
+    await _admin(
+        pg,
+        f"DROP FUNCTION {s}.conv_truncate",
+        previous.sql.replace("__S__", s),
+        f"REVOKE ALL ON FUNCTION {s}.conv_truncate FROM PUBLIC",
+        f'GRANT EXECUTE ON FUNCTION {s}.conv_truncate TO "{bare.role}"',
+        f"COMMENT ON FUNCTION {s}.conv_truncate IS '{previous.mark}'",
+    )
+    message = await _open_error(bare.url)
+    assert "conv_truncate (differs)" in message
+    summary = await install(pg.admin_url, schema=bare.schema)  # no --runtime-role
+    assert summary.endswith("nothing to migrate; functions applied: conv_truncate")
+    assert await _functions(pg.admin_url, bare.schema, bare.role) == {
+        name: (1, True) for name in FUNCTIONS
+    }
+    key = ConversationKey("t", "cut")
+    turns = [Message(f"{r[0]}{i}", r, "x") for i in range(3) for r in ("user", "assistant")]
+    async with PostgresStores(bare.url) as stores:
+        conv = stores.conversations
+        await conv.append_messages(key, "u", turns)
+        assert await conv.truncate(key, "u", "u2", cut="after") == 1
+        assert await conv.truncate(key, "u", "a1", cut="before") == 2
+    conn = await asyncpg.connect(bare.url.split("?")[0])
+    try:
+        seven = conv_sql._TRUNCATE.replace(", $8)", ")").replace("__S__", s)
+        args = ("t", "cut", "u", "u1", None, uuid.uuid4(), timedelta(days=1))
+        assert await conn.fetchval(seven, *args) == 1  # by role: the user message goes
+    finally:
+        await conn.close()
+    async with PostgresStores(bare.url) as stores:
+        info = await stores.conversations.get_conversation(key, "u")
+        assert info is not None
+        assert (info.message_count, info.tail_message_id) == (2, "a0")

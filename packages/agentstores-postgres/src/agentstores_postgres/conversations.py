@@ -4,8 +4,9 @@ Every read is one statement: the header (visibility), the conversation row (coun
 the messages are joined, so a read by index is an index lookup on ``seq``,
 ``user_pos`` or ``assistant_pos`` (negative indexes resolved from the counts), a time
 range is a range scan on ``(created_at, seq)``, ``recent`` a range on ``turn_pos`` (the
-position among user and assistant messages) from the count, and ``history`` starts
-from the compaction index. Each query carries a strict condition on the column its
+position among user and assistant messages) from the count, ``tail`` a range on ``seq``
+from the count read in the same statement, and ``history`` starts from the compaction
+index. Each query carries a strict condition on the column its
 (partial) index is built on, which is what lets the planner use that index and no other.
 Every write is one call of a server-side function (``sql/functions/<name>.sql``).
 """
@@ -20,6 +21,7 @@ from typing import Any
 from agentstores.keys import ConversationKey
 from agentstores.models import (
     ConversationInfo,
+    ConversationTail,
     LastTurnStatus,
     Page,
     StoredMessage,
@@ -29,6 +31,7 @@ from agentstores.stores import (
     MAX_CONVERSATION_METADATA_BYTES,
     AppendRequest,
     ConversationStore,
+    Cut,
     EncodedMessage,
     Expired,
     IdleFor,
@@ -68,7 +71,7 @@ _SET_STATUS = "SELECT __S__.conv_set_status($1, $2, $3, $4, $5, $6, $7)"
 _SET_TITLE = "SELECT __S__.conv_set_title($1, $2, $3, $4, $5, $6, $7)"
 _SET_METADATA = "SELECT __S__.conv_set_metadata($1, $2, $3, $4::jsonb, $5, $6, $7, $8)"
 _SHARE = "SELECT __S__.conv_share($1, $2, $3, $4, $5, $6, $7)"
-_TRUNCATE = "SELECT __S__.conv_truncate($1, $2, $3, $4, $5, $6, $7)"
+_TRUNCATE = "SELECT __S__.conv_truncate($1, $2, $3, $4, $5, $6, $7, $8)"
 _BRANCH = "SELECT __S__.conv_branch($1, $2, $3, $4, $5, $6, $7)"
 _ERASE = "SELECT __S__.conv_erase($1, $2, $3, $4, $5, $6, $7, $8)"
 
@@ -127,6 +130,26 @@ _GET = f"""
 SELECT {_INFO}
   FROM __S__.keys k
   JOIN __S__.conversations c ON c.tenant = k.tenant AND c.session_id = k.session_id
+ WHERE k.tenant = $1 AND k.session_id = $2 AND {VISIBLE}
+"""
+# The conversation row and its last $4 rows in one statement, so one snapshot: the rows
+# end at the tail the row names. The rows come aggregated, one array per column, beside
+# the conversation's columns: one result row, the metadata (up to 256 KiB) sent once.
+# The lower bound comes from the row just read, so (as for recent) the rows carry a
+# LIMIT they never reach, which keeps the ordered scan of messages_seq the cheapest plan.
+_TAIL_COLUMNS = ("message_id", "role", "content", "metadata", "compaction", "seq", "created_at")
+_TAIL_ARRAYS = ", ".join(f"array_agg(m.{c} ORDER BY m.seq) AS rows_{c}" for c in _TAIL_COLUMNS)
+_TAIL = f"""
+SELECT {_INFO}, t.*
+  FROM __S__.keys k
+  JOIN __S__.conversations c ON c.tenant = k.tenant AND c.session_id = k.session_id
+ CROSS JOIN LATERAL (
+       SELECT {_TAIL_ARRAYS}
+         FROM (SELECT m.* FROM __S__.messages m
+                WHERE m.tenant = $1 AND m.session_id = $2
+                  AND m.seq >= c.message_count - $4::bigint
+                ORDER BY m.seq LIMIT $4) m
+       ) t
  WHERE k.tenant = $1 AND k.session_id = $2 AND {VISIBLE}
 """
 # Listing reads the shares per row (a correlated lookup, not a join) so that nothing but
@@ -188,6 +211,16 @@ def _stored(r: Any) -> StoredMessage:
         seq=r["seq"],
         created_at=r["created_at"],
     )
+
+
+def _tail_rows(r: Any) -> list[StoredMessage]:
+    """The rows ``_TAIL`` aggregated, oldest first (none when its arrays are NULL)."""
+    arrays = [r[f"rows_{c}"] for c in _TAIL_COLUMNS]
+    if arrays[0] is None:
+        return []
+    return [
+        _stored(dict(zip(_TAIL_COLUMNS, row, strict=True))) for row in zip(*arrays, strict=True)
+    ]
 
 
 def _info(r: Any) -> ConversationInfo:
@@ -393,10 +426,10 @@ class PostgresConversationStore(PostgresStoreBase, ConversationStore):
         await self.write(run, reconcile, what="conversations.share", key=key)
 
     async def _truncate(
-        self, key: ConversationKey, principal: str, message_id: str, epoch: int | None
+        self, key: ConversationKey, principal: str, message_id: str, epoch: int | None, cut: Cut
     ) -> int:
         n = writer_nonce()
-        args = (key.tenant, key.session_id, principal, message_id, epoch, n, self.ttl)
+        args = (key.tenant, key.session_id, principal, message_id, epoch, n, self.ttl, cut)
 
         async def run(conn: Conn) -> int:
             return int(await conn.fetchval(self.sql(_TRUNCATE), *args))
@@ -500,6 +533,15 @@ class PostgresConversationStore(PostgresStoreBase, ConversationStore):
                 self.sql(_READ_MESSAGES), key.tenant, key.session_id, principal, start, limit
             )
             return [_stored(r) for r in rows]
+
+        return await self.db.read(run)
+
+    async def _tail(
+        self, key: ConversationKey, principal: str, limit: int
+    ) -> ConversationTail | None:
+        async def run(conn: Conn) -> ConversationTail | None:
+            r = await conn.fetchrow(self.sql(_TAIL), key.tenant, key.session_id, principal, limit)
+            return None if r is None else ConversationTail(_info(r), _tail_rows(r))
 
         return await self.db.read(run)
 
