@@ -210,7 +210,8 @@ def _net_overhead(ours: Cell, bridge: Cell) -> dict[str, Any]:
         a = bridge.round_medians(f"store:{op}") or ours.round_medians(op)
         p = bridge.round_medians(op)
         f = bridge.round_medians(f"framework:{op}") or [0.0] * len(p)
-        if not (a and p) or not (bridge.latencies.get(f"framework:{op}") or bridge.latencies.get(f"store:{op}")):
+        timed_apart = f"framework:{op}" in bridge.latencies or f"store:{op}" in bridge.latencies
+        if not (a and p and timed_apart):
             continue
         per_round = [round(z / (x + y), 3) for x, y, z in zip(a, f, p, strict=True)]
         out[op] = {

@@ -69,7 +69,9 @@ class OpenAIBridge(_OpenAISession, Listing):
             row = Message(id=uuid.uuid4().hex, role=item["role"], content=item)
             await conversations.append_messages(key, self.principal, [row])
         elif op == "first_user":
-            await conversations.get_transcript(key, self.principal, index=0, speaker="user", limit=1)
+            await conversations.get_transcript(
+                key, self.principal, index=0, speaker="user", limit=1
+            )
         elif op == "recent20":
             await conversations.tail(key, self.principal, 20)
         else:

@@ -76,7 +76,6 @@ class PydanticAIBridge(System, Listing):
 
         self._message_json = ModelMessagesTypeAdapter.dump_python([_message(1)], mode="json")[0]
 
-
     async def close(self) -> None:
         await self.stores.close()
 
