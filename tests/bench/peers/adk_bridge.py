@@ -93,6 +93,11 @@ class ADKBridge(System, Listing):
         recent = await conversations.read_messages(key, USER, start=start)
         return first[0].content, [row.content for row in recent]
 
+    async def refresh_rows(self, conv: Any) -> None:
+        """Read again (untimed) the rows ``framework_cost`` decodes: the timed appends
+        changed the last 20."""
+        self._rows[conv.id] = await self._stored(conv)
+
     async def framework_cost(self, op: str, conv: Any) -> None:
         """ADK's own encoding or decoding for ``op``, no store call: what any ADK session
         store pays (its own ``DatabaseSessionService`` too)."""
@@ -125,7 +130,12 @@ class ADKBridge(System, Listing):
         key = self.service.session_key(app_name=APP, user_id=USER, session_id=conv.id)
         conversations = self.stores.conversations
         if op == "append":
-            row = Message(id=uuid.uuid4().hex, role="assistant", content=self._event_json)
+            row = Message(
+                id=uuid.uuid4().hex,
+                role="assistant",
+                content=self._event_json,
+                metadata={"author": self._event_json["author"]},
+            )
             await conversations.append_messages(
                 key,
                 USER,

@@ -129,6 +129,9 @@ async def measure(
                     await _timed(call, samples, budget, lat)
                     cell.latencies[op].append(lat)
                 framework_cost = getattr(s, "framework_cost", None)
+                if framework_cost:
+                    # the rows the framework decodes, as they are now (after the appends)
+                    await s.refresh_rows(conv)  # type: ignore[attr-defined]
                 for op in FRAMEWORK_OPERATIONS if framework_cost else ():
                     lat = []
                     await _timed(

@@ -101,6 +101,11 @@ class PydanticAIBridge(System, Listing):
         recent = await self.stores.conversations.read_messages(key, principal, start=start)
         return first.content, [row.content for row in recent]
 
+    async def refresh_rows(self, conv: Session) -> None:
+        """Read again (untimed) the rows ``framework_cost`` decodes: the timed appends
+        changed the last 20."""
+        self._rows[conv.id] = await self._stored(conv)
+
     async def framework_cost(self, op: str, conv: Session) -> None:
         """Pydantic AI's own encoding or decoding for ``op``, no store call: what any
         store of its message histories pays."""
@@ -127,7 +132,12 @@ class PydanticAIBridge(System, Listing):
         key, principal = self.history.identities.key(conv.id)
         conversations = self.stores.conversations
         if op == "append":
-            row = Message(id=uuid.uuid4().hex, role="assistant", content=self._message_json)
+            row = Message(
+                id=uuid.uuid4().hex,
+                role="assistant",
+                content=self._message_json,
+                metadata={"pydantic_ai": "response"},  # a row the bridge's loads keep
+            )
             await conversations.append_messages(
                 key, principal, [row], expected_tail=conv.history.tail
             )

@@ -172,7 +172,9 @@ class AgentStoresHistory:
                 )
             )
             tail = batch[-1].id
-        return StoredHistory([*after, *messages], session_id=session_id, tail=tail)
+        extended = StoredHistory(after, session_id=session_id, tail=tail)  # one list copy
+        extended.extend(messages)
+        return extended
 
     async def run(
         self,

@@ -40,7 +40,7 @@ ID_PREFIX = "pai-"
 
 def dump(messages: Sequence[ModelMessage]) -> list[dict[str, Any]]:
     """The adapter's JSON of each message, as JSON objects."""
-    found: list[dict[str, Any]] = json.loads(ModelMessagesTypeAdapter.dump_json(list(messages)))
+    found: list[dict[str, Any]] = ModelMessagesTypeAdapter.dump_python(list(messages), mode="json")
     return found
 
 
