@@ -27,7 +27,6 @@ from agentstores.errors import (
     AlreadyClaimedError,
     ExpiredError,
     FencedError,
-    NotFoundError,
     NotOwnedError,
     StaleWriteError,
 )
@@ -43,6 +42,7 @@ from agentstores.memory.stores import (
     MemorySupervisionStore,
 )
 from agentstores.models import (
+    ConversationTail,
     LastTurnStatus,
     Page,
     RecordedEvent,
@@ -54,7 +54,7 @@ from agentstores.models import (
     TranscriptMessage,
     UserIntegration,
 )
-from agentstores.stores import UNSET, AppendRequest, EncodedMessage, TranscriptQuery
+from agentstores.stores import UNSET, AppendRequest, Cut, EncodedMessage, TranscriptQuery
 from agentstores.stores.conversations import MAX_APPEND_BYTES
 from agentstores.stores.kit import decode_cursor, encode_cursor
 from agentstores_contract import BackendUnderTest
@@ -407,25 +407,45 @@ class IndexIgnoresSpeaker(MemoryConversationStore):
 
 
 class TruncateKeepsUserMessage(MemoryConversationStore):
-    """Off by one: at a user message, keeps it."""
+    """Off by one: at a user message, keeps it (cut by role)."""
 
     async def _truncate(
-        self, key: ConversationKey, principal: str, message_id: str, epoch: int | None
+        self, key: ConversationKey, principal: str, message_id: str, epoch: int | None, cut: Cut
     ) -> int:
-        conv = self._owned(key, principal, epoch)
-        ids = [row.id for row in conv.messages]
-        if message_id not in ids:
-            raise NotFoundError("no such message", key=key)
-        removed = conv.cut(ids.index(message_id) + 1)
-        self._touch(key, principal, conv, epoch)
-        return len(removed)
+        return await super()._truncate(
+            key, principal, message_id, epoch, "after" if cut == "by_role" else cut
+        )
+
+
+class TruncateIgnoresCut(MemoryConversationStore):
+    """Cuts by role whatever ``cut`` asks."""
+
+    async def _truncate(
+        self, key: ConversationKey, principal: str, message_id: str, epoch: int | None, cut: Cut
+    ) -> int:
+        return await super()._truncate(key, principal, message_id, epoch, "by_role")
 
 
 class TruncateIgnoresEpoch(MemoryConversationStore):
     async def _truncate(
-        self, key: ConversationKey, principal: str, message_id: str, epoch: int | None
+        self, key: ConversationKey, principal: str, message_id: str, epoch: int | None, cut: Cut
     ) -> int:
-        return await super()._truncate(key, principal, message_id, None)
+        return await super()._truncate(key, principal, message_id, None, cut)
+
+
+class TailReadsTwice(MemoryConversationStore):
+    """``tail`` as two reads a round trip apart: the metadata, then the rows it names
+    (a writer in between gives rows of one state and metadata of another)."""
+
+    async def _tail(
+        self, key: ConversationKey, principal: str, limit: int
+    ) -> ConversationTail | None:
+        info = await self._get_conversation(key, principal)
+        if info is None:
+            return None
+        await asyncio.sleep(0)
+        rows = await self._read_messages(key, principal, 0, None)
+        return ConversationTail(info, rows[len(rows) - min(limit, len(rows)) :])
 
 
 class BranchKeepsIds(MemoryConversationStore):
@@ -709,6 +729,8 @@ create_if_absent_ignored = _make(conversations=CreateIfAbsentIgnored)
 index_ignores_speaker = _make(conversations=IndexIgnoresSpeaker)
 truncate_keeps_user_message = _make(conversations=TruncateKeepsUserMessage)
 truncate_ignores_epoch = _make(conversations=TruncateIgnoresEpoch)
+truncate_ignores_cut = _make(conversations=TruncateIgnoresCut)
+tail_reads_twice = _make(conversations=TailReadsTwice)
 branch_keeps_ids = _make(conversations=BranchKeepsIds)
 history_from_first_compaction = _make(conversations=HistoryFromFirstCompaction)
 recent_keeps_every_role = _make(conversations=RecentKeepsEveryRole)
@@ -797,6 +819,8 @@ MUTANTS: list[Mutant] = [
     _m("index_ignores_speaker", "transcript.query"),
     _m("truncate_keeps_user_message", "conversations.truncate"),
     _m("truncate_ignores_epoch", "fencing.conversations.truncate"),
+    _m("truncate_ignores_cut", "conversations.truncate.cut"),
+    _m("tail_reads_twice", "conversations.tail.snapshot", racy=True),
     _m("branch_keeps_ids", "conversations.branch"),
     _m("history_from_first_compaction", "conversations.history"),
     _m("recent_keeps_every_role", "conversations.recent"),

@@ -25,7 +25,7 @@ from agentstores.memory.stores import (
     MemorySupervisionStore,
 )
 from agentstores.models import LastTurnStatus, RecordedEvent, SupervisionRow
-from agentstores.stores import AppendRequest
+from agentstores.stores import AppendRequest, Cut
 from agentstores_contract import BackendUnderTest
 from tests.catalogue.mutants import Mutant, _backend, _make
 
@@ -416,11 +416,11 @@ class TruncateKeepsUpdatedAt(MemoryConversationStore):
     """Treats a truncate as housekeeping, not an edit: ``updated_at`` stays."""
 
     async def _truncate(
-        self, key: ConversationKey, principal: str, message_id: str, epoch: int | None
+        self, key: ConversationKey, principal: str, message_id: str, epoch: int | None, cut: Cut
     ) -> int:
         conv = self._owned(key, principal, epoch)
         before = conv.updated_at
-        removed = await super()._truncate(key, principal, message_id, epoch)
+        removed = await super()._truncate(key, principal, message_id, epoch, cut)
         conv.updated_at = before
         return removed
 

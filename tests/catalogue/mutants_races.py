@@ -18,7 +18,7 @@ from agentstores.keys import ConversationKey
 from agentstores.memory.data import ConversationRecord, Header, MessageRow
 from agentstores.memory.stores import MemoryConversationStore, _stored, _yield
 from agentstores.models import StoredMessage
-from agentstores.stores import AppendRequest, OverCap, SweepRule
+from agentstores.stores import AppendRequest, Cut, OverCap, SweepRule, cut_position
 from tests.catalogue.mutants import Mutant, _make
 
 MUTANTS: list[Mutant] = []
@@ -94,17 +94,17 @@ class TruncateCopiesAcrossAwait(MemoryConversationStore):
     concurrent append is lost."""
 
     async def _truncate(
-        self, key: ConversationKey, principal: str, message_id: str, epoch: int | None
+        self, key: ConversationKey, principal: str, message_id: str, epoch: int | None, cut: Cut
     ) -> int:
         await _yield()
         conv = self._owned(key, principal, epoch)
         for position, row in enumerate(conv.messages):
             if row.id == message_id:
-                cut = position if row.role == "user" else position + 1
+                first = cut_position(position, row.role, cut)
                 break
         else:
             raise NotFoundError(f"no message {message_id!r} in this conversation", key=key)
-        kept, removed = conv.messages[:cut], len(conv.messages) - cut
+        kept, removed = conv.messages[:first], len(conv.messages) - first
         await asyncio.sleep(0)
         conv.cut(0)
         for row in kept:

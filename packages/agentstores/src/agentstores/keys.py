@@ -12,6 +12,7 @@ distinct keys always give distinct names, and no name can contain ``/``, ``.``, 
 from __future__ import annotations
 
 import hashlib
+import re
 from dataclasses import dataclass
 
 from .errors import InvalidKeyError
@@ -20,6 +21,8 @@ MAX_ID_BYTES = 256
 """The largest tenant, session, principal, message or token id accepted, in UTF-8 bytes."""
 
 _SAFE = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
+_ALL_SAFE = re.compile(r"[A-Za-z0-9_-]*")
+"""An id every character of which ``encode_component`` keeps as it is."""
 
 
 def validate_id(value: object, what: str, *, allow_empty: bool = False) -> str:
@@ -46,6 +49,8 @@ def validate_principal(value: object) -> str:
 
 def encode_component(value: str) -> str:
     """Injective, storage-safe encoding of one id (output alphabet ``[A-Za-z0-9_%-]``)."""
+    if value.isascii() and _ALL_SAFE.fullmatch(value):
+        return value  # nothing to escape (uuids, slugs): the common case, without a loop
     out: list[str] = []
     for byte in value.encode("utf-8"):
         out.append(chr(byte) if byte in _SAFE else f"%{byte:02X}")
