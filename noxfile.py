@@ -96,11 +96,12 @@ def lint(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON, tags=["tests"])
 def typecheck(session: nox.Session) -> None:
-    """mypy: strict on core, checked on every adapter."""
+    """mypy: strict on core, checked on every adapter and on the contract suite."""
     groups = ("tools", "template", "langgraph", "typecheck", "test")
     _sync(session, "core", *ADAPTERS, *BRIDGES, *groups)
     session.run("mypy", "packages/agentstores/src/agentstores")
     session.run("mypy", "packages/agentstores-tools/src/agentstores_tools")
+    session.run("mypy", "contract_tests/src/agentstores_contract")
     session.run(
         "mypy",
         "packages/agentstores-file/src/agentstores_file",

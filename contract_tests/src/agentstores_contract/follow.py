@@ -363,6 +363,7 @@ class FollowContract(ContractBase):
     @promise("protocol.follow.arguments")
     def test_follow_refuses_bad_arguments(self, backend: BackendUnderTest) -> None:
         async def body(stores: Stores) -> None:
+            bad: object
             for bad in (-1, True, 1.5):
                 await _refused("start_index", start_index=bad)
             for name in ("poll", "dead_after"):
@@ -441,6 +442,7 @@ class FollowContract(ContractBase):
             assert await lease.release()
             rest = await _rest(events)
             assert _update(rest[0], 20, 9).epoch == lease.epoch, rest
+            assert isinstance(rest[1], FollowEnd), rest
             assert rest[1:] == [FollowEnd("done", rest[1].message, MID, 20)], rest
             # Another message after the answer: found by id behind the tail; no row seen.
             await producer.conversations.append_messages(

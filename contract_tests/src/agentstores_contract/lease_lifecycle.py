@@ -63,7 +63,7 @@ class LeaseLifecycleContract(ContractBase):
             {"claim_attempts": 0},
         ):
             with pytest.raises(UsageError):
-                LeaseConfig(**wrong)  # type: ignore[arg-type]
+                LeaseConfig(**wrong)
 
     @promise("protocol.lease.lost")
     def test_lost_lease_keeps_its_reason(self, backend: BackendUnderTest) -> None:

@@ -441,6 +441,7 @@ class MultiRecordContract(ContractBase):
                     for name, key in by_rule.items():
                         rec = recs[name]
                         await rec(0, ("info",), partial(count_of, stores, key))
+                        start: tuple[object, ...]
                         if name == "idle":
                             start, step = (False, True, 1, None), idle_sweep_step
                         else:

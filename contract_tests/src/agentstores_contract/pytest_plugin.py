@@ -159,7 +159,7 @@ def pytest_runtest_call(item: pytest.Item) -> Any:
     from hypothesis import core
 
     previous = core.global_force_seed
-    core.global_force_seed = seeds.current()
+    core.global_force_seed = seeds.current()  # type: ignore[assignment]  # typed as None
     try:
         return (yield)
     finally:

@@ -87,7 +87,7 @@ class StoreEdgesContract(ContractBase):
             await _conversation(stores, key, "u1", "a1", "u2")
             later = await stores.now() + timedelta(days=1)
             c, r, s, p = stores.conversations, stores.recording, stores.state, stores.pause_tokens
-            writes = {
+            writes: dict[str, Callable[..., Awaitable[object]]] = {
                 "conversations.set_title": lambda e: c.set_title(key, USER, "t", epoch=e),
                 "conversations.set_metadata": lambda e: c.set_metadata(
                     key, USER, {"e": e}, epoch=e
@@ -123,7 +123,7 @@ class StoreEdgesContract(ContractBase):
             after = await stores.now()
             later = after + timedelta(days=1)
             c, r, s, p = stores.conversations, stores.recording, stores.state, stores.pause_tokens
-            writes = {
+            writes: dict[str, Callable[..., Awaitable[object]]] = {
                 "conversations.set_title": lambda: c.set_title(key, USER, "late"),
                 "conversations.set_metadata": lambda: c.set_metadata(key, USER, {"late": 1}),
                 "conversations.truncate": lambda: c.truncate(key, USER, "u1"),

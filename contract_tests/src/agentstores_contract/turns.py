@@ -156,7 +156,7 @@ class TurnContract(ContractBase):
                     await _until(dead, "the hung producer to be seen dead")
                     hidden = [e async for e in conv.follow(dead_after=0.3, grace=0, poll=0.05)]
                     assert [type(e) for e in hidden] == [FollowEnd]
-                    assert hidden[0].verdict == "dead"
+                    assert isinstance(hidden[0], FollowEnd) and hidden[0].verdict == "dead"
                     shown = [
                         e
                         async for e in conv.follow(partial=True, dead_after=0.3, grace=0, poll=0.05)
@@ -187,8 +187,9 @@ class TurnContract(ContractBase):
             conv = stores.conversation(key, USER)
             for name in ("stream_every", "checkpoint_every"):
                 for bad in (-1, True, "1"):
+                    wrong: dict[str, Any] = {name: bad}
                     with pytest.raises(UsageError, match=name):
-                        conv.turn("t", **{name: bad})
+                        conv.turn("t", **wrong)
             conv.turn("t", stream_every=0, checkpoint_every=0)  # every call writes
             with pytest.raises(InvalidKeyError, match="message_id"):
                 conv.turn("")
