@@ -32,11 +32,10 @@ FRAMEWORK_OPERATIONS = ("append", "first_user", "recent20")
 """What a bridge's ``framework_cost(op, conv)`` times: the framework's own encoding or
 decoding that ``op`` needs (its event or message objects built from stored rows, or
 dumped for storing), with no store call. Any store of that framework pays it, its native
-one included; the bridge's net overhead is measured over agentstores' call plus it."""
-STORE_CALL_OPERATIONS = FRAMEWORK_OPERATIONS
-"""What a bridge's ``store_calls(op, conv)`` times: the agentstores calls the bridge makes
-for ``op``, made directly (no framework object, no bridge code): ADK's ``get_session``
-reads three records (the session, its app's state, its user's state), not one."""
+one included. A bridge's ``store_calls(op, conv)`` times, for the same operations, the
+agentstores calls the bridge makes, made directly (no framework object, no bridge code:
+ADK's ``get_session`` reads three records, the session and its app's and user's state);
+the bridge's net overhead is measured over the two."""
 FRESH_BELOW = 100
 """Lengths below this get a conversation built anew for every round."""
 
@@ -128,29 +127,20 @@ async def measure(
                     lat = []
                     await _timed(call, samples, budget, lat)
                     cell.latencies[op].append(lat)
-                framework_cost = getattr(s, "framework_cost", None)
-                if framework_cost:
+                if getattr(s, "framework_cost", None):
                     # the rows the framework decodes, as they are now (after the appends)
                     await s.refresh_rows(conv)  # type: ignore[attr-defined]
-                for op in FRAMEWORK_OPERATIONS if framework_cost else ():
-                    lat = []
-                    await _timed(
-                        lambda op=op, conv=conv, cost=framework_cost: cost(op, conv),
-                        samples,
-                        budget,
-                        lat,
-                    )
-                    cell.latencies.setdefault(f"framework:{op}", []).append(lat)
-                store_calls = getattr(s, "store_calls", None)
-                for op in STORE_CALL_OPERATIONS if store_calls else ():
-                    lat = []
-                    await _timed(
-                        lambda op=op, conv=conv, calls=store_calls: calls(op, conv),
-                        samples,
-                        budget,
-                        lat,
-                    )
-                    cell.latencies.setdefault(f"store:{op}", []).append(lat)
+                for prefix, method in (("framework", "framework_cost"), ("store", "store_calls")):
+                    timed_apart = getattr(s, method, None)
+                    for op in FRAMEWORK_OPERATIONS if timed_apart else ():
+                        lat = []
+                        await _timed(
+                            lambda op=op, conv=conv, call=timed_apart: call(op, conv),
+                            samples,
+                            budget,
+                            lat,
+                        )
+                        cell.latencies.setdefault(f"{prefix}:{op}", []).append(lat)
     return out
 
 
@@ -262,7 +252,7 @@ def summarize(
                 entry[bridge]["net_overhead_to"] = {"system": "its store calls + framework", **net}
             entry[bridge]["store_calls_ms"] = {
                 op: round(statistics.median(x for r in cell_rounds for x in r), 4)
-                for op in STORE_CALL_OPERATIONS
+                for op in FRAMEWORK_OPERATIONS
                 if (cell_rounds := cells[bridge].latencies.get(f"store:{op}"))
             }
             entry[bridge]["framework_ms"] = {
