@@ -4,8 +4,9 @@
 ``run_simple(threaded=False)`` over moto's ``DomainDispatcherApplication``, so each
 request, conditional check and write together, is atomic. moto's own server is threaded,
 and there its If-Match / If-None-Match checks are not atomic with the write (two racing
-conditional PUTs can both succeed); ``threaded=True`` serves it that way, for the test
-that shows the contract suite catches it.
+conditional PUTs can both succeed); ``threaded=True`` serves it that way, each write held
+a moment after its check so the race shows on every run, for the test that shows the
+contract suite catches it.
 
 moto keeps its objects in memory only. ``journal=PATH`` (single-threaded only) makes the
 server durable across a crash: every write request that succeeded (``PUT``, ``POST``,
@@ -312,6 +313,26 @@ def _await_port(port: int) -> None:
         time.sleep(0.005)
 
 
+WRITE_PAUSE = 0.003
+"""Seconds the threaded server sleeps between moto's If-Match check and its write."""
+
+
+def _pause_between_check_and_write(seconds: float) -> None:
+    """Make ``S3Backend.put_object`` sleep first: moto checks ``If-Match`` /
+    ``If-None-Match`` in its request handler and writes afterwards in the backend, with
+    no lock across the two; the sleep widens that window (it does not create it: the
+    single-threaded server serves the same code one request at a time and never races)."""
+    from moto.s3.models import S3Backend
+
+    write = S3Backend.put_object
+
+    def paused(self: Any, *args: Any, **kwargs: Any) -> Any:
+        time.sleep(seconds)
+        return write(self, *args, **kwargs)
+
+    S3Backend.put_object = paused  # type: ignore[method-assign]
+
+
 def serve(port: int, threaded: bool, journal: str | None = None, standby: bool = False) -> None:
     """Serve moto on 127.0.0.1:``port`` until SIGTERM (replaying ``journal`` first).
     ``standby``: import everything, print ``ready``, and wait for the port to be free."""
@@ -321,9 +342,11 @@ def serve(port: int, threaded: bool, journal: str | None = None, standby: bool =
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     if threaded:
         # Switch threads often (CPython's default is every 5 ms), as a loaded many-core
-        # host does: the race between moto's precondition check and its write then shows
-        # in seconds instead of in rare runs.
+        # host does, and hold each write a moment after moto's precondition check: the
+        # race between the check and the write (moto's own) then shows on every run, not
+        # only when the scheduler happens to split the two.
         sys.setswitchinterval(1e-6)
+        _pause_between_check_and_write(WRITE_PAUSE)
     app: App = DomainDispatcherApplication(create_backend_app)
     if standby:
         from werkzeug.test import create_environ, run_wsgi_app
