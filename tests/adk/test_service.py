@@ -245,7 +245,6 @@ async def test_append_is_all_or_nothing_when_cancelled(
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
-        await service.flush()
         got = await service.get_session(app_name=APP, user_id="alice", session_id=session.id)
         assert got is not None
         landed = [e.id for e in got.events] == [event.id]

@@ -102,6 +102,13 @@ async def _run(args: argparse.Namespace, pg_admin: str, redis_url: str) -> dict[
         systems = await _systems(pg_admin, redis_url, stack)
         if args.server:
             systems = [s for s in systems if s.server == args.server]
+        if args.only:
+            wanted = [w.strip() for w in args.only.split(",") if w.strip()]
+            systems = [
+                s
+                for s in systems
+                if isinstance(s, AgentStores) or any(w in s.name for w in wanted)
+            ]
         for s in systems:
             await s.open()
             stack.push_async_callback(s.close)
@@ -145,6 +152,11 @@ def main(argv: list[str] | None = None) -> int:
         "--server",
         choices=("postgres", "redis"),
         help="measure only the systems on this server (default: both)",
+    )
+    parser.add_argument(
+        "--only",
+        help="measure only the systems whose name holds one of these comma-separated words "
+        "(agentstores' own stores always; e.g. --only pydantic-ai,adk)",
     )
     args = parser.parse_args(argv)
     with _servers() as (pg_admin, redis_url):

@@ -13,11 +13,10 @@ read; ``after_timestamp`` walks back from the tail a page at a time.
 from __future__ import annotations
 
 import asyncio
-import logging
 import time
 import uuid
 from collections.abc import Awaitable, Coroutine
-from typing import Any, TypeVar
+from typing import Any
 
 from google.adk.errors.already_exists_error import AlreadyExistsError
 from google.adk.errors.session_not_found_error import SessionNotFoundError
@@ -39,6 +38,7 @@ from agentstores import (
 )
 from agentstores.keys import validate_principal
 from agentstores.models import StoredMessage
+from agentstores.protocol import settled
 from agentstores.stores.kit import decode_cursor
 
 from . import keys
@@ -47,10 +47,6 @@ from .config import EventPage, SessionPage
 from .errors import StaleSessionWriteError
 from .events import HEADER_ID, from_message, header, to_message
 from .identity import Identities, Identity, IdentityResolver
-
-log = logging.getLogger(__name__)
-
-T = TypeVar("T")
 
 PAGE = 100
 """Events per read when ``after_timestamp`` walks back from the tail."""
@@ -82,7 +78,6 @@ class AgentStoresSessionService(BaseSessionService):
         self.stores = stores
         self._identities = Identities(tenant, principal, identity)
         self.app_principal = validate_principal(app_principal)
-        self._writes: set[asyncio.Future[Any]] = set()
 
     # --- identity and keys ----------------------------------------------------------
 
@@ -128,7 +123,7 @@ class AgentStoresSessionService(BaseSessionService):
             await self._merge_shared(tenant, principal, app_name, user_id, app, user)
 
         try:
-            await self._shielded(write())
+            await settled(write())
         except StaleWriteError:
             raise AlreadyExistsError(f"Session with id {session_id} already exists.") from None
         app_state, user_state = await self._shared(tenant, principal, app_name, user_id)
@@ -153,13 +148,16 @@ class AgentStoresSessionService(BaseSessionService):
         tenant, principal = self.identity(app_name, user_id)
         session_id = _session_id(session_id)
         key = keys.session_key(tenant, app_name, user_id, session_id)
-        snapshot, (app_state, user_state) = await asyncio.gather(
+        # One gather of the three reads (not the app and user reads in a gather of their
+        # own): each nesting costs a task and a loop pass.
+        snapshot, app_info, user_info = await asyncio.gather(
             self._snapshot(key, principal, config),
-            self._shared(tenant, principal, app_name, user_id),
+            *self._shared_reads(tenant, principal, app_name, user_id),
         )
         if snapshot is None:
             return None
         info, events = snapshot
+        app_state, user_state = _shared_state(app_info, user_info)
         session = _session(info, app_name, user_id, session_id, app_state, user_state)
         session.events = events
         session._storage_update_marker = info.tail_message_id
@@ -280,7 +278,7 @@ class AgentStoresSessionService(BaseSessionService):
             )
 
         try:
-            await self._shielded(write())
+            await settled(write())
         except StaleWriteError as exc:
             raise StaleSessionWriteError(
                 f"session {session.id!r} was appended to since this session object was "
@@ -296,27 +294,7 @@ class AgentStoresSessionService(BaseSessionService):
         session._storage_update_marker = event.id
         return self._commit_event_to_session(session, event)
 
-    async def flush(self) -> None:
-        """Wait for the writes of cancelled callers to finish (see ``append_event``)."""
-        while self._writes:
-            await asyncio.wait(list(self._writes))
-
     # --- internals ------------------------------------------------------------------
-
-    async def _shielded(self, write: Coroutine[Any, Any, T]) -> T:
-        """Run ``write`` to its end even if the caller is cancelled: a session's event
-        and the app and user state it changes are written together or not at all from
-        the caller's side (a cancelled caller's write still completes; ``flush`` waits
-        for it)."""
-        task = asyncio.ensure_future(write)
-        self._writes.add(task)
-        task.add_done_callback(self._done)
-        return await asyncio.shield(task)
-
-    def _done(self, task: asyncio.Future[Any]) -> None:
-        self._writes.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            log.debug("a session write failed after its caller left", exc_info=task.exception())
 
     async def _snapshot(
         self, key: ConversationKey, principal: str, config: GetSessionConfig | None
@@ -391,18 +369,25 @@ class AgentStoresSessionService(BaseSessionService):
         self, tenant: str, principal: str, app_name: str, user_id: str
     ) -> tuple[dict[str, Any], dict[str, Any]]:
         """``(app state, user state)`` of ``app_name`` and ``user_id``."""
-        conversations = self.stores.conversations
         app_info, user_info = await asyncio.gather(
+            *self._shared_reads(tenant, principal, app_name, user_id)
+        )
+        return _shared_state(app_info, user_info)
+
+    def _shared_reads(
+        self, tenant: str, principal: str, app_name: str, user_id: str
+    ) -> tuple[
+        Coroutine[Any, Any, ConversationInfo | None], Coroutine[Any, Any, ConversationInfo | None]
+    ]:
+        """The reads of ``app_name``'s state and ``user_id``'s (not yet awaited)."""
+        conversations = self.stores.conversations
+        return (
             conversations.get_conversation(
                 keys.app_state_key(tenant, app_name), self.app_principal
             ),
             conversations.get_conversation(
                 keys.user_state_key(tenant, app_name, user_id), principal
             ),
-        )
-        return (
-            {} if app_info is None else scopes.from_metadata(app_info.metadata),
-            {} if user_info is None else scopes.from_metadata(user_info.metadata),
         )
 
     async def _merge_shared(
@@ -438,6 +423,16 @@ class AgentStoresSessionService(BaseSessionService):
             )
         if writes:
             await asyncio.gather(*writes)
+
+
+def _shared_state(
+    app_info: ConversationInfo | None, user_info: ConversationInfo | None
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``(app state, user state)`` from the conversations that hold them."""
+    return (
+        {} if app_info is None else scopes.from_metadata(app_info.metadata),
+        {} if user_info is None else scopes.from_metadata(user_info.metadata),
+    )
 
 
 def _session_id(session_id: str) -> str:
