@@ -82,6 +82,36 @@ async def test_runs_round_trip_exactly_and_a_retried_store_is_a_no_op(
         assert await count(stores, tenant, "s") == len(loaded)
 
 
+async def test_an_append_extends_the_history_it_continues_in_place(
+    backend: str, bridge_servers: Servers
+) -> None:
+    """``append`` returns ``after`` itself, extended (no copy of a long history per run);
+    the same message objects appended again are a retry and store nothing; equal but new
+    messages are a new append; a refused append leaves ``after`` as it was."""
+    async with bridge_servers.open(backend) as stores:
+        tenant = fresh_tenant()
+        history = AgentStoresHistory(stores, tenant=tenant, principal="alice")
+        held = await history.load("s")
+        said = [ModelResponse([TextPart("one")], model_name="m")]
+        returned = await history.append("s", said, after=held)
+        assert returned is held and list(held) == said
+        tail = held.tail
+        assert tail is not None and tail == (await history.load("s")).tail
+        again = await history.append("s", said, after=held)  # retried after it landed
+        assert again is held and list(held) == said and held.tail == tail
+        assert await count(stores, tenant, "s") == 1
+        equal = [ModelResponse([TextPart("one")], model_name="m")]  # a new message, equal
+        await history.append("s", equal, after=held)
+        assert await count(stores, tenant, "s") == 2 and len(held) == 2
+        other = await history.load("s")
+        await history.append("s", [ModelResponse([TextPart("two")], model_name="m")], after=other)
+        snapshot, snapshot_tail = list(held), held.tail
+        with pytest.raises(StaleWriteError):
+            await history.append("s", [ModelResponse([TextPart("late")])], after=held)
+        assert list(held) == snapshot and held.tail == snapshot_tail
+        assert await count(stores, tenant, "s") == 3
+
+
 async def test_a_windowed_load_is_one_tail_read(backend: str, bridge_servers: Servers) -> None:
     """load(limit=n) is one ``tail`` read of the store (no read by position, no separate
     metadata read), whatever the messages are; the history is the last n messages ending

@@ -105,9 +105,7 @@ async def _run(args: argparse.Namespace, pg_admin: str, redis_url: str) -> dict[
         if args.only:
             wanted = [w.strip() for w in args.only.split(",") if w.strip()]
             systems = [
-                s
-                for s in systems
-                if isinstance(s, AgentStores) or any(w in s.name for w in wanted)
+                s for s in systems if isinstance(s, AgentStores) or any(w in s.name for w in wanted)
             ]
         for s in systems:
             await s.open()
@@ -122,7 +120,8 @@ async def _run(args: argparse.Namespace, pg_admin: str, redis_url: str) -> dict[
     bridges = {s.name: s.over for s in systems if s.over is not None}
     # The first of each server is agentstores' own; the peers are the rest but the bridges.
     pairs = {group[0]: [n for n in group[1:] if n not in bridges] for group in servers.values()}
-    natives = {s.native: s.name for s in systems if s.native is not None}
+    names = {s.name for s in systems}
+    natives = {s.native: s.name for s in systems if s.native is not None and s.native in names}
     summary = summarize(results, pairs, bridges, natives)
     meta = {
         "date": datetime.now(UTC).strftime("%Y-%m-%d"),

@@ -130,12 +130,11 @@ async def measure(
                 if getattr(s, "framework_cost", None):
                     # the rows the framework decodes, as they are now (after the appends)
                     await s.refresh_rows(conv)  # type: ignore[attr-defined]
-                for prefix, method in (("framework", "framework_cost"), ("store", "store_calls")):
-                    timed_apart = getattr(s, method, None)
-                    for op in FRAMEWORK_OPERATIONS if timed_apart else ():
+                for prefix, call in _parts(s):
+                    for op in FRAMEWORK_OPERATIONS:
                         lat = []
                         await _timed(
-                            lambda op=op, conv=conv, call=timed_apart: call(op, conv),
+                            lambda op=op, conv=conv, call=call: call(op, conv),
                             samples,
                             budget,
                             lat,
@@ -176,6 +175,31 @@ async def measure_listing(
                 results[length][s.name].latencies["list_sessions"].append(lat)
 
 
+def _parts(s: System) -> list[tuple[str, Callable[[str, Any], Awaitable[None]]]]:
+    """What a bridge's calls are measured against, each timed on its own: the
+    framework's work alone, the store calls alone, and both in one call, back to back
+    (``glue``: what a user who writes the least glue by hand runs)."""
+    framework = getattr(s, "framework_cost", None)
+    store = getattr(s, "store_calls", None)
+    parts: list[tuple[str, Callable[[str, Any], Awaitable[None]]]] = []
+    if framework is not None:
+        parts.append(("framework", framework))
+    if store is not None:
+        parts.append(("store", store))
+    if framework is not None and store is not None:
+
+        async def glue(op: str, conv: Any) -> None:
+            if op == "append":  # the object dumped, then stored
+                await framework(op, conv)
+                await store(op, conv)
+            else:  # the rows read, then decoded
+                await store(op, conv)
+                await framework(op, conv)
+
+        parts.append(("glue", glue))
+    return parts
+
+
 def _ratios(base: Cell, other: Cell) -> dict[str, Any]:
     """``other / base`` per round, per operation both offer (above 1: base is faster)."""
     out: dict[str, Any] = {}
@@ -207,6 +231,24 @@ def _net_overhead(ours: Cell, bridge: Cell) -> dict[str, Any]:
         if not (a and p and timed_apart):
             continue
         per_round = [round(z / (x + y), 3) for x, y, z in zip(a, f, p, strict=True)]
+        out[op] = {
+            "per_round": per_round,
+            "median": round(statistics.median(per_round), 3),
+            "min": min(per_round),
+            "max": max(per_round),
+        }
+    return out
+
+
+def _glue_overhead(bridge: Cell) -> dict[str, Any]:
+    """``bridge / glue`` per round: the bridge against the same store calls and framework
+    work run back to back in one call (see :func:`_parts`)."""
+    out: dict[str, Any] = {}
+    for op in FRAMEWORK_OPERATIONS:
+        g, p = bridge.round_medians(f"glue:{op}"), bridge.round_medians(op)
+        if not (g and p):
+            continue
+        per_round = [round(z / x, 3) for x, z in zip(g, p, strict=True) if x > 0]
         out[op] = {
             "per_round": per_round,
             "median": round(statistics.median(per_round), 3),
@@ -250,6 +292,9 @@ def summarize(
             net = _net_overhead(cells[ours], cells[bridge])
             if net:
                 entry[bridge]["net_overhead_to"] = {"system": "its store calls + framework", **net}
+            glue = _glue_overhead(cells[bridge])
+            if glue:
+                entry[bridge]["glue_overhead_to"] = {"system": "the same work by hand", **glue}
             entry[bridge]["store_calls_ms"] = {
                 op: round(statistics.median(x for r in cell_rounds for x in r), 4)
                 for op in FRAMEWORK_OPERATIONS

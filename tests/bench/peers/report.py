@@ -100,6 +100,11 @@ def markdown(summary: dict[str, Any], meta: dict[str, Any]) -> str:
                 "under; ADK's get_session reads three records, the session and its app's and "
                 "user's state, where agentstores' recent 20 reads one):",
             ),
+            (
+                "glue_overhead_to",
+                "Bridge p50 / the same store calls and framework work written by hand, back to "
+                "back in one timed call (the least glue a user writes), per round:",
+            ),
         ):
             rows = _ratio_rows(summary, lengths, systems, field)
             if rows:

@@ -11,14 +11,20 @@ user state, shared by one user's sessions of an app, is the metadata of
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from agentstores import ConversationKey
 from agentstores.keys import decode_component, encode_component
 
 SESSION_PREFIX = "adk:"
 APP_STATE_PREFIX = "adk-app:"
 USER_STATE_PREFIX = "adk-user:"
+CACHED_KEYS = 4096
+"""Keys remembered per kind: every call of the service builds one to three of them, and
+checking and escaping their parts is a few microseconds each time."""
 
 
+@lru_cache(maxsize=CACHED_KEYS)
 def session_key(tenant: str, app_name: str, user_id: str, session_id: str) -> ConversationKey:
     """The conversation that holds one ADK session (``InvalidKeyError`` if over 256 bytes)."""
     return ConversationKey(tenant, session_prefix(app_name, user_id) + encode_component(session_id))
@@ -39,11 +45,13 @@ def session_id_of(key: ConversationKey, prefix: str) -> str | None:
     return decode_component(rest)
 
 
+@lru_cache(maxsize=CACHED_KEYS)
 def app_state_key(tenant: str, app_name: str) -> ConversationKey:
     """The conversation whose metadata holds ``app_name``'s ``app:`` state."""
     return ConversationKey(tenant, APP_STATE_PREFIX + encode_component(app_name))
 
 
+@lru_cache(maxsize=CACHED_KEYS)
 def user_state_key(tenant: str, app_name: str, user_id: str) -> ConversationKey:
     """The conversation whose metadata holds ``user_id``'s ``user:`` state in ``app_name``."""
     return ConversationKey(

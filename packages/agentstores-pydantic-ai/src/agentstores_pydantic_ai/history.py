@@ -45,7 +45,8 @@ class StoredHistory(list[ModelMessage]):
     conversation ended when it was read: ``tail``, the id of its last row (None: empty).
 
     :meth:`AgentStoresHistory.append` with ``after=`` this history stores only if the
-    conversation still ends there.
+    conversation still ends there, and then extends this history in place (no copy of a
+    long history per run).
     """
 
     def __init__(
@@ -54,6 +55,20 @@ class StoredHistory(list[ModelMessage]):
         super().__init__(messages)
         self.session_id = session_id
         self.tail = tail
+        self._last_append: tuple[str | None, int] | None = None
+        """``(tail before, how many messages)`` of the append that last extended this
+        history: the same message objects appended again are a retry of it."""
+
+    def _retry_of_last_append(self, messages: list[ModelMessage]) -> tuple[bool, str | None]:
+        """``(True, tail before)`` if ``messages`` are the very objects the last append
+        added at the end of this history (a retry after it succeeded), else
+        ``(False, tail)``. Identity, not equality: two runs may produce equal messages."""
+        last = self._last_append
+        if last is not None and last[1] == len(messages) <= len(self):
+            added = self[len(self) - len(messages) :]
+            if all(a is m for a, m in zip(added, messages, strict=True)):
+                return True, last[0]
+        return False, self.tail
 
     def __repr__(self) -> str:
         return (
@@ -138,8 +153,11 @@ class AgentStoresHistory:
         where ``after`` ended, and as a no-op when they are already stored there.
 
         Returns:
-            ``after`` extended by ``messages``, its tail the last stored row: what the next
-            run of this process continues from.
+            ``after`` itself, extended in place by ``messages`` and its tail moved to the
+            last stored row: what the next run of this process continues from. Appending
+            the same message objects after it again is a retry, stored as the no-op it is
+            (``after`` is not extended twice); ``after`` is unchanged when the append
+            raises.
 
         Raises:
             StaleWriteError: the conversation moved on since ``after`` was loaded (another
@@ -162,8 +180,9 @@ class AgentStoresHistory:
         messages = list(messages)
         refuse_client_identity(getattr(m, "metadata", None) for m in messages)
         key, principal = self.identities.key(session_id)
-        tail = after.tail
-        for batch in _batches(to_rows(messages, after.tail)):
+        retried, start = after._retry_of_last_append(messages)
+        tail = start
+        for batch in _batches(to_rows(messages, start)):
             # settled: a caller cancelled mid-append hears it once the append's outcome
             # is decided, never before a write that could still land.
             await settled(
@@ -172,9 +191,11 @@ class AgentStoresHistory:
                 )
             )
             tail = batch[-1].id
-        extended = StoredHistory(after, session_id=session_id, tail=tail)  # one list copy
-        extended.extend(messages)
-        return extended
+        if not retried:
+            after.extend(messages)
+            after.tail = tail
+            after._last_append = (start, len(messages))
+        return after
 
     async def run(
         self,
