@@ -239,6 +239,13 @@ class RecordingChecksOnlyItsOwnEpoch(MemoryRecordingStore):
         return True
 
 
+class SilentRecording(MemoryRecordingStore):
+    """Stores snapshots but wakes no follower: they see them only at their next poll."""
+
+    def woke(self, key: ConversationKey) -> None:
+        return None
+
+
 class RecordingRollsBack(MemoryRecordingStore):
     """Accepts a late flush with a lower index for the same turn."""
 
@@ -714,6 +721,7 @@ delete_ignores_epoch = _make(supervision=DeleteIgnoresEpoch)
 takeover_does_not_fence = _make(supervision=TakeoverDoesNotFence)
 read_skips_validation = _make(supervision=ReadSkipsValidation)
 recording_own_epoch_only = _make(recording=RecordingChecksOnlyItsOwnEpoch)
+silent_recording = _make(recording=SilentRecording)
 recording_rolls_back = _make(recording=RecordingRollsBack)
 leaky_recording_read = _make(recording=LeakyRecordingRead)
 state_save_ignores_epoch = _make(state=StateSaveIgnoresEpoch)
@@ -804,6 +812,7 @@ MUTANTS: list[Mutant] = [
     _m("takeover_does_not_fence", "fencing.state.save"),
     _m("read_skips_validation", "keys.validation"),
     _m("recording_own_epoch_only", "fencing.recording.put"),
+    _m("silent_recording", "protocol.follow.wakes"),
     _m("recording_rolls_back", "recording.monotonic"),
     _m("leaky_recording_read", "visibility.recording"),
     _m("state_save_ignores_epoch", "fencing.state.save"),

@@ -6,13 +6,20 @@ when the producer writes through another bundle.
 
 Producers drive ``start_turn`` / ``claim`` / ``Lease`` directly and record
 ``{"text": text}`` at ``index == len(text)``. Nothing asserts how long anything took:
-each step waits with a generous deadline, so a slow machine makes a test slower, not red.
+each step waits with a generous deadline, so a slow machine makes a test slower, not red
+(the wake-up promise waits for a write's wake-up with polls ten times farther apart than
+that deadline: only the wake-up can end the wait).
+
+Wake-up faults are made by replacing the bundle's ``wakeups.notify`` (every wake-up, the
+core's after a write and a backend listener's for another process's write, goes through
+it) with one that drops, repeats or delays each one.
 """
 
 from __future__ import annotations
 
 import asyncio
 import math
+import random
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from types import SimpleNamespace
 from typing import Any, cast
@@ -44,6 +51,9 @@ from .runtime import clients
 
 MID = "a1"
 POLL = 0.02
+FAR = 10 * PATIENCE
+"""Polls this far apart never come within a test: only a wake-up makes the follower read."""
+FAULTS = ("dropped", "repeated", "late")
 STEADY = LONG.dead_after
 """``dead_after`` of followers that must never judge a producer dead on a slow machine."""
 
@@ -113,6 +123,7 @@ async def _finish(lease: Lease, n: int) -> None:
 
 def _follow(stores: Stores, key: ConversationKey, **kw: Any) -> Follow:
     kw.setdefault("poll", POLL)
+    kw.setdefault("safety_poll", POLL)
     kw.setdefault("dead_after", STEADY)
     return follow(stores, key, kw.pop("principal", USER), **kw)
 
@@ -133,6 +144,7 @@ class _Reads:
                 supervision=SimpleNamespace(read=self._row),
                 recording=SimpleNamespace(read=self._snapshot),
                 conversations=stores.conversations,
+                wakeups=stores.wakeups,
             ),
         )
 
@@ -366,7 +378,7 @@ class FollowContract(ContractBase):
             bad: object
             for bad in (-1, True, 1.5):
                 await _refused("start_index", start_index=bad)
-            for name in ("poll", "dead_after"):
+            for name in ("poll", "safety_poll", "dead_after"):
                 for bad in (0, 0.0, -1, math.inf, math.nan, True, "1"):
                     await _refused(name, **{name: bad})
             for bad in (-0.5, math.inf, math.nan, True, "0"):
@@ -459,6 +471,85 @@ class FollowContract(ContractBase):
             assert unknown == [FollowEnd("gone", None, "nope", 0)], unknown
 
         self._two(backend, body)
+
+    @promise("protocol.follow.wakes")
+    def test_a_write_wakes_the_follower(self, backend: BackendUnderTest) -> None:
+        key = self.key()
+
+        async def body(producer: Stores, reader: Stores) -> None:
+            # Another bundle's writes are heard only where the backend pushes them.
+            writer = producer if reader.wakeups.remote else reader
+            lease = await _turn(writer, key)
+            await _record(lease, 9)
+            events = _follow(reader, key, poll=FAR, safety_poll=FAR)
+            _update(await _next(events), 9, 0)  # the first read comes at once
+            waiting = asyncio.ensure_future(_next(events))
+            await asyncio.sleep(POLL)  # the follower is waiting now
+            await _record(lease, 20)
+            _update(await waiting, 20, 9)
+            await _finish(lease, 31)
+            rest = await _rest(events)
+            _update(rest[0], 31, 20)
+            end = rest[-1]
+            assert isinstance(end, FollowEnd) and (end.verdict, end.index) == ("done", 31), rest
+
+        self._two(backend, body)
+
+    @pytest.mark.parametrize("fault", FAULTS)
+    @promise("protocol.follow.faulty_wakeups")
+    def test_faulty_wakeups_change_nothing_yielded(
+        self, backend: BackendUnderTest, fault: str
+    ) -> None:
+        key = self.key()
+        steps = list(range(4, 41, 4))
+
+        async def body(producer: Stores, reader: Stores) -> None:
+            hubs = {id(b.wakeups): b.wakeups for b in (producer, reader)}.values()
+            for hub in hubs:
+                _break(hub, fault)
+            try:
+                lease = await _turn(producer, key)
+                events = _follow(reader, key, message_id=MID)
+                seen = asyncio.ensure_future(_rest(events))
+                for n in steps:
+                    await _record(lease, n)
+                    await asyncio.sleep(POLL / 4)
+                await _finish(lease, 44)
+                got = await seen
+            finally:
+                for hub in hubs:
+                    vars(hub).pop("notify", None)
+            updates = [e for e in got if isinstance(e, FollowUpdate)]
+            assert "".join(u.delta for u in updates) == _text(44), got
+            assert all(u.text == _text(u.index) for u in updates), got
+            indexes = [u.index for u in updates]
+            assert indexes == sorted(set(indexes)) and indexes[-1] == 44, indexes
+            end = got[-1]
+            assert isinstance(end, FollowEnd) and (end.verdict, end.index) == ("done", 44), end
+            assert end.message is not None and end.message.content == _text(44)
+
+        self._two(backend, body)
+
+
+def _break(hub: Any, fault: str) -> None:
+    """Make every wake-up through ``hub`` go wrong as ``fault`` says: never delivered,
+    delivered three times (twice now, once a moment later), or delivered late by a random
+    delay (so also out of order)."""
+    deliver = hub.notify
+    loop = asyncio.get_running_loop()
+    rng = random.Random(fault)
+
+    def notify(key: ConversationKey) -> None:
+        if fault == "dropped":
+            return
+        if fault == "repeated":
+            deliver(key)
+            deliver(key)
+            loop.call_later(POLL / 2, deliver, key)
+            return
+        loop.call_later(rng.uniform(0, 3 * POLL), deliver, key)
+
+    hub.notify = notify
 
 
 __all__ = ["FollowContract"]

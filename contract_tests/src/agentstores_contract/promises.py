@@ -297,13 +297,20 @@ PROMISES: dict[str, str] = {
     "principal the key is not visible to",
     "protocol.follow.dead": "a follow of a producer dead past the grace, with no takeover, ends "
     "dead; its partial snapshot is streamed only with partial=True",
-    "protocol.follow.arguments": "follow refuses a bad start_index, poll, dead_after, grace or "
-    "message_id with a UsageError naming it (bools, infinities and NaN are not seconds)",
+    "protocol.follow.arguments": "follow refuses a bad start_index, poll, safety_poll, "
+    "dead_after, grace or message_id with a UsageError naming it (bools, infinities and NaN "
+    "are not seconds)",
     "protocol.follow.counts": "FollowEnd counts each distinct snapshot behind the stream and each "
     "malformed or non-extending one once, however often it is polled; another message's "
     "snapshot is ignored",
     "protocol.follow.final_message": "the final message is found by id when it is not the "
     "transcript's tail, and its text is yielded at the epoch last seen (0 if none)",
+    "protocol.follow.wakes": "a follower whose polls are far apart sees each snapshot, the "
+    "seal and the final message at once: the write wakes it (a write through its own "
+    "bundle always; through another bundle where the backend pushes, wakeups.remote)",
+    "protocol.follow.faulty_wakeups": "wake-ups dropped, repeated, late or out of order "
+    "change nothing a follower yields: every update extends the last, the text arrives "
+    "whole, once, and the follow ends done with the final message",
 }
 
 

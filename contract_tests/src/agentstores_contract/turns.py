@@ -154,12 +154,19 @@ class TurnContract(ContractBase):
                         return True if liveness(view, SHORT.dead_after) == "dead" else None
 
                     await _until(dead, "the hung producer to be seen dead")
-                    hidden = [e async for e in conv.follow(dead_after=0.3, grace=0, poll=0.05)]
+                    hidden = [
+                        e
+                        async for e in conv.follow(
+                            dead_after=0.3, grace=0, poll=0.05, safety_poll=0.05
+                        )
+                    ]
                     assert [type(e) for e in hidden] == [FollowEnd]
                     assert isinstance(hidden[0], FollowEnd) and hidden[0].verdict == "dead"
                     shown = [
                         e
-                        async for e in conv.follow(partial=True, dead_after=0.3, grace=0, poll=0.05)
+                        async for e in conv.follow(
+                            partial=True, dead_after=0.3, grace=0, poll=0.05, safety_poll=0.05
+                        )
                     ]
                     assert isinstance(shown[0], FollowUpdate) and shown[0].text == "half"
                     assert isinstance(shown[-1], FollowEnd) and shown[-1].verdict == "dead"

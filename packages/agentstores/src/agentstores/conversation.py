@@ -217,6 +217,7 @@ class Conversation:
         message_id: str | None = None,
         partial: bool = False,
         poll: float = 0.3,
+        safety_poll: float = 2.0,
         dead_after: float = DEFAULT_LEASE_CONFIG.dead_after,
         grace: float | None = None,
     ) -> AsyncGenerator[FollowEvent, None]:
@@ -230,6 +231,7 @@ class Conversation:
             message_id=message_id,
             partial=partial,
             poll=poll,
+            safety_poll=safety_poll,
             dead_after=dead_after,
             grace=grace,
         )

@@ -326,6 +326,7 @@ async def run_follower(stores: Stores, key: ConversationKey, args: argparse.Name
                 PRINCIPAL,
                 message_id=mid,
                 poll=poll,
+                safety_poll=poll,
                 dead_after=t.dead_after,
                 grace=args.max_wait,
             )

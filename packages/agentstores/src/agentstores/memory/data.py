@@ -19,6 +19,7 @@ from ..models import (
     UserIntegration,
 )
 from ..stores.kit import DEFAULT_TOMBSTONE_TTL, can_read, check_write, judge_write, raised_fence
+from ..stores.wakeups import Wakeups
 
 
 @dataclass
@@ -128,6 +129,10 @@ class MemoryData:
         self.conversations: dict[ConversationKey, ConversationRecord] = {}
         self.tokens: dict[tuple[ConversationKey, str], Token] = {}
         self.integrations: dict[tuple[str, str, str], UserIntegration] = {}
+        self.wakeups = Wakeups()
+        """Shared by every bundle on this data: each one's writes wake all their
+        followers (in-process, so every write of the backend is heard)."""
+        self.wakeups.remote = True
         self.client_info: dict[tuple[str, str], ClientInfo] = {}
 
     def now(self) -> datetime:

@@ -721,6 +721,7 @@ class MemoryStores(Stores):
             forget(self.name)
         shared = shared_data(self.name)
         self.data = shared.with_options(clock=clock, tombstone_ttl=tombstone_ttl)
+        self._wakeups = self.data.wakeups
         self.supervision = MemorySupervisionStore(self.data)
         self.recording = MemoryRecordingStore(self.data)
         self.state = MemoryAgentStateStore(self.data)

@@ -10,7 +10,6 @@ whole text so far and the part that is new. The iterator ends with one
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import math
 from collections.abc import AsyncGenerator
@@ -136,9 +135,11 @@ async def final_message(
     return None
 
 
-def _check_args(start_index: int, poll: float, dead_after: float, grace: float) -> None:
+def _check_args(
+    start_index: int, poll: float, safety_poll: float, dead_after: float, grace: float
+) -> None:
     check_counter(start_index, "start_index")
-    for name, value in (("poll", poll), ("dead_after", dead_after)):
+    for name, value in (("poll", poll), ("safety_poll", safety_poll), ("dead_after", dead_after)):
         if not (_seconds(value) and value > 0):
             raise UsageError(f"{name} must be a positive number of seconds, got {value!r}")
     if not (_seconds(grace) and grace >= 0):
@@ -159,13 +160,19 @@ async def follow(
     message_id: str | None = None,
     partial: bool = False,
     poll: float = 0.3,
+    safety_poll: float = 2.0,
     dead_after: float = DEFAULT_LEASE_CONFIG.dead_after,
     grace: float | None = None,
 ) -> AsyncGenerator[FollowEvent, None]:
     """Stream the conversation's running turn until it ends; yield updates, then a FollowEnd.
 
     The turn followed is ``message_id``, or whichever the supervision row holds at the
-    first read. Each poll reads the row first and judges it on the store's clock:
+    first read. Each read is woken by the bundle's wake-ups (:mod:`agentstores.stores.wakeups`:
+    a write to the key in this process, or in another one where the backend pushes
+    changes), else comes ``poll`` seconds after the last (``safety_poll`` while the backend
+    pushes). A wake-up only triggers a read: a lost, repeated or late one delays an update
+    to the next poll at most, and never changes what is yielded. Each read takes the row
+    first and judges it on the store's clock:
 
     - ``running`` and live: the recording is read; a snapshot of this message, written
       at the row's epoch or later, with ``index > `` what the client has (``start_index``
@@ -200,7 +207,10 @@ async def follow(
         start_index: How many characters of the answer the client already has.
         message_id: The turn to follow; None follows whichever turn the row holds.
         partial: Also stream a dead producer's snapshot.
-        poll: Seconds between two polls.
+        poll: Seconds between two reads when no wake-up comes and the backend does not
+            push other processes' changes.
+        safety_poll: Seconds between two reads when no wake-up comes while the backend
+            pushes them (a lost wake-up costs at most this much delay).
         dead_after: Heartbeat age (store clock) from which the producer counts as dead;
             use the producers' ``LeaseConfig.dead_after``.
         grace: Seconds past ``dead_after`` to wait for a takeover (default ``dead_after``).
@@ -209,46 +219,50 @@ async def follow(
         FollowUpdate events, then exactly one FollowEnd.
 
     Raises:
-        UsageError: a negative ``start_index``, a non-positive ``poll`` or ``dead_after``,
-            a negative ``grace`` or a malformed ``message_id``.
+        UsageError: a negative ``start_index``, a non-positive ``poll``, ``safety_poll``
+            or ``dead_after``, a negative ``grace`` or a malformed ``message_id``.
     """
     grace_s = dead_after if grace is None else grace
-    _check_args(start_index, poll, dead_after, grace_s)
+    _check_args(start_index, poll, safety_poll, dead_after, grace_s)
     target = None if message_id is None else validate_id(message_id, "message_id")
-    progress = _Progress(start_index)
-    epoch = 0
-    while True:
-        view = await stores.supervision.read(key, principal)
-        row = view.row
-        if row is None or (target is not None and row.message_id != target):
-            # Over between two polls (sealed and released, or the next turn began) if the
-            # transcript holds the message; otherwise never here, invisible or erased.
-            message = None
-            if target is not None:
+    wakeups = stores.wakeups
+    # Watching starts before the first read: a write between a read and the wait that
+    # follows it wakes that wait.
+    with wakeups.watch(key) as watch:
+        progress = _Progress(start_index)
+        epoch = 0
+        while True:
+            view = await stores.supervision.read(key, principal)
+            row = view.row
+            if row is None or (target is not None and row.message_id != target):
+                # Over between two polls (sealed and released, or the next turn began) if the
+                # transcript holds the message; otherwise never here, invisible or erased.
+                message = None
+                if target is not None:
+                    message = await final_message(stores, key, principal, target)
+                verdict: FollowVerdict = "gone" if message is None else "done"
+                for event in _finish(progress, verdict, message, target, epoch):
+                    yield event
+                return
+            target, epoch = row.message_id, row.epoch
+            judged = liveness(view, dead_after)
+            if judged == "sealed":
                 message = await final_message(stores, key, principal, target)
-            verdict: FollowVerdict = "gone" if message is None else "done"
-            for event in _finish(progress, verdict, message, target, epoch):
-                yield event
-            return
-        target, epoch = row.message_id, row.epoch
-        judged = liveness(view, dead_after)
-        if judged == "sealed":
-            message = await final_message(stores, key, principal, target)
-            verdict = "done" if row.status == "done" else "errored"
-            for event in _finish(progress, verdict, message, target, epoch):
-                yield event
-            return
-        age = heartbeat_age(row, view.now)
-        given_up = judged == "dead" and (age is None or age > dead_after + grace_s)
-        if judged == "live" or partial:
-            record = await stores.recording.read(key, principal)
-            update = _offer(progress, record, target, epoch)
-            if update is not None:
-                yield update
-        if given_up:
-            yield progress.end("dead", None, target)
-            return
-        await asyncio.sleep(poll)
+                verdict = "done" if row.status == "done" else "errored"
+                for event in _finish(progress, verdict, message, target, epoch):
+                    yield event
+                return
+            age = heartbeat_age(row, view.now)
+            given_up = judged == "dead" and (age is None or age > dead_after + grace_s)
+            if judged == "live" or partial:
+                record = await stores.recording.read(key, principal)
+                update = _offer(progress, record, target, epoch)
+                if update is not None:
+                    yield update
+            if given_up:
+                yield progress.end("dead", None, target)
+                return
+            await watch.wait(safety_poll if wakeups.remote else poll)
 
 
 def _offer(

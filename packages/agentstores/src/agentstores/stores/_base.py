@@ -13,6 +13,7 @@ from typing import Final, Literal, overload
 from ..errors import AgentStoresError, UsageError
 from ..keys import ConversationKey
 from ..models import JSON, check_counter
+from .wakeups import Wakeups
 
 
 class Unset(enum.Enum):
@@ -39,6 +40,15 @@ reads back what it accepted, envelope included."""
 
 class StoreBase:
     """Shared edge of every store: adapters override :meth:`translate_error` only."""
+
+    wakeups: Wakeups | None = None
+    """The bundle's wake-ups (set when it opens): a write a follower cares about wakes
+    this process's watchers of its key (:meth:`woke`)."""
+
+    def woke(self, key: ConversationKey) -> None:
+        """Wake this process's watchers of ``key`` (after a write that changed it)."""
+        if self.wakeups is not None:
+            self.wakeups.notify(key)
 
     def translate_error(self, exc: Exception) -> AgentStoresError | None:
         """Map a driver exception to the typed hierarchy; ``None`` lets it propagate."""

@@ -14,6 +14,7 @@ from .pause_tokens import PauseTokenStore
 from .recording import RecordingStore
 from .state import AgentStateStore
 from .supervision import SupervisionStore
+from .wakeups import Wakeups
 
 if TYPE_CHECKING:
     from ..conversation import Conversation
@@ -38,6 +39,20 @@ class Stores(ABC):
     oauth: OAuthStore
 
     _opened: bool = False
+    _wakeups: Wakeups | None = None
+
+    STORE_NAMES = ("supervision", "recording", "state", "conversations", "pause_tokens", "oauth")
+    """The six store attributes."""
+
+    @property
+    def wakeups(self) -> Wakeups:
+        """This bundle's wake-ups (see :mod:`.wakeups`): its stores' writes wake this
+        process's watchers of the key; a backend that listens for other processes' writes
+        wakes them too and sets ``wakeups.remote``. An adapter whose bundles share one
+        process's data (the in-memory backend) sets ``_wakeups`` to one shared hub."""
+        if self._wakeups is None:
+            self._wakeups = Wakeups()
+        return self._wakeups
 
     def __init_subclass__(cls, **kwargs: object) -> None:
         super().__init_subclass__(**kwargs)
@@ -51,6 +66,8 @@ class Stores(ABC):
             BackendUnavailableError: the backend cannot be reached or is not set up.
         """
         if not self._opened:
+            for name in self.STORE_NAMES:
+                getattr(self, name).wakeups = self.wakeups
             await self._open()
             self._opened = True
         return self

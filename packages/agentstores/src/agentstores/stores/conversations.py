@@ -258,7 +258,7 @@ class ConversationStore(StoreBase, ABC):
         check_datetime(expires_at, "expires_at", optional=True)
         meta = None if metadata is None else check_metadata_update(metadata)
         async with self.translating_errors("conversations.append_messages", key):
-            return await self._append_messages(
+            stored = await self._append_messages(
                 key,
                 principal,
                 AppendRequest(
@@ -272,6 +272,9 @@ class ConversationStore(StoreBase, ABC):
                     metadata=meta,
                 ),
             )
+        if stored:
+            self.woke(key)
+        return stored
 
     async def set_last_turn_status(
         self,
@@ -454,7 +457,10 @@ class ConversationStore(StoreBase, ABC):
         key = check_key(key)
         principal = validate_principal(principal)
         async with self.translating_errors("conversations.delete", key):
-            return await self._erase(key, principal, None)
+            erased = await self._erase(key, principal, None)
+        if erased:
+            self.woke(key)
+        return erased
 
     # --- reads ----------------------------------------------------------------------
 
@@ -613,7 +619,10 @@ class ConversationStore(StoreBase, ABC):
         key = check_key(key)
         rule = check_rule(rule)
         async with self.translating_errors("conversations.erase_if", key):
-            return await self._erase(key, None, rule)
+            erased = await self._erase(key, None, rule)
+        if erased:
+            self.woke(key)
+        return erased
 
     # --- what adapters implement ---------------------------------------------------
 

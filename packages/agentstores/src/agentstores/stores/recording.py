@@ -47,7 +47,10 @@ class RecordingStore(StoreBase, ABC):
             raise UsageError(f"event must be a RecordedEvent, got {type(event).__name__}")
         message = encode_json(event.message, "recorded message", MAX_RECORDING_BYTES)
         async with self.translating_errors("recording.put", key):
-            return await self._put(key, principal, event, message)
+            stored = await self._put(key, principal, event, message)
+        if stored:
+            self.woke(key)
+        return stored
 
     async def read(self, key: ConversationKey, principal: str) -> RecordedEvent | None:
         """The recorded snapshot, or None (also for a principal it is not visible to).
@@ -79,7 +82,10 @@ class RecordingStore(StoreBase, ABC):
         validate_id(message_id, "message_id")
         epoch = write_epoch(key, check_epoch(epoch))
         async with self.translating_errors("recording.delete", key):
-            return await self._delete(key, principal, message_id, epoch)
+            removed = await self._delete(key, principal, message_id, epoch)
+        if removed:
+            self.woke(key)
+        return removed
 
     @abstractmethod
     async def _put(

@@ -65,7 +65,10 @@ class SupervisionStore(StoreBase, ABC):
         # Through translating_errors, never spelled out: an adapter's edge may do more
         # than translate (MongoDB's raises again a cancellation its driver swallowed).
         async with self.translating_errors("supervision.compare_and_swap", key):
-            return await self._compare_and_swap(key, principal, expected_epoch, row)
+            swapped = await self._compare_and_swap(key, principal, expected_epoch, row)
+        if swapped:  # a claim, takeover, seal: followers read again (heartbeats do not wake)
+            self.woke(key)
+        return swapped
 
     async def compare_and_swap_many(self, swaps: Sequence[Swap]) -> list[SwapOutcome]:
         """Do every swap of ``swaps``, each its own :meth:`compare_and_swap`, in one call.
@@ -125,7 +128,10 @@ class SupervisionStore(StoreBase, ABC):
         validate_id(message_id, "message_id")
         checked = check_epoch(epoch, optional=False)
         async with self.translating_errors("supervision.delete", key):
-            return await self._delete(key, principal, message_id, checked)
+            removed = await self._delete(key, principal, message_id, checked)
+        if removed:
+            self.woke(key)
+        return removed
 
     @abstractmethod
     async def _compare_and_swap(

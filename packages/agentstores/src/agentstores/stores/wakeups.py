@@ -1,0 +1,115 @@
+"""Wake-ups: "something changed under this key", fanned out to this process's watchers.
+
+A follower waits between two reads of the store; a wake-up ends that wait early so it
+reads again at once. A wake-up carries no data and promises nothing: the store stays the
+only truth, so a wake-up lost, repeated, late or out of order may delay what a watcher
+sees (to its next safety poll) but never changes it.
+
+Every bundle has one :class:`Wakeups` (``stores.wakeups``). The core's store methods wake
+its watchers after each write a follower cares about (a recorded snapshot, a supervision
+row written or removed, messages appended, a transcript cut, an erasure), so a follower
+in the producer's process wakes without any help from the backend. A backend that can
+push changes from other processes (PostgreSQL ``LISTEN``, Redis pub/sub) runs a listener
+that calls :meth:`Wakeups.notify` for each change it hears and sets :attr:`Wakeups.remote`
+while it listens: followers then poll only slowly, as a safety net.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from types import TracebackType
+
+from ..keys import ConversationKey
+
+
+class Watch:
+    """One watcher of one key (:meth:`Wakeups.watch`); use as ``with``."""
+
+    __slots__ = ("_event", "_hub", "_loop", "key")
+
+    def __init__(self, hub: Wakeups, key: ConversationKey) -> None:
+        self._hub = hub
+        self.key = key
+        self._event = asyncio.Event()
+        self._loop = asyncio.get_running_loop()
+
+    def wake(self) -> None:
+        """End the current (or the next) :meth:`wait` early (from any thread)."""
+        try:
+            running: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is self._loop:
+            self._event.set()
+            return
+        with contextlib.suppress(RuntimeError):  # the watcher's loop has closed
+            self._loop.call_soon_threadsafe(self._event.set)
+
+    async def wait(self, at_most: float) -> bool:
+        """Until a wake-up arrives or ``at_most`` seconds pass; True when woken. A
+        wake-up that arrived since the last wait ends this one at once (none is missed
+        between a read and the wait that follows it)."""
+        if not self._event.is_set():
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(at_most):
+                    await self._event.wait()
+        woken = self._event.is_set()
+        self._event.clear()
+        return woken
+
+    def close(self) -> None:
+        """Stop watching (idempotent)."""
+        self._hub._drop(self)
+
+    def __enter__(self) -> Watch:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+class Wakeups:
+    """The watchers of one bundle, by key, and the entry point of every wake-up (callable
+    from any thread: a watcher is woken on its own loop)."""
+
+    def __init__(self) -> None:
+        self._watchers: dict[ConversationKey, set[Watch]] = {}
+        self.remote = False
+        """True while wake-ups for other processes' writes arrive (a backend listener is
+        up): a watcher may then wait long between reads. False: only this process's own
+        writes wake watchers, and they must poll."""
+
+    def watch(self, key: ConversationKey) -> Watch:
+        """A watcher of ``key``, woken by every :meth:`notify` of it until closed (call
+        it in the task that waits: the watch belongs to the running loop)."""
+        watch = Watch(self, key)
+        self._watchers.setdefault(key, set()).add(watch)
+        return watch
+
+    def notify(self, key: ConversationKey) -> None:
+        """Wake every watcher of ``key`` in this process (none: nothing happens)."""
+        if not self._watchers:
+            return
+        for watch in tuple(self._watchers.get(key, ())):
+            watch.wake()
+
+    def watched(self) -> frozenset[ConversationKey]:
+        """The keys someone watches now (a listener may subscribe to just these)."""
+        return frozenset(self._watchers)
+
+    def _drop(self, watch: Watch) -> None:
+        watchers = self._watchers.get(watch.key)
+        if watchers is None:
+            return
+        watchers.discard(watch)
+        if not watchers:
+            del self._watchers[watch.key]
+
+
+__all__ = ["Wakeups", "Watch"]
