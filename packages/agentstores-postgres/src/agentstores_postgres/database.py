@@ -41,6 +41,10 @@ failed TCP connect): long enough for a restart's closed port, short enough that 
 host or port fails fast. A server that answers but is not ready (starting up, shutting
 down, full) is waited for up to ``acquire_timeout``."""
 
+PUSH_SETTING = "agentstores.push"
+"""The session setting the server-side functions read: ``on``, each write they make
+publishes a wake-up (``sql/functions/wake.sql``)."""
+
 ORPHAN_GRACE = 1.0
 """Seconds an orphaned backend may keep running before it is terminated."""
 
@@ -101,6 +105,9 @@ class Database:
             options["statement_cache_size"] = 0
         else:
             options["server_settings"] = {"application_name": "agentstores"}
+            if self.config.pushing:
+                # the functions publish a wake-up only for a session that asks for it
+                options["server_settings"][PUSH_SETTING] = "on"
             options["init"] = self._identify
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.config.acquire_timeout

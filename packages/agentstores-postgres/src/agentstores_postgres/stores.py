@@ -10,6 +10,7 @@ from agentstores.urls import redact_url
 
 from .conversations import PostgresConversationStore
 from .database import Conn, Database
+from .listener import Listener
 from .migrations import check_identifier
 from .oauth import PostgresOAuthStore
 from .pause_tokens import PostgresPauseTokenStore
@@ -28,7 +29,9 @@ class PostgresStores(Stores):
     a free pooled connection), ``reconcile_timeout`` (15 s: learning the outcome of a
     write whose connection broke), ``pgbouncer`` (transaction pooling: no statement
     cache, no session state), ``tombstone_ttl`` (seconds or timedelta; 30 days),
-    ``command_timeout`` (seconds, client-side; default none).
+    ``command_timeout`` (seconds, client-side; default none), ``push`` (default on:
+    writes publish wake-ups and one extra connection listens for other processes'; off
+    behind pgbouncer).
 
     Opening checks the schema version and the role's privileges and runs no DDL; install
     the schema first with ``agentstores schema install``.
@@ -36,6 +39,8 @@ class PostgresStores(Stores):
 
     backend = "postgres"
     capabilities = BACKEND.capabilities
+    listener: Listener | None = None
+    """The connection hearing other processes' writes while open with push on."""
 
     def __init__(self, url: str, **options: Any) -> None:
         self.config: Config = parse_url(url, **options)
@@ -63,6 +68,14 @@ class PostgresStores(Stores):
 
     async def _open(self) -> None:
         await self.db.open()
+        if self.config.pushing:
+            self.listener = Listener(self.config, self.schema, self.wakeups)
+            await self.listener.start()
 
     async def _close(self) -> None:
-        await self.db.close()
+        listener, self.listener = self.listener, None
+        try:
+            if listener is not None:
+                await listener.close()
+        finally:
+            await self.db.close()

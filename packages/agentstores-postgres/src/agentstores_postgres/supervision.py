@@ -34,6 +34,12 @@ UPDATE __S__.supervision
    AND epoch <= $7 AND fence <= $7
 RETURNING 1
 """
+# The same swap publishing its wake-up (push on): the row updated, then one call of the
+# wake function per row swapped (none when nothing was), all in the one statement.
+_CAS_EXPECTING_WAKE = f"""
+WITH swapped AS ({_CAS_EXPECTING.strip()})
+SELECT 1 FROM swapped WHERE __S__.wake($1, $2)
+"""
 _WHY = """
 SELECT owner, erased_at IS NOT NULL AS erased FROM __S__.keys
  WHERE tenant = $1 AND session_id = $2
@@ -106,10 +112,12 @@ class PostgresSupervisionStore(PostgresStoreBase, SupervisionStore):
             self.ttl,
         )
 
+        swap = _CAS_EXPECTING_WAKE if self.db.config.pushing else _CAS_EXPECTING
+
         async def run(conn: Conn) -> bool:
             if expected_epoch is None:
                 return bool(await conn.fetchval(self.sql(_CAS), *args))
-            if await conn.fetchval(self.sql(_CAS_EXPECTING), *args[:8]):
+            if await conn.fetchval(self.sql(swap), *args[:8]):
                 return True
             why = await conn.fetchrow(self.sql(_WHY), key.tenant, key.session_id)
             if why is not None and not why["erased"] and why["owner"] != principal:

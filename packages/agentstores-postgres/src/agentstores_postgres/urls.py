@@ -45,6 +45,14 @@ class Config:
     """Transaction pooling: no prepared-statement cache, no session state."""
     tombstone_ttl: timedelta = DEFAULT_TOMBSTONE_TTL
     command_timeout: float | None = None
+    push: bool = True
+    """Wake other processes' followers: the writes publish a notification, a listening
+    connection per bundle hears them. Off behind pgbouncer (it cannot ``LISTEN``)."""
+
+    @property
+    def pushing(self) -> bool:
+        """Whether this bundle publishes and listens: ``push`` and not behind pgbouncer."""
+        return self.push and not self.pgbouncer
 
     def __repr__(self) -> str:
         shown = (
@@ -63,6 +71,7 @@ _OPTIONS = {
     "pgbouncer": bool,
     "tombstone_ttl": float,
     "command_timeout": float,
+    "push": bool,
 }
 
 DRIVER_OPTIONS = frozenset(

@@ -98,6 +98,7 @@ BEGIN
         SELECT cv.first, cv.at INTO first_seq, stamp FROM cv;
         IF FOUND THEN
             present := '{}';
+            PERFORM __S__.wake(t, s);
             RETURN;
         END IF;
     END IF;
@@ -250,5 +251,8 @@ BEGIN
            metadata = coalesce(merged, cv.metadata),
            nonce = n
      WHERE cv.tenant = t AND cv.session_id = s;
+    IF fresh > 0 THEN
+        PERFORM __S__.wake(t, s);
+    END IF;
 END
 $fn$;

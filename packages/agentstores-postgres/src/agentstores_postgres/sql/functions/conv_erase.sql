@@ -59,6 +59,7 @@ BEGIN
     END IF;
     UPDATE __S__.keys SET erased_at = clock_timestamp(), shared_with = '{}', nonce = n
      WHERE tenant = t AND session_id = s;
+    PERFORM __S__.wake(t, s);
     RETURN true;
 END
 $fn$;

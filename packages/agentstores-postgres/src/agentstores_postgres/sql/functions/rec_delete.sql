@@ -12,6 +12,10 @@ BEGIN
     PERFORM __S__.check_write(h.state, h.owner, h.fence, p, e);
     PERFORM __S__.commit_write(t, s, h.state, h.fence, p, e, ttl);
     DELETE FROM __S__.recording WHERE tenant = t AND session_id = s AND message_id = mid;
-    RETURN FOUND;
+    IF NOT FOUND THEN
+        RETURN false;
+    END IF;
+    PERFORM __S__.wake(t, s);
+    RETURN true;
 END
 $fn$;

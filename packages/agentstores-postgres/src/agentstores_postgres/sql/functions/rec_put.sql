@@ -30,6 +30,7 @@ BEGIN
     ON CONFLICT (tenant, session_id) DO UPDATE
        SET idx = excluded.idx, message = excluded.message, message_id = excluded.message_id,
            epoch = excluded.epoch, nonce = excluded.nonce;
+    PERFORM __S__.wake(t, s);
     RETURN true;
 END
 $fn$;

@@ -25,6 +25,7 @@ BEGIN
         INSERT INTO __S__.supervision
             (tenant, session_id, owner, fence, status, message_id, epoch, heartbeat_at, nonce)
         VALUES (t, s, p, e, st, mid, e, clock_timestamp(), n);
+        PERFORM __S__.wake(t, s);
         RETURN true;
     END LOOP;
     IF h_erased IS NOT NULL THEN
@@ -53,6 +54,7 @@ BEGIN
     IF e > h_fence THEN
         UPDATE __S__.keys SET fence = e WHERE tenant = t AND session_id = s;
     END IF;
+    PERFORM __S__.wake(t, s);
     RETURN true;
 END
 $fn$;

@@ -20,6 +20,7 @@ BEGIN
     END IF;
     -- the row's epoch was part of the fence: keep it
     UPDATE __S__.keys SET fence = gone WHERE tenant = t AND session_id = s AND fence < gone;
+    PERFORM __S__.wake(t, s);
     RETURN true;
 END
 $fn$;
