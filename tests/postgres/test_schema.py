@@ -240,7 +240,7 @@ def test_the_previous_layouts_fingerprints_are_what_its_schemas_record() -> None
 def test_migrations_hold_tables_and_every_function_its_own_file() -> None:
     for migration in MIGRATIONS:
         assert not re.search(r"\bFUNCTION\b", migration.sql, re.IGNORECASE), migration.version
-    assert len(FUNCTIONS) == len(set(FUNCTIONS)) == len(DEFINITIONS) == 24
+    assert len(FUNCTIONS) == len(set(FUNCTIONS)) == len(DEFINITIONS) == 25
 
 
 async def _functions(admin_url: str, schema: str, role: str) -> dict[str, tuple[int, bool]]:
@@ -460,3 +460,69 @@ async def test_the_previous_conv_truncate_is_replaced_and_its_callers_keep_worki
         info = await stores.conversations.get_conversation(key, "u")
         assert info is not None
         assert (info.message_count, info.tail_message_id) == (2, "a0")
+
+
+PREVIOUS_PUSH = Path(__file__).parent / "previous_push"
+"""The functions that publish wake-ups, as the release before push defined them (no wake
+function then), byte for byte."""
+
+
+async def test_the_functions_before_push_are_replaced_and_then_publish(
+    pg: PgServer, bare: Installation
+) -> None:
+    """A schema at this version whose writing functions are the previous release's: the
+    open is refused naming each (and the absent wake), install applies exactly those, and
+    the writes publish afterwards. A process of the previous release sets no push setting,
+    so the new functions publish nothing for it."""
+    from agentstores_postgres.listener import CHANNEL, digest
+
+    await install(pg.admin_url, schema=bare.schema, runtime_role=bare.role)
+    s = f'"{bare.schema}"'
+    previous = [
+        FunctionDefinition(path.stem, path.read_text("utf-8"))
+        for path in sorted(PREVIOUS_PUSH.glob("*.sql"))
+    ]
+    statements = [f"DROP FUNCTION {s}.wake"]
+    for d in previous:
+        statements += [
+            f"DROP FUNCTION {s}.{d.name}",
+            d.sql.replace("__S__", s),
+            f"REVOKE ALL ON FUNCTION {s}.{d.name} FROM PUBLIC",
+            f'GRANT EXECUTE ON FUNCTION {s}.{d.name} TO "{bare.role}"',
+            f"COMMENT ON FUNCTION {s}.{d.name} IS '{d.mark}'",
+        ]
+    await _admin(pg, *statements)
+    message = await _open_error(bare.url)
+    assert "wake (absent)" in message
+    for d in previous:
+        assert f"{d.name} (differs)" in message
+    summary = await install(pg.admin_url, schema=bare.schema)
+    names = ", ".join(sorted([d.name for d in previous] + ["wake"]))
+    assert summary.endswith(f"nothing to migrate; functions applied: {names}")
+    assert await _functions(pg.admin_url, bare.schema, bare.role) == {
+        name: (1, True) for name in FUNCTIONS
+    }
+    key = ConversationKey("t", "pushed")
+    heard: list[str] = []
+    listening = await asyncpg.connect(pg.admin_url)
+    try:
+        await listening.add_listener(CHANNEL, lambda *args: heard.append(args[3]))
+        old = await asyncpg.connect(bare.url.split("?")[0])  # no push setting
+        try:
+            assert await old.fetchval(
+                f"SELECT {s}.sup_cas($1, $2, $3, NULL, 'running', 'm', 1, gen_random_uuid(), "
+                "interval '1 day')",
+                "t",
+                "old",
+                "u",
+            )
+        finally:
+            await old.close()
+        async with PostgresStores(bare.url) as stores:
+            row = SupervisionRow("running", "m", 1)
+            assert await stores.supervision.compare_and_swap(key, "u", None, row)
+        await listening.fetchval("SELECT 1")
+        await asyncio.sleep(0.1)
+    finally:
+        await listening.close()
+    assert heard == [digest(bare.schema, key)]
