@@ -92,7 +92,12 @@ async def test_two_replicas_wake_each_others_followers(pg: PgServer) -> None:
     async with PostgresStores(pg.url) as producer, PostgresStores(pg.url) as reader:
         assert producer.wakeups.remote and reader.wakeups.remote
         lease = await start_turn(
-            producer, key, P, "m", None, user_message=Message("u1", "user", "q"),
+            producer,
+            key,
+            P,
+            "m",
+            None,
+            user_message=Message("u1", "user", "q"),
             lease_config=LONG,
         )
         await lease.record(3, {"text": "abc"})
@@ -105,7 +110,8 @@ async def test_two_replicas_wake_each_others_followers(pg: PgServer) -> None:
         second = await waiting
         assert isinstance(second, FollowUpdate) and second.text == "abcdef"
         await lease.append(
-            [Message("m", "assistant", "abcdef")], expected_tail="u1",
+            [Message("m", "assistant", "abcdef")],
+            expected_tail="u1",
             last_turn_status="complete",
         )
         await lease.seal("done")
@@ -121,7 +127,12 @@ async def test_a_killed_listener_falls_back_to_polling_and_comes_back(pg: PgServ
         assert listener is not None and reader.wakeups.remote
         before, pid = listener.connects, listener.server_pid
         lease = await start_turn(
-            producer, key, P, "m", None, user_message=Message("u1", "user", "q"),
+            producer,
+            key,
+            P,
+            "m",
+            None,
+            user_message=Message("u1", "user", "q"),
             lease_config=LONG,
         )
         await lease.record(1, {"text": "a"})
