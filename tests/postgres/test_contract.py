@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from agentstores_contract import BackendUnderTest, ContractSuite
+from agentstores_contract.follow import FollowContract
 
 from .conftest import PgServer
 
@@ -14,3 +15,14 @@ class TestPostgresContract(ContractSuite):
     @classmethod
     def backend(cls, pg: PgServer) -> BackendUnderTest:
         return BackendUnderTest.from_url(pg.url)
+
+
+class TestPostgresPushFollow(FollowContract):
+    """The follower's promises again with push on: another bundle's writes wake it
+    (``protocol.follow.wakes`` then writes through the other bundle), and wake-ups
+    dropped, repeated or late change nothing it yields."""
+
+    @pytest.fixture(scope="class")
+    @classmethod
+    def backend(cls, pg: PgServer) -> BackendUnderTest:
+        return BackendUnderTest.from_url(pg.url + "&push=true")

@@ -19,6 +19,8 @@ from agentstores_postgres.stores import PostgresStores
 from .conftest import PgServer
 
 P = "owner"
+PUSH = "&push=true"
+"""Push is off unless the URL turns it on."""
 FAR = 3600.0
 """Polls this far apart never come within a test: only a wake-up makes a follower read."""
 PATIENCE = 10.0
@@ -53,7 +55,7 @@ async def _heard(admin_url: str, write: Callable[[], Awaitable[object]]) -> list
 
 async def test_each_write_a_follower_cares_about_publishes_the_keys_digest(pg: PgServer) -> None:
     key = _key()
-    async with PostgresStores(pg.url) as stores:
+    async with PostgresStores(pg.url + PUSH) as stores:
         mine = digest(stores.schema, key)
         sup, rec, conv = stores.supervision, stores.recording, stores.conversations
 
@@ -89,7 +91,7 @@ async def test_two_replicas_wake_each_others_followers(pg: PgServer) -> None:
     """A follower whose polls never come gets another bundle's writes: only the pushed
     wake-up can make it read."""
     key = _key()
-    async with PostgresStores(pg.url) as producer, PostgresStores(pg.url) as reader:
+    async with PostgresStores(pg.url + PUSH) as producer, PostgresStores(pg.url + PUSH) as reader:
         assert producer.wakeups.remote and reader.wakeups.remote
         lease = await start_turn(
             producer,
@@ -122,7 +124,7 @@ async def test_two_replicas_wake_each_others_followers(pg: PgServer) -> None:
 
 async def test_a_killed_listener_falls_back_to_polling_and_comes_back(pg: PgServer) -> None:
     key = _key()
-    async with PostgresStores(pg.url) as producer, PostgresStores(pg.url) as reader:
+    async with PostgresStores(pg.url + PUSH) as producer, PostgresStores(pg.url + PUSH) as reader:
         listener = reader.listener
         assert listener is not None and reader.wakeups.remote
         before, pid = listener.connects, listener.server_pid
@@ -172,27 +174,28 @@ async def test_a_killed_listener_falls_back_to_polling_and_comes_back(pg: PgServ
             await events.aclose()
 
 
-async def test_push_false_neither_listens_nor_publishes(pg: PgServer) -> None:
-    key = _key()
-    async with PostgresStores(pg.url + "&push=false") as quiet:
-        assert quiet.listener is None and not quiet.wakeups.remote
+async def test_push_off_by_default_or_false_neither_listens_nor_publishes(pg: PgServer) -> None:
+    for url in (pg.url, pg.url + "&push=false"):
+        key = _key()
+        async with PostgresStores(url) as quiet:
+            assert quiet.listener is None and not quiet.wakeups.remote
 
-        async def write() -> None:
-            assert await quiet.supervision.compare_and_swap(
-                key, P, None, SupervisionRow("running", "m", 1)
-            )
-            assert await quiet.supervision.compare_and_swap(
-                key, P, 1, SupervisionRow("running", "m", 1)
-            )
-            await quiet.recording.put(key, P, RecordedEvent(0, {"text": "a"}, "m", 1))
+            async def write(quiet: PostgresStores = quiet, key: ConversationKey = key) -> None:
+                assert await quiet.supervision.compare_and_swap(
+                    key, P, None, SupervisionRow("running", "m", 1)
+                )
+                assert await quiet.supervision.compare_and_swap(
+                    key, P, 1, SupervisionRow("running", "m", 1)
+                )
+                await quiet.recording.put(key, P, RecordedEvent(0, {"text": "a"}, "m", 1))
 
-        assert await _heard(pg.admin_url, write) == []
-    async with PostgresStores(pg.url, pgbouncer=True) as pooled:
+            assert await _heard(pg.admin_url, write) == [], url
+    async with PostgresStores(pg.url + PUSH, pgbouncer=True) as pooled:
         assert pooled.listener is None and not pooled.wakeups.remote
 
 
 async def test_closing_stops_listening(pg: PgServer) -> None:
-    stores = PostgresStores(pg.url)
+    stores = PostgresStores(pg.url + PUSH)
     async with stores:
         listener = stores.listener
         assert listener is not None and stores.wakeups.remote

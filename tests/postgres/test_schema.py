@@ -518,7 +518,7 @@ async def test_the_functions_before_push_are_replaced_and_then_publish(
             )
         finally:
             await old.close()
-        async with PostgresStores(bare.url) as stores:
+        async with PostgresStores(bare.url + "&push=true") as stores:
             row = SupervisionRow("running", "m", 1)
             assert await stores.supervision.compare_and_swap(key, "u", None, row)
         await listening.fetchval("SELECT 1")

@@ -45,9 +45,11 @@ class Config:
     """Transaction pooling: no prepared-statement cache, no session state."""
     tombstone_ttl: timedelta = DEFAULT_TOMBSTONE_TTL
     command_timeout: float | None = None
-    push: bool = True
+    push: bool = False
     """Wake other processes' followers: the writes publish a notification, a listening
-    connection per bundle hears them. Off behind pgbouncer (it cannot ``LISTEN``)."""
+    connection per bundle hears them. Off by default (PostgreSQL commits the writes that
+    notified one at a time: see the README's figures); off behind pgbouncer (it cannot
+    ``LISTEN``)."""
 
     @property
     def pushing(self) -> bool:
