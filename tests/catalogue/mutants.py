@@ -417,10 +417,16 @@ class TruncateKeepsUserMessage(MemoryConversationStore):
     """Off by one: at a user message, keeps it (cut by role)."""
 
     async def _truncate(
-        self, key: ConversationKey, principal: str, message_id: str, epoch: int | None, cut: Cut
+        self,
+        key: ConversationKey,
+        principal: str,
+        message_id: str,
+        epoch: int | None,
+        cut: Cut,
+        expected_tail: str | None,
     ) -> int:
         return await super()._truncate(
-            key, principal, message_id, epoch, "after" if cut == "by_role" else cut
+            key, principal, message_id, epoch, "after" if cut == "by_role" else cut, expected_tail
         )
 
 
@@ -428,16 +434,28 @@ class TruncateIgnoresCut(MemoryConversationStore):
     """Cuts by role whatever ``cut`` asks."""
 
     async def _truncate(
-        self, key: ConversationKey, principal: str, message_id: str, epoch: int | None, cut: Cut
+        self,
+        key: ConversationKey,
+        principal: str,
+        message_id: str,
+        epoch: int | None,
+        cut: Cut,
+        expected_tail: str | None,
     ) -> int:
-        return await super()._truncate(key, principal, message_id, epoch, "by_role")
+        return await super()._truncate(key, principal, message_id, epoch, "by_role", expected_tail)
 
 
 class TruncateIgnoresEpoch(MemoryConversationStore):
     async def _truncate(
-        self, key: ConversationKey, principal: str, message_id: str, epoch: int | None, cut: Cut
+        self,
+        key: ConversationKey,
+        principal: str,
+        message_id: str,
+        epoch: int | None,
+        cut: Cut,
+        expected_tail: str | None,
     ) -> int:
-        return await super()._truncate(key, principal, message_id, None, cut)
+        return await super()._truncate(key, principal, message_id, None, cut, expected_tail)
 
 
 class TailReadsTwice(MemoryConversationStore):

@@ -416,11 +416,17 @@ class TruncateKeepsUpdatedAt(MemoryConversationStore):
     """Treats a truncate as housekeeping, not an edit: ``updated_at`` stays."""
 
     async def _truncate(
-        self, key: ConversationKey, principal: str, message_id: str, epoch: int | None, cut: Cut
+        self,
+        key: ConversationKey,
+        principal: str,
+        message_id: str,
+        epoch: int | None,
+        cut: Cut,
+        expected_tail: str | None,
     ) -> int:
         conv = self._owned(key, principal, epoch)
         before = conv.updated_at
-        removed = await super()._truncate(key, principal, message_id, epoch, cut)
+        removed = await super()._truncate(key, principal, message_id, epoch, cut, expected_tail)
         conv.updated_at = before
         return removed
 

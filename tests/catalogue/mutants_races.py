@@ -19,6 +19,7 @@ from agentstores.memory.data import ConversationRecord, Header, MessageRow
 from agentstores.memory.stores import MemoryConversationStore, _stored, _yield
 from agentstores.models import StoredMessage
 from agentstores.stores import AppendRequest, Cut, OverCap, SweepRule, cut_position
+from agentstores.stores.kit import check_tail
 from tests.catalogue.mutants import Mutant, _make
 
 MUTANTS: list[Mutant] = []
@@ -94,10 +95,18 @@ class TruncateCopiesAcrossAwait(MemoryConversationStore):
     concurrent append is lost."""
 
     async def _truncate(
-        self, key: ConversationKey, principal: str, message_id: str, epoch: int | None, cut: Cut
+        self,
+        key: ConversationKey,
+        principal: str,
+        message_id: str,
+        epoch: int | None,
+        cut: Cut,
+        expected_tail: str | None,
     ) -> int:
         await _yield()
         conv = self._owned(key, principal, epoch)
+        if expected_tail is not None:
+            check_tail(key, conv.tail, expected_tail)
         for position, row in enumerate(conv.messages):
             if row.id == message_id:
                 first = cut_position(position, row.role, cut)

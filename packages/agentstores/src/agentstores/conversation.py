@@ -98,11 +98,17 @@ class Conversation:
         """Take ``principal``'s read access away."""
         await self.stores.conversations.unshare(self.key, self.principal, principal)
 
-    async def truncate(self, message_id: str, *, cut: Cut = "by_role") -> int:
+    async def truncate(
+        self, message_id: str, *, cut: Cut = "by_role", expected_tail: str | None = None
+    ) -> int:
         """Cut the transcript at ``message_id`` (everything after it goes; by default a
-        user message goes too, see ``Cut``); returns how many messages were removed."""
+        user message goes too, see ``Cut``); returns how many messages were removed.
+
+        ``expected_tail`` makes the cut conditional on the transcript's last message id
+        (None: no condition): ``StaleWriteError`` and nothing removed when it moved.
+        """
         return await self.stores.conversations.truncate(
-            self.key, self.principal, message_id, cut=cut
+            self.key, self.principal, message_id, cut=cut, expected_tail=expected_tail
         )
 
     async def branch(self, message_id: str, *, session_id: str | None = None) -> Conversation:

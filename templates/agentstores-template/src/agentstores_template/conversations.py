@@ -56,11 +56,18 @@ class TemplateConversationStore(TemplateStoreBase, ConversationStore):
         )
 
     async def _truncate(
-        self, key: ConversationKey, principal: str, message_id: str, epoch: int | None, cut: Cut
+        self,
+        key: ConversationKey,
+        principal: str,
+        message_id: str,
+        epoch: int | None,
+        cut: Cut,
+        expected_tail: str | None,
     ) -> int:
         raise NotImplementedError(
-            "ConversationStore rule truncate: drop the rows from cut_position(seq, role, cut) "
-            "on, the message's own seq and role; NOT_FOUND for an unknown id; kit.check_write"
+            "ConversationStore truncate steps, atomically: kit.check_write; expected_tail set "
+            "-> kit.check_tail; NOT_FOUND for an unknown id; drop the rows from "
+            "cut_position(seq, role, cut) on, the message's own seq and role"
         )
 
     async def _branch(

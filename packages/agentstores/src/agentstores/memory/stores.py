@@ -56,6 +56,7 @@ from ..stores import (
 from ..stores.kit import (
     after_cursor,
     check_recording_put,
+    check_tail,
     decode_cursor,
     encode_cursor,
     to_micros,
@@ -376,10 +377,18 @@ class MemoryConversationStore(MemoryStoreBase, ConversationStore):
         del conv
 
     async def _truncate(
-        self, key: ConversationKey, principal: str, message_id: str, epoch: int | None, cut: Cut
+        self,
+        key: ConversationKey,
+        principal: str,
+        message_id: str,
+        epoch: int | None,
+        cut: Cut,
+        expected_tail: str | None,
     ) -> int:
         await _yield()
         conv = self._owned(key, principal, epoch)
+        if expected_tail is not None:
+            check_tail(key, conv.tail, expected_tail)
         for position, row in enumerate(conv.messages):
             if row.id == message_id:
                 first = cut_position(position, row.role, cut)

@@ -179,8 +179,15 @@ class ConversationStore(StoreBase, ABC):
          message's; update tail, count, ``updated_at``, ``last_turn_status`` (when
          given), title, ``expires_at`` and metadata (when given; merged as by
          ``set_metadata``); return the stored messages.
-    ``truncate`` at a user message removes it and all after; at any other role keeps it
-    and removes all after; unknown id -> ``NotFoundError``. ``branch`` copies the prefix
+    ``truncate`` (atomic):
+      1. erased key -> ``ErasedError``; absent key -> ``NotFoundError``; owner / fence
+         checks;
+      2. ``expected_tail`` given and tail differs -> ``StaleWriteError`` (nothing
+         removed);
+      3. unknown ``message_id`` -> ``NotFoundError``;
+      4. remove the rows from :func:`cut_position` on (``by_role``: a user message
+         goes with all after it, any other stays and all after it goes).
+    ``branch`` copies the prefix
     up to and including ``message_id`` into a new conversation owned by the caller,
     with fresh message ids (the caller needs read access only), the source's title and
     metadata. ``set_metadata`` shallow-merges into the conversation metadata (a name
@@ -387,29 +394,38 @@ class ConversationStore(StoreBase, ABC):
         *,
         epoch: int | None = None,
         cut: Cut = "by_role",
+        expected_tail: str | None = None,
     ) -> int:
         """Cut the transcript at ``message_id``: everything after it goes, and so does the
         message itself if ``cut`` says (``by_role``: a user message goes, any other stays;
         ``before``: it goes; ``after``: it stays).
 
+        ``expected_tail`` (a message id; None: no condition) makes the cut conditional on
+        the transcript's last message id, checked atomically with the removal, as an
+        append's is: ``tail(1)`` then ``truncate(last, cut="before", expected_tail=last)``
+        removes the last message and nothing another writer appended meanwhile.
+
         Returns:
             How many messages were removed.
 
         Raises:
-            UsageError: a malformed key, principal, message id or epoch.
+            UsageError: a malformed key, principal, message id, expected tail or epoch.
             NotFoundError: no such conversation, or no such message in it.
             FencedError: ``epoch`` is below the key's fence.
             NotOwnedError: another principal owns the conversation.
             ErasedError: the conversation was erased.
+            StaleWriteError: the tail is not ``expected_tail`` (nothing was removed).
         """
         key = check_key(key)
         principal = validate_principal(principal)
         validate_id(message_id, "message_id")
         if cut not in CUTS:
             raise UsageError(f"unknown cut {cut!r}; expected one of {sorted(CUTS)}")
+        if expected_tail is not None:
+            validate_id(expected_tail, "expected_tail")
         epoch = write_epoch(key, check_epoch(epoch))
         async with self.translating_errors("conversations.truncate", key):
-            return await self._truncate(key, principal, message_id, epoch, cut)
+            return await self._truncate(key, principal, message_id, epoch, cut, expected_tail)
 
     async def branch(
         self,
@@ -655,9 +671,17 @@ class ConversationStore(StoreBase, ABC):
 
     @abstractmethod
     async def _truncate(
-        self, key: ConversationKey, principal: str, message_id: str, epoch: int | None, cut: Cut
+        self,
+        key: ConversationKey,
+        principal: str,
+        message_id: str,
+        epoch: int | None,
+        cut: Cut,
+        expected_tail: str | None,
     ) -> int:
-        """Remove the rows from the cut on (see :func:`cut_position`); how many went."""
+        """Keep the class docstring's truncate steps atomically: the rows from the cut on
+        (see :func:`cut_position`) go, unless the tail is not ``expected_tail`` (when not
+        None: ``Refusal.STALE_TAIL`` with ``tail`` and ``expected``); how many went."""
 
     @abstractmethod
     async def _branch(

@@ -12,6 +12,7 @@ contract suite keeps every copy equal.
   leaves behind, so a write whose reply was lost can be recognised on read-back;
 - :func:`judge_write` / :func:`check_write` / :func:`can_read` / :func:`raised_fence`:
   the key-header rule (erased, owner, fence, then commit) and the visibility rule;
+- :func:`check_tail`: a conditional write's tail condition;
 - :func:`check_recording_put`: the recording's never-roll-back rule;
 - :func:`url_options`: a backend URL's query options, an unknown name refused by name;
 - :data:`DEFAULT_TOMBSTONE_TTL`: how long an erased key refuses late writes.
@@ -184,6 +185,17 @@ def check_write(
     if refusal is not None:
         until = erased_until if refusal is Refusal.ERASED else None
         raise refusal_error(refusal, key=key, epoch=epoch, fence=fence, until=until)
+
+
+def check_tail(key: ConversationKey, tail: str | None, expected: str | None) -> None:
+    """Refuse a write conditioned on the transcript's tail unless ``tail`` (the last
+    message id the store holds, ``None`` when empty) is ``expected``.
+
+    Raises:
+        StaleWriteError: naming both (``.tail`` and ``.expected``).
+    """
+    if tail != expected:
+        raise refusal_error(Refusal.STALE_TAIL, key=key, tail=tail, expected=expected)
 
 
 def raised_fence(fence: int, epoch: int | None) -> int:
