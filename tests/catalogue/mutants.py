@@ -458,6 +458,21 @@ class TruncateIgnoresEpoch(MemoryConversationStore):
         return await super()._truncate(key, principal, message_id, None, cut, expected_tail)
 
 
+class TruncateIgnoresExpectedTail(MemoryConversationStore):
+    """Cuts whatever the tail is: ``expected_tail`` is taken and never checked."""
+
+    async def _truncate(
+        self,
+        key: ConversationKey,
+        principal: str,
+        message_id: str,
+        epoch: int | None,
+        cut: Cut,
+        expected_tail: str | None,
+    ) -> int:
+        return await super()._truncate(key, principal, message_id, epoch, cut, None)
+
+
 class TailReadsTwice(MemoryConversationStore):
     """``tail`` as two reads a round trip apart: the metadata, then the rows it names
     (a writer in between gives rows of one state and metadata of another)."""
@@ -756,6 +771,7 @@ index_ignores_speaker = _make(conversations=IndexIgnoresSpeaker)
 truncate_keeps_user_message = _make(conversations=TruncateKeepsUserMessage)
 truncate_ignores_epoch = _make(conversations=TruncateIgnoresEpoch)
 truncate_ignores_cut = _make(conversations=TruncateIgnoresCut)
+truncate_ignores_expected_tail = _make(conversations=TruncateIgnoresExpectedTail)
 tail_reads_twice = _make(conversations=TailReadsTwice)
 branch_keeps_ids = _make(conversations=BranchKeepsIds)
 history_from_first_compaction = _make(conversations=HistoryFromFirstCompaction)
@@ -847,6 +863,7 @@ MUTANTS: list[Mutant] = [
     _m("truncate_keeps_user_message", "conversations.truncate"),
     _m("truncate_ignores_epoch", "fencing.conversations.truncate"),
     _m("truncate_ignores_cut", "conversations.truncate.cut"),
+    _m("truncate_ignores_expected_tail", "conversations.truncate.expected_tail"),
     _m("tail_reads_twice", "conversations.tail.snapshot", racy=True),
     _m("branch_keeps_ids", "conversations.branch"),
     _m("history_from_first_compaction", "conversations.history"),

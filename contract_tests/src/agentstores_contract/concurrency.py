@@ -215,6 +215,76 @@ class ConcurrencyContract(ContractBase):
 
         self.run(backend, body)
 
+    @promise("conversations.truncate.pop_race")
+    def test_pops_racing_appends_lose_nothing(self, backend: BackendUnderTest) -> None:
+        """Poppers take the last message off as a framework's ``pop_item`` does (``tail(1)``,
+        then ``truncate(last, cut="before", expected_tail=last)``, read again when stale)
+        while appenders add messages: every appended message that was not popped is there,
+        in its appender's order, and each pop removed its own message and nothing else."""
+        n, per = max(2, self.profile.clients // 2), max(3, self.profile.rounds)
+        key = self.key()
+
+        async def body(stores: Stores) -> None:
+            seed = [Message(f"seed-{x}", "user", x) for x in range(n)]
+            await stores.conversations.append_messages(key, "p", seed)
+            appended = [m.id for m in seed]
+            popped: list[str] = []
+            async with clients(backend, stores, 2 * n) as bundles:
+
+                async def appender(i: int, s: Stores) -> None:
+                    for j in range(per):
+                        batch = [Message(f"a{i}-{j}-{x}", "assistant", x) for x in range(1 + j % 2)]
+                        await s.conversations.append_messages(key, "p", batch)
+                        appended.extend(m.id for m in batch)
+
+                async def popper(s: Stores) -> None:
+                    for _ in range(per):
+                        while True:
+                            found = await s.conversations.tail(key, "p", 1)
+                            assert found is not None, "tail of a live conversation returned None"
+                            if not found.messages:
+                                break  # nothing to pop now
+                            last = found.messages[-1].id
+                            try:
+                                removed = await s.conversations.truncate(
+                                    key, "p", last, cut="before", expected_tail=last
+                                )
+                            except StaleWriteError as exc:
+                                check_stale_in_race(exc, last, "a pop's truncate")
+                                continue  # another writer moved the tail: read it again
+                            assert removed == 1, f"popping the tail {last!r} removed {removed}"
+                            popped.append(last)
+                            break
+
+                work = [partial(appender, i, s) for i, s in enumerate(bundles[:n])]
+                work += [partial(popper, s) for s in bundles[n:]]
+                for outcome in await race(work):
+                    if outcome.error is not None:
+                        raise outcome.error
+            assert len(popped) == len(set(popped)), f"a message was popped twice: {popped}"
+            assert set(popped) <= set(appended), f"popped what was never appended: {popped}"
+            stored = await stores.conversations.read_messages(key, "p")
+            ids = [m.id for m in stored]
+            gone = set(popped)
+            want = [x for x in appended if x not in gone]
+            lost = sorted(set(want) - set(ids))
+            assert not lost, f"appended, never popped, and not in the transcript: {lost}"
+            assert sorted(ids) == sorted(want), f"the transcript {ids} is not {want} in some order"
+            assert [m.seq for m in stored] == list(range(len(ids)))
+            for i in range(n):
+                mine = [x for x in ids if x.startswith(f"a{i}-")]
+                assert mine == [x for x in want if x.startswith(f"a{i}-")], (
+                    f"appender {i}'s messages out of order: {mine}"
+                )
+            info = await stores.conversations.get_conversation(key, "p")
+            assert info is not None
+            assert (info.message_count, info.tail_message_id) == (
+                len(ids),
+                ids[-1] if ids else None,
+            ), f"{info} does not describe the transcript {ids}"
+
+        self.run(backend, body)
+
     @promise("conversations.tail.snapshot")
     def test_tail_is_one_snapshot(self, backend: BackendUnderTest) -> None:
         """Writers append (each append naming its last row in the conversation's metadata)

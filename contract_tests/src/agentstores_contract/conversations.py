@@ -12,6 +12,7 @@ import pytest
 from agentstores.errors import (
     ConflictError,
     NotFoundError,
+    NotOwnedError,
     UsageError,
 )
 from agentstores.keys import ConversationKey
@@ -400,6 +401,62 @@ class ConversationContract(ContractBase):
                 "an unknown cut",
             )
             assert ids_of(await conv.read_messages(key, "p")) == kept, "a refused cut changed"
+
+        self.run(backend, body)
+
+    @promise("conversations.truncate.expected_tail")
+    def test_truncate_expected_tail(self, backend: BackendUnderTest) -> None:
+        key = self.key()
+
+        async def body(stores: Stores) -> None:
+            conv = stores.conversations
+            await conv.append_messages(key, "p", SCRIPT)
+            info = await conv.get_conversation(key, "p")
+            for wrong in ("a1", "nope"):
+                await stale(
+                    conv.truncate(key, "p", "u2", cut="before", expected_tail=wrong),
+                    tail="u2",
+                    expected=wrong,
+                    what=f"truncate expecting the tail {wrong!r}",
+                )
+            await stale(
+                conv.truncate(key, "p", "nope", expected_tail="a1"),
+                tail="u2",
+                expected="a1",
+                what="truncate at an unknown id on a stale tail (the tail is checked first)",
+            )
+            await raises(
+                NotOwnedError,
+                conv.truncate(key, "other", "u2", expected_tail="a1"),
+                "another principal's truncate on a stale tail (the owner is checked first)",
+            )
+            await raises(
+                UsageError, conv.truncate(key, "p", "u2", expected_tail=""), "an empty tail id"
+            )
+            assert ids_of(await conv.read_messages(key, "p")) == ids_of(SCRIPT), (
+                "a refused conditional truncate removed messages"
+            )
+            assert await conv.get_conversation(key, "p") == info, "a refused truncate changed"
+            assert await conv.truncate(key, "p", "u2", cut="before", expected_tail="u2") == 1
+            assert await conv.truncate(key, "p", "u1", expected_tail="a1") == 3
+            assert ids_of(await conv.read_messages(key, "p")) == ["u0", "a0", "t0"]
+            await raises(
+                NotFoundError,
+                conv.truncate(key, "p", "u1", expected_tail="t0"),
+                "truncate at a removed id on the current tail",
+            )
+            assert await conv.truncate(key, "p", "u0", expected_tail="t0") == 3
+            await stale(
+                conv.truncate(key, "p", "u0", expected_tail="t0"),
+                tail=None,
+                expected="t0",
+                what="truncate expecting a tail on an empty transcript",
+            )
+            await raises(
+                NotFoundError,
+                conv.truncate(self.key("absent"), "p", "u0", expected_tail="u0"),
+                "truncate expecting a tail on an absent conversation",
+            )
 
         self.run(backend, body)
 

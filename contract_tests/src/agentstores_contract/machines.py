@@ -585,15 +585,32 @@ class ConversationRules(ModelMachine):
         fenced=st.booleans(),
         offset=st.integers(-1, 1),
         cut=st.sampled_from(["by_role", "before", "after"]),
+        tail_choice=st.integers(0, 2),
+        stale=st.sampled_from(MESSAGE_IDS),
     )
-    def truncate(self, k: int, p: int, mid: str, fenced: bool, offset: int, cut: Cut) -> None:
+    def truncate(
+        self,
+        k: int,
+        p: int,
+        mid: str,
+        fenced: bool,
+        offset: int,
+        cut: Cut,
+        tail_choice: int,
+        stale: str,
+    ) -> None:
         key, principal = self.key(k), self.who(p)
         epoch = self.aim(k, offset) if fenced else None
+        conv = self.model.at(key).conversation
+        expected = (None, conv.tail if conv is not None else None, stale)[tail_choice]
         before = self.clock()
         self.both(
-            f"conversations.truncate({key}, {principal!r}, {mid!r}, epoch={epoch}, cut={cut!r})",
-            self.stores.conversations.truncate(key, principal, mid, epoch=epoch, cut=cut),
-            lambda: self.model.truncate(key, principal, mid, epoch, cut),
+            f"conversations.truncate({key}, {principal!r}, {mid!r}, epoch={epoch}, cut={cut!r}, "
+            f"expected_tail={expected!r})",
+            self.stores.conversations.truncate(
+                key, principal, mid, epoch=epoch, cut=cut, expected_tail=expected
+            ),
+            lambda: self.model.truncate(key, principal, mid, epoch, cut, expected),
         )
         self.observe(key, before)
 

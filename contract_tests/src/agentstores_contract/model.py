@@ -348,8 +348,11 @@ class StoresModel:
         message_id: str,
         epoch: int | None,
         how: str = "by_role",
+        expected_tail: str | None = None,
     ) -> int:
         conv = self._owned(key, principal, epoch)
+        if expected_tail is not None and conv.tail != expected_tail:
+            raise StaleWriteError()
         at = conv.position(message_id)
         if at is None:
             raise NotFoundError()

@@ -142,6 +142,15 @@ PROMISES: dict[str, str] = {
         "truncate with cut='before' removes the message and all after, 'after' keeps it and "
         "removes all after, whatever its role; an unknown cut is a UsageError"
     ),
+    "conversations.truncate.expected_tail": (
+        "truncate with expected_tail on another tail is StaleWriteError naming the tail it "
+        "found, checked after owner and fence and before the message, and removes nothing; "
+        "on the current tail it cuts"
+    ),
+    "conversations.truncate.pop_race": (
+        "pops (tail(1), then truncate(last, cut='before', expected_tail=last), again when "
+        "stale) racing appends lose no appended message and remove each popped one once"
+    ),
     "conversations.tail": (
         "tail gives the metadata and the last rows of any role, ending at its tail; None "
         "for an absent or invisible conversation"

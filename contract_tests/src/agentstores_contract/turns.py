@@ -129,6 +129,10 @@ class TurnContract(ContractBase):
             assert await conv.transcript(time_range=(before, before + timedelta(days=1))) == []
             named = await conv.branch("a", session_id="named-branch")
             assert named.key == ConversationKey(key.tenant, "named-branch")
+            with pytest.raises(StaleWriteError):
+                await conv.truncate("blank", cut="after", expected_tail="blank")
+            assert await conv.truncate("blank", cut="after", expected_tail="a") == 1
+            assert [m.id for m in await conv.messages()] == ["q", "blank"]
             stranger = stores.conversation(key, "stranger")
             assert await stranger.rehydrate(5) == [] and await stranger.history() == []
 
