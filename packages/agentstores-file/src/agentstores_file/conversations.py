@@ -306,9 +306,17 @@ class FileConversationStore(FileStoreBase, ConversationStore):
 
     @off_loop
     def _truncate(
-        self, key: ConversationKey, principal: str, message_id: str, epoch: int | None, cut: Cut
+        self,
+        key: ConversationKey,
+        principal: str,
+        message_id: str,
+        epoch: int | None,
+        cut: Cut,
+        expected_tail: str | None,
     ) -> int:
         with self._changing(key, principal, epoch) as (kdir, h, now):
+            if expected_tail is not None:
+                kit.check_tail(key, h["conv"]["tail"], expected_tail)
             with Transcript(self.root.io, kdir, h["conv"], write=True) as t:
                 target = t.find(message_id)
                 if target is None:
