@@ -355,13 +355,21 @@ class S3ConversationStore(S3StoreBase, ConversationStore):
 
     @off_loop
     def _truncate(
-        self, key: ConversationKey, principal: str, message_id: str, epoch: int | None, cut: Cut
+        self,
+        key: ConversationKey,
+        principal: str,
+        message_id: str,
+        epoch: int | None,
+        cut: Cut,
+        expected_tail: str | None,
     ) -> int:
         root = self.root
         transcript = Transcript(root.io, key)
 
         def decide(h: Head | None, status: str, now: int) -> Outcome:
             new, conv = self._owned(key, h, status, principal, epoch)
+            if expected_tail is not None:
+                kit.check_tail(key, conv["tail"], expected_tail)
             position = transcript.position(conv, message_id)
             row = None if position is None else transcript.row(conv, position)
             if position is None or row is None:
