@@ -386,11 +386,19 @@ class MongoConversationStore(MongoStoreBase, ConversationStore):
 
     @resent
     async def _truncate(
-        self, key: ConversationKey, principal: str, message_id: str, epoch: int | None, cut: Cut
+        self,
+        key: ConversationKey,
+        principal: str,
+        message_id: str,
+        epoch: int | None,
+        cut: Cut,
+        expected_tail: str | None,
     ) -> int:
         ctx = self.ctx
 
         async def change(h: Header, conv: dict[str, Any]) -> Any:
+            if expected_tail is not None:
+                kit.check_tail(key, conv["tl"], expected_tail)
             assert h.gen is not None
             target = await self._find_message(h.gen, conv["n"], message_id)
             if target is None:
