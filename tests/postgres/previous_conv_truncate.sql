@@ -1,7 +1,10 @@
--- Truncate at message mid: at a user message remove it and everything after, at any
--- other keep it and remove everything after. Returns how many messages were removed.
+-- Truncate at message mid: everything after it goes, and the message itself when cut
+-- says so ('before': it goes; 'after': it stays; 'by_role': a user message goes, any
+-- other stays). Returns how many messages were removed. cut defaults to 'by_role', what
+-- the call without it did, so a caller still passing seven arguments keeps working.
 CREATE OR REPLACE FUNCTION __S__.conv_truncate(
-    t text, s text, p text, mid text, e bigint, n uuid, ttl interval
+    t text, s text, p text, mid text, e bigint, n uuid, ttl interval,
+    c text DEFAULT 'by_role'
 ) RETURNS bigint LANGUAGE plpgsql AS $fn$
 DECLARE
     o record; target record; cut bigint; removed bigint; min_user bigint; min_asst bigint;
@@ -13,7 +16,13 @@ BEGIN
     IF NOT FOUND THEN
         RAISE EXCEPTION 'no message % in this conversation', mid USING ERRCODE = 'ASNFD';
     END IF;
-    cut := CASE WHEN target.role = 'user' THEN target.seq ELSE target.seq + 1 END;
+    cut := CASE
+        WHEN c = 'before' OR (c = 'by_role' AND target.role = 'user') THEN target.seq
+        WHEN c IN ('after', 'by_role') THEN target.seq + 1
+    END;
+    IF cut IS NULL THEN
+        RAISE EXCEPTION 'unknown cut %', c USING ERRCODE = '22023';
+    END IF;
     WITH gone AS (
         DELETE FROM __S__.messages m
          WHERE m.tenant = t AND m.session_id = s AND m.seq >= cut

@@ -408,7 +408,8 @@ async def test_a_conversation_written_by_an_older_conv_append_goes_on_after_migr
 
 
 PREVIOUS_TRUNCATE = (Path(__file__).parent / "previous_conv_truncate.sql").read_text("utf-8")
-"""conv_truncate as the release before ``cut`` defined it (seven arguments), byte for byte."""
+"""conv_truncate as the release before ``expected_tail`` defined it (eight arguments), byte
+for byte."""
 
 
 async def test_the_previous_conv_truncate_is_replaced_and_its_callers_keep_working(
@@ -416,11 +417,13 @@ async def test_the_previous_conv_truncate_is_replaced_and_its_callers_keep_worki
 ) -> None:
     """A schema at this version whose conv_truncate is the previous release's: the open is
     refused naming it, install replaces it (no overload left beside it, the runtime role
-    keeps EXECUTE), and a seven-argument call, as a process still running the previous
-    release makes it, cuts by role as it did."""
+    keeps EXECUTE), the conditional truncate works, and an eight-argument call, as a
+    process still running the previous release makes it, cuts unconditionally as it did
+    (a seven-argument one, from the release before, by role)."""
     import uuid
     from datetime import timedelta
 
+    from agentstores.errors import StaleWriteError
     from agentstores.models import Message
     from agentstores_postgres import conversations as conv_sql
 
@@ -443,23 +446,28 @@ async def test_the_previous_conv_truncate_is_replaced_and_its_callers_keep_worki
         name: (1, True) for name in FUNCTIONS
     }
     key = ConversationKey("t", "cut")
-    turns = [Message(f"{r[0]}{i}", r, "x") for i in range(3) for r in ("user", "assistant")]
+    turns = [Message(f"{r[0]}{i}", r, "x") for i in range(4) for r in ("user", "assistant")]
     async with PostgresStores(bare.url) as stores:
         conv = stores.conversations
         await conv.append_messages(key, "u", turns)
-        assert await conv.truncate(key, "u", "u2", cut="after") == 1
-        assert await conv.truncate(key, "u", "a1", cut="before") == 2
+        with pytest.raises(StaleWriteError) as refused:
+            await conv.truncate(key, "u", "a3", cut="before", expected_tail="u3")
+        assert (refused.value.tail, refused.value.expected) == ("a3", "u3")
+        assert await conv.truncate(key, "u", "a3", cut="before", expected_tail="a3") == 1
     conn = await asyncpg.connect(bare.url.split("?")[0])
     try:
-        seven = conv_sql._TRUNCATE.replace(", $8)", ")").replace("__S__", s)
-        args = ("t", "cut", "u", "u1", None, uuid.uuid4(), timedelta(days=1))
+        eight = conv_sql._TRUNCATE.replace(", $9)", ")").replace("__S__", s)
+        args = ("t", "cut", "u", "a2", None, uuid.uuid4(), timedelta(days=1), "before")
+        assert await conn.fetchval(eight, *args) == 2  # a2 and u3, no tail asked for
+        seven = conv_sql._TRUNCATE.replace(", $8, $9)", ")").replace("__S__", s)
+        args = ("t", "cut", "u", "u2", None, uuid.uuid4(), timedelta(days=1))
         assert await conn.fetchval(seven, *args) == 1  # by role: the user message goes
     finally:
         await conn.close()
     async with PostgresStores(bare.url) as stores:
         info = await stores.conversations.get_conversation(key, "u")
         assert info is not None
-        assert (info.message_count, info.tail_message_id) == (2, "a0")
+        assert (info.message_count, info.tail_message_id) == (4, "a1")
 
 
 PREVIOUS_PUSH = Path(__file__).parent / "previous_push"

@@ -71,7 +71,7 @@ _SET_STATUS = "SELECT __S__.conv_set_status($1, $2, $3, $4, $5, $6, $7)"
 _SET_TITLE = "SELECT __S__.conv_set_title($1, $2, $3, $4, $5, $6, $7)"
 _SET_METADATA = "SELECT __S__.conv_set_metadata($1, $2, $3, $4::jsonb, $5, $6, $7, $8)"
 _SHARE = "SELECT __S__.conv_share($1, $2, $3, $4, $5, $6, $7)"
-_TRUNCATE = "SELECT __S__.conv_truncate($1, $2, $3, $4, $5, $6, $7, $8)"
+_TRUNCATE = "SELECT __S__.conv_truncate($1, $2, $3, $4, $5, $6, $7, $8, $9)"
 _BRANCH = "SELECT __S__.conv_branch($1, $2, $3, $4, $5, $6, $7)"
 _ERASE = "SELECT __S__.conv_erase($1, $2, $3, $4, $5, $6, $7, $8)"
 
@@ -426,16 +426,39 @@ class PostgresConversationStore(PostgresStoreBase, ConversationStore):
         await self.write(run, reconcile, what="conversations.share", key=key)
 
     async def _truncate(
-        self, key: ConversationKey, principal: str, message_id: str, epoch: int | None, cut: Cut
+        self,
+        key: ConversationKey,
+        principal: str,
+        message_id: str,
+        epoch: int | None,
+        cut: Cut,
+        expected_tail: str | None,
     ) -> int:
         n = writer_nonce()
-        args = (key.tenant, key.session_id, principal, message_id, epoch, n, self.ttl, cut)
+        args = (
+            key.tenant,
+            key.session_id,
+            principal,
+            message_id,
+            epoch,
+            n,
+            self.ttl,
+            cut,
+            expected_tail,
+        )
 
         async def run(conn: Conn) -> int:
             return int(await conn.fetchval(self.sql(_TRUNCATE), *args))
 
         # The count removed is not recorded, so a lost truncate cannot be reconciled.
-        return await self.write(run, None, what="conversations.truncate", key=key, epoch=epoch)
+        return await self.write(
+            run,
+            None,
+            what="conversations.truncate",
+            key=key,
+            epoch=epoch,
+            expected=expected_tail,
+        )
 
     async def _branch(
         self, key: ConversationKey, principal: str, message_id: str, new_key: ConversationKey
