@@ -278,9 +278,15 @@ class RedisConversationStore(RedisStoreBase, ConversationStore):
         raise_for(reply, key)
 
     async def _truncate(
-        self, key: ConversationKey, principal: str, message_id: str, epoch: int | None, cut: Cut
+        self,
+        key: ConversationKey,
+        principal: str,
+        message_id: str,
+        epoch: int | None,
+        cut: Cut,
+        expected_tail: str | None,
     ) -> int:
-        args = claim_args(principal, key, message_id, epoch_arg(epoch), cut)
+        args = claim_args(principal, key, message_id, epoch_arg(epoch), cut, expected_tail or "")
         reply = await self._write(
             CONV_TRUNCATE,
             self._key_names(key).all,
@@ -289,7 +295,7 @@ class RedisConversationStore(RedisStoreBase, ConversationStore):
         )
         if reply[0] == b"no_message":
             raise _no_message(key, message_id)
-        raise_for(reply, key, epoch=epoch)
+        raise_for(reply, key, epoch=epoch, expected=expected_tail)
         await self.indexes.touch(key, principal, int(reply[2]))
         return int(reply[1])
 

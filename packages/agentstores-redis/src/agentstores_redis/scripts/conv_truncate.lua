@@ -5,14 +5,20 @@
 --! include legacy_layout.lua
 -- Truncate at a message: everything after it goes, and the message itself by the cut
 -- ('by_role': a user message goes, any other stays; 'before': it goes; 'after': it
--- stays). KEYS: every key of the conversation.
--- ARGV: nonce, principal, tenant, session_id, message_id, epoch, cut.
--- Reply: {'ok', removed, updated_us}, {'no_message'} or a refusal.
-local nonce, principal, tenant, session_id, message_id, epoch, mode = unpack(ARGV, 1, 7)
+-- stays), only while the tail is the expected one when one is given. KEYS: every key of
+-- the conversation. ARGV: nonce, principal, tenant, session_id, message_id, epoch, cut,
+-- expected tail ('' = no condition).
+-- Reply: {'ok', removed, updated_us}, {'no_message'}, {'stale_tail', tail} or a refusal.
+local nonce, principal, tenant, session_id, message_id, epoch, mode, expected =
+  unpack(ARGV, 1, 8)
 local now = now_us()
 local hd = read_header(h)
 local refusal = judge_existing(hd, now, principal, epoch)
 if refusal then return refusal end
+if expected ~= '' then
+  local tail = redis.call('HGET', meta, 'tail')
+  if tail ~= expected then return {'stale_tail', tail or ''} end
+end
 local seq = redis.call('HGET', message_ids, message_id)
 if not seq then return {'no_message'} end
 upgrade_layout()
