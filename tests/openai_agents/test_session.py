@@ -1,8 +1,9 @@
 """The Session protocol on every backend: exact round trips of every item type (also from
 real ``Runner`` turns, against the SDK's own ``SQLiteSession``), ``get_items`` limits,
-``pop_item`` and ``clear_session`` exactly, ``add_items`` all or nothing (also when
-cancelled mid-call), owner-only, identity from the application, and the SDK's own
-``EncryptedSession`` wrapping the bridge."""
+``pop_item`` and ``clear_session`` exactly, ``pop_item`` racing ``add_items`` losing
+nothing, ``add_items`` all or nothing (also when cancelled mid-call), owner-only,
+identity from the application, and the SDK's own ``EncryptedSession`` wrapping the
+bridge."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import asyncio
 import contextlib
 import contextvars
 import copy
+from typing import Any
 
 import pytest
 from agents import Runner, SQLiteSession
@@ -121,6 +123,49 @@ async def test_pop_and_clear_are_exact(backend: str, bridge_servers: Servers) ->
         await other.conversation().append(Message.assistant("again"))
         await other.clear_session()
         assert await other.get_items() == [] and await other.pop_item() is None
+
+
+async def test_pops_racing_adds_lose_nothing(backend: str, bridge_servers: Servers) -> None:
+    """Writers add items while poppers pop, each through a session object of its own on
+    one session: afterwards it holds everything added minus exactly the items the pops
+    returned (each popped once), every writer's items in its order; no added item is lost
+    with a pop that raced its add."""
+    async with bridge_servers.open(backend) as stores:
+        tenant = fresh_tenant()
+        writers, poppers, rounds = 3, 3, 8
+        seed = [{"role": "user", "content": f"seed {i}"} for i in range(poppers)]
+        await session(stores, "raced", tenant=tenant).add_items(copy.deepcopy(seed))
+        added: list[dict[str, Any]] = list(seed)
+        popped: list[Any] = []
+
+        async def write(w: int) -> None:
+            s = session(stores, "raced", tenant=tenant)
+            for r in range(rounds):
+                batch = [
+                    {"role": "assistant", "content": f"w{w} {r} {x}"} for x in range(1 + r % 2)
+                ]
+                await s.add_items(copy.deepcopy(batch))
+                added.extend(batch)
+
+        async def pop() -> None:
+            s = session(stores, "raced", tenant=tenant)
+            for _ in range(rounds):
+                item = await s.pop_item()
+                if item is not None:
+                    popped.append(item)
+
+        await asyncio.gather(*(write(w) for w in range(writers)), *(pop() for _ in range(poppers)))
+        taken = [i["content"] for i in popped]
+        assert len(taken) == len(set(taken)), f"an item was popped twice: {taken}"
+        assert set(taken) <= {i["content"] for i in added}, f"popped what was not added: {taken}"
+        left = [i for i in added if i["content"] not in taken]
+        stored = await session(stores, "raced", tenant=tenant).get_items()
+        lost = [i["content"] for i in left if i not in stored]
+        assert not lost, f"added, never popped, and gone: {lost}"
+        assert len(stored) == len(left), f"{len(stored)} items stored, {len(left)} expected"
+        for w in range(writers):
+            mine = [i for i in stored if str(i.get("content")).startswith(f"w{w} ")]
+            assert mine == [i for i in left if i["content"].startswith(f"w{w} ")], f"writer {w}"
 
 
 async def test_add_items_is_all_or_nothing_when_cancelled(

@@ -23,7 +23,14 @@ from agents.memory.session_settings import (
     resolve_session_limit,
 )
 
-from agentstores import Conversation, ConversationKey, NotFoundError, Stores, UsageError
+from agentstores import (
+    Conversation,
+    ConversationKey,
+    NotFoundError,
+    StaleWriteError,
+    Stores,
+    UsageError,
+)
 from agentstores.protocol import settled
 from agentstores.protocol.lease import DEFAULT_LEASE_CONFIG, LeaseConfig
 from agentstores.protocol.turn import Turn
@@ -108,7 +115,9 @@ class AgentStoresSession(SessionABC):
 
     async def pop_item(self) -> TResponseInputItem | None:
         """Remove and return the last item (None when there is none, or the session is
-        another principal's and not shared). Fenced inside a turn.
+        another principal's and not shared): that item alone, also while other writers
+        add items (the removal is conditional on it still being last; when it is not, the
+        new last item is read and popped). Fenced inside a turn.
 
         Raises:
             NotOwnedError: the session is shared with this principal, not owned.
@@ -179,9 +188,9 @@ class AgentStoresSession(SessionABC):
                 return None
             last = found.messages[-1]
             try:
-                await conv.truncate(last.id, cut="before")
-            except NotFoundError:
-                continue  # another writer removed it meanwhile: look at the end again
+                await conv.truncate(last.id, cut="before", expected_tail=last.id)
+            except (StaleWriteError, NotFoundError):
+                continue  # another writer added, removed or erased meanwhile: look again
             return last.content  # type: ignore[no-any-return]
 
     async def _clear(self) -> None:
