@@ -11,6 +11,7 @@ import pytest
 
 from agentstores.errors import (
     ConflictError,
+    ErasedError,
     NotFoundError,
     NotOwnedError,
     UsageError,
@@ -456,6 +457,12 @@ class ConversationContract(ContractBase):
                 NotFoundError,
                 conv.truncate(self.key("absent"), "p", "u0", expected_tail="u0"),
                 "truncate expecting a tail on an absent conversation",
+            )
+            assert await conv.delete(key, "p")
+            await raises(
+                ErasedError,
+                conv.truncate(key, "p", "u0", expected_tail="t0"),
+                "truncate expecting a tail on an erased conversation",
             )
 
         self.run(backend, body)
