@@ -402,6 +402,12 @@ class MongoConversationStore(MongoStoreBase, ConversationStore):
             assert h.gen is not None
             target = await self._find_message(h.gen, conv["n"], message_id)
             if target is None:
+                # A commit since ``h`` (a truncation, its cut already done) may have taken
+                # the message: decide again on the fresh header, which is the one that says
+                # whether it is gone or the tail moved.
+                moved = await ctx.keys.find_one({"_id": h.id}, {"rev": 1})
+                if moved is None or moved["rev"] != h.rev:
+                    return None, None, RETRY
                 raise _no_message(message_id, key)
             role = target["r"]
             keep = cut_position(target["s"], role, cut)
@@ -418,7 +424,8 @@ class MongoConversationStore(MongoStoreBase, ConversationStore):
                 conv["tl"] = target["i"]
             else:
                 last = await ctx.messages.find_one({"_id": mid(h.gen, keep - 1)}, {"i": 1})
-                assert last is not None
+                if last is None:
+                    return None, None, RETRY  # cut by a commit since ``h``: decide again
                 conv["tl"] = last["i"]
             before = conv["n"]
             conv["n"] = keep
