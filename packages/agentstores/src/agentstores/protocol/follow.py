@@ -225,10 +225,9 @@ async def follow(
     grace_s = dead_after if grace is None else grace
     _check_args(start_index, poll, safety_poll, dead_after, grace_s)
     target = None if message_id is None else validate_id(message_id, "message_id")
-    wakeups = stores.wakeups
     # Watching starts before the first read: a write between a read and the wait that
     # follows it wakes that wait.
-    with wakeups.watch(key) as watch:
+    with stores.wakeups.watch(key) as watch:
         progress = _Progress(start_index)
         epoch = 0
         while True:
@@ -262,7 +261,7 @@ async def follow(
             if given_up:
                 yield progress.end("dead", None, target)
                 return
-            await watch.wait(safety_poll if wakeups.remote else poll)
+            await watch.wait(safety_poll if watch.pushed else poll)
 
 
 def _offer(

@@ -11,7 +11,11 @@ row written or removed, messages appended, a transcript cut, an erasure), so a f
 in the producer's process wakes without any help from the backend. A backend that can
 push changes from other processes (PostgreSQL ``LISTEN``, Redis pub/sub) runs a listener
 that calls :meth:`Wakeups.notify` for each change it hears and sets :attr:`Wakeups.remote`
-while it listens: followers then poll only slowly, as a safety net.
+while it listens: followers then poll only slowly, as a safety net. A listener that
+subscribes per key (so that writes nobody follows cost nothing) is the hub's
+:attr:`Wakeups.subscriber` (see :mod:`.subscriptions`): a key counts as pushed only once
+its subscription is in place, and the subscriber wakes the key's watchers then, so a write
+made before that is read at once.
 """
 
 from __future__ import annotations
@@ -19,8 +23,20 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from types import TracebackType
+from typing import Protocol
 
 from ..keys import ConversationKey
+
+
+class Subscriber(Protocol):
+    """A backend listener that subscribes to exactly the watched keys."""
+
+    def watching_changed(self) -> None:
+        """The set of watched keys changed (:meth:`Wakeups.watched`): subscribe to new
+        keys, drop the others. Called on the watchers' loop; must not block."""
+
+    def pushing(self, key: ConversationKey) -> bool:
+        """Whether other processes' writes of ``key`` wake its watchers now."""
 
 
 class Watch:
@@ -58,6 +74,12 @@ class Watch:
         self._event.clear()
         return woken
 
+    @property
+    def pushed(self) -> bool:
+        """Whether other processes' writes of this key wake this watcher now (else it
+        must poll): :meth:`Wakeups.pushing`."""
+        return self._hub.pushing(self.key)
+
     def close(self) -> None:
         """Stop watching (idempotent)."""
         self._hub._drop(self)
@@ -84,12 +106,18 @@ class Wakeups:
         """True while wake-ups for other processes' writes arrive (a backend listener is
         up): a watcher may then wait long between reads. False: only this process's own
         writes wake watchers, and they must poll."""
+        self.subscriber: Subscriber | None = None
+        """The listener that subscribes per key, if the backend's does (None: a listener,
+        if any, hears every key)."""
 
     def watch(self, key: ConversationKey) -> Watch:
         """A watcher of ``key``, woken by every :meth:`notify` of it until closed (call
         it in the task that waits: the watch belongs to the running loop)."""
         watch = Watch(self, key)
-        self._watchers.setdefault(key, set()).add(watch)
+        watchers = self._watchers.setdefault(key, set())
+        watchers.add(watch)
+        if len(watchers) == 1 and self.subscriber is not None:
+            self.subscriber.watching_changed()
         return watch
 
     def notify(self, key: ConversationKey) -> None:
@@ -98,6 +126,12 @@ class Wakeups:
             return
         for watch in tuple(self._watchers.get(key, ())):
             watch.wake()
+
+    def pushing(self, key: ConversationKey) -> bool:
+        """Whether other processes' writes of ``key`` wake its watchers now: a listener
+        is up and, where it subscribes per key, subscribed to this one."""
+        subscriber = self.subscriber
+        return self.remote and (subscriber is None or subscriber.pushing(key))
 
     def watched(self) -> frozenset[ConversationKey]:
         """The keys someone watches now (a listener may subscribe to just these)."""
@@ -110,6 +144,8 @@ class Wakeups:
         watchers.discard(watch)
         if not watchers:
             del self._watchers[watch.key]
+            if self.subscriber is not None:
+                self.subscriber.watching_changed()
 
 
-__all__ = ["Wakeups", "Watch"]
+__all__ = ["Subscriber", "Wakeups", "Watch"]
