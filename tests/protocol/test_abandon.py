@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from agentstores.errors import UsageError
+from agentstores.errors import LeaseLostError, UsageError
 from agentstores.keys import ConversationKey
 from agentstores.memory.stores import MemoryStores
 from agentstores.models import Message
@@ -41,6 +41,21 @@ async def test_abandoned_turn_is_taken_over_and_finished(
     assert [(m.id, m.content) for m in messages] == [("u1", "q"), ("a1", "half and whole")]
     view = await stores.supervision.read(key, USER)
     assert view.row is not None and view.row.status == "done"
+
+
+async def test_a_lost_turn_keeps_its_recording_for_the_takeover(
+    stores: MemoryStores, key: ConversationKey
+):
+    conv = stores.conversation(key, USER)
+    with pytest.raises(LeaseLostError):
+        async with conv.turn("a1", user=Message.user("q", id="u1"), stream_every=0) as turn:
+            await turn.stream("said so far")
+            turn.lease.mark_lost(TimeoutError("a heartbeat was not confirmed in time"))
+            await turn.stream("said so far, and more")
+    record = await stores.recording.read(key, USER)
+    assert record is not None and record.message == {"text": "said so far"}
+    view = await stores.supervision.read(key, USER)
+    assert view.row is not None and view.row.status == "running"
 
 
 async def test_an_adopted_lease_must_match(stores: MemoryStores, key: ConversationKey):

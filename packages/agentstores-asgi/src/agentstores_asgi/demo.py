@@ -20,7 +20,7 @@ from starlette.requests import Request
 from agentstores.protocol import LeaseConfig
 
 from .app import create_app
-from .context import Identity, ProduceContext
+from .context import Identity, ProduceContext, Producer
 
 TENANT = "demo"
 USER_HEADER = "x-agentstores-user"
@@ -71,7 +71,7 @@ async def demo_identity(request: Request) -> Identity | None:
     return Identity(TENANT, user) if user else None
 
 
-def slow_producer(words: int, pace: float):  # type: ignore[no-untyped-def]
+def slow_producer(words: int, pace: float) -> Producer:
     """A producer writing :func:`answer_text` one word every ``pace`` seconds, resuming
     after the text a taken-over turn already recorded."""
 

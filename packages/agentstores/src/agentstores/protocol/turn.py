@@ -155,7 +155,8 @@ class Turn:
     exit flushes what is pending, appends the answer (the streamed text, unless
     :meth:`reply` did), records ``complete`` and seals ``done``; an exception records and
     seals ``errored`` instead. Either way the heartbeat stops and the recording is
-    dropped. The sealed row stays as the turn's verdict, so a follower that arrives late
+    dropped (unless the lease was lost: the recording is what a takeover resumes from).
+    The sealed row stays as the turn's verdict, so a follower that arrives late
     still learns how it ended; the next claim replaces it. A turn that could not seal
     (its lease lost) deletes nothing another producer holds.
 
@@ -380,8 +381,9 @@ class Turn:
             await self._stream.cancel()
             await self._checkpoint.cancel()
             await lease.__aexit__(exc_type, exc, tb)  # seals errored after an exception
-            with contextlib.suppress(Exception):
-                await lease.drop_recording()
+            if not lease.lost.is_set():  # a lost turn's recording is what a takeover resumes
+                with contextlib.suppress(Exception):
+                    await lease.drop_recording()
             if lease.status == "held":  # never sealed: free the conversation at once
                 with contextlib.suppress(Exception):
                     await lease.release()
