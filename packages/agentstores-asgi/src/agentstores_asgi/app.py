@@ -57,6 +57,7 @@ def create_app(
     follow_safety_poll: float = 2.0,
     stream_every: float = 0.1,
     max_body_bytes: int = MAX_BODY_BYTES,
+    keep_alive: float = 15.0,
     debug: bool = False,
 ) -> Starlette:
     """The app over ``stores`` (an open bundle the caller closes, or a URL the app's
@@ -72,6 +73,8 @@ def create_app(
         stream_every: Seconds between two recordings of a turn's text (what followers,
             the POST stream included, are shown).
         max_body_bytes: The largest request body accepted.
+        keep_alive: Seconds of silence after which a stream sends an SSE comment (so
+            idle proxies keep it open while a producer thinks or a takeover waits).
         debug: Starlette's debug mode.
 
     Mounted in another app (FastAPI's ``app.mount``), the mounted app's lifespan does not
@@ -80,7 +83,11 @@ def create_app(
     Raises:
         UsageError: a malformed setting.
     """
-    for name, value in (("follow_poll", follow_poll), ("follow_safety_poll", follow_safety_poll)):
+    for name, value in (
+        ("follow_poll", follow_poll),
+        ("follow_safety_poll", follow_safety_poll),
+        ("keep_alive", keep_alive),
+    ):
         if not value > 0:
             raise UsageError(f"{name} must be positive")
     if stream_every < 0:
@@ -97,6 +104,7 @@ def create_app(
         runner,
         FollowSettings(follow_poll, follow_safety_poll),
         max_body_bytes,
+        keep_alive,
     )
 
     @contextlib.asynccontextmanager

@@ -15,6 +15,7 @@ from . import uistream
 from .answer import answer_events
 from .context import Identity
 from .errors import ApiError, invalid, not_found
+from .keepalive import keep_alive
 from .requests import an_id, json_body
 from .service import Service
 from .shapes import message_json
@@ -24,7 +25,8 @@ def _stream(
     service: Service, conv: Conversation, message_id: str, start: int, announce: bool
 ) -> Response:
     events = answer_events(service, conv, message_id, start, announce=announce)
-    return StreamingResponse(events, media_type=uistream.MEDIA_TYPE, headers=uistream.HEADERS)
+    kept = keep_alive(events, service.keep_alive)
+    return StreamingResponse(kept, media_type=uistream.MEDIA_TYPE, headers=uistream.HEADERS)
 
 
 def _user_text(message: Any) -> str:

@@ -41,8 +41,11 @@ class Service:
         runner: Runner,
         follow: FollowSettings,
         max_body_bytes: int,
+        keep_alive: float,
     ) -> None:
         self._stores = stores
+        self.keep_alive = keep_alive
+        """Seconds of silence after which a stream sends an SSE comment."""
         self.identity = identity
         self.runner = runner
         self.follow = follow

@@ -1,6 +1,7 @@
-"""Takeover and failure on one in-memory store: when the producing replica goes, two
-replicas that follow race to take the turn over and exactly one wins (both screens end
-with the whole answer); a producer that fails ends the stream with an error part."""
+"""Streams on one in-memory store: when the producing replica goes, two replicas that
+follow race to take the turn over and exactly one wins (both screens end with the whole
+answer); a producer that fails ends the stream with an error part; a silent producer's
+stream carries keep-alive comments."""
 
 from __future__ import annotations
 
@@ -78,5 +79,30 @@ async def test_a_failing_producer_ends_with_an_error_part(memory_url: str, alice
             info = (await client.get("/conversations/c1")).json()
             assert info["last_turn_status"] == "errored" and info["tail_message_id"] == "u1"
             assert (await client.get("/chat/c1/turn")).json()["turn"]["status"] == "errored"
+    finally:
+        await replica.stop()
+
+
+async def pausing(ctx: ProduceContext) -> AsyncIterator[str]:
+    yield "before "
+    await asyncio.sleep(0.8)
+    yield "after"
+
+
+async def test_silence_is_filled_with_comments(memory_url: str, alice: Caller):
+    app = create_app(
+        memory_url, identity=header_identity, producer=pausing, stream_every=0, keep_alive=0.1
+    )
+    replica = await Replica(app).start()
+    try:
+        async with streaming(
+            alice, replica, "POST", "/chat", json=chat_body("c1", user_message("u1"))
+        ) as r:
+            lines = [line async for line in r.aiter_lines() if line]
+        deltas = [i for i, line in enumerate(lines) if '"text-delta"' in line]
+        comments = [i for i, line in enumerate(lines) if line.startswith(":")]
+        assert len(deltas) == 2
+        assert len([i for i in comments if deltas[0] < i < deltas[1]]) >= 2
+        assert lines[-1] == "data: [DONE]"
     finally:
         await replica.stop()
