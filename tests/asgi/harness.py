@@ -23,7 +23,7 @@ from agentstores_asgi.demo import answer_text, slow_producer
 WAIT = 60.0
 """Deadline of one step (seconds): reaching it fails the test, a slow run never does."""
 WORDS = 40
-PACE = 0.02
+PACE = 0.015
 LEASE = LeaseConfig(dead_after=1.0, heartbeat_interval=0.25)
 EXPECTED = answer_text("", WORDS)
 """What the test producer answers, whatever the question."""

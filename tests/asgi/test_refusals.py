@@ -73,6 +73,7 @@ async def test_busy_and_stale(memory_replicas: tuple[Replica, Replica], alice: C
         error = error_of(busy)
         assert error["code"] == "busy"
         assert error["turn"] == {"message_id": running.message_id, "epoch": 1}
+        assert (await client.post("/chat/c1/stop")).status_code == 200  # no need to wait
         await read_stream(first, reading=running, events=events)
     async with alice.client(b) as client:
         stale = await client.post("/chat", json=chat_body("c1", user_message("u3")))
@@ -201,21 +202,18 @@ BAD_BODIES: list[tuple[str, Any]] = [
 ]
 
 
-@pytest.mark.parametrize("case", [c for c, _ in BAD_BODIES])
-async def test_bad_chat_bodies_are_400(
-    memory_replicas: tuple[Replica, Replica], alice: Caller, case: str
-):
+async def test_bad_chat_bodies_are_400(memory_replicas: tuple[Replica, Replica], alice: Caller):
     a, _ = memory_replicas
-    body = dict(BAD_BODIES)[case]
     async with alice.client(a) as client:
-        if isinstance(body, bytes):
-            response = await client.post(
-                "/chat", content=body, headers={"content-type": "application/json"}
-            )
-        else:
-            response = await client.post("/chat", json=body)
-        assert response.status_code == 400, response.text
-        assert error_of(response)["code"] == "invalid"
+        for case, body in BAD_BODIES:
+            if isinstance(body, bytes):
+                response = await client.post(
+                    "/chat", content=body, headers={"content-type": "application/json"}
+                )
+            else:
+                response = await client.post("/chat", json=body)
+            assert response.status_code == 400, (case, response.text)
+            assert error_of(response)["code"] == "invalid", case
         listed = (await client.get("/conversations")).json()["conversations"]
         assert listed == []  # nothing was written
 
