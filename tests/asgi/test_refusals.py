@@ -197,7 +197,7 @@ BAD_BODIES: list[tuple[str, Any]] = [
         "text not a string",
         chat_body("c1", {**user_message("u1"), "parts": [{"type": "text", "text": 1}]}),
     ),
-    ("regenerate", {**chat_body("c1", user_message("u1")), "trigger": "regenerate-message"}),
+    ("unknown trigger", {**chat_body("c1", user_message("u1")), "trigger": "resend"}),
     ("too large", chat_body("c1", user_message("u1", "x" * (1 << 20)))),
 ]
 

@@ -106,3 +106,36 @@ async def test_silence_is_filled_with_comments(memory_url: str, alice: Caller):
         assert lines[-1] == "data: [DONE]"
     finally:
         await replica.stop()
+
+
+async def test_regenerate_replaces_the_last_answer(
+    memory_replicas: tuple[Replica, Replica], alice: Caller
+):
+    a, b = memory_replicas
+    u1 = user_message("u1")
+    async with streaming(alice, a, "POST", "/chat", json=chat_body("c1", u1)) as r:
+        first = await read_stream(r)
+    again = {**chat_body("c1", u1), "trigger": "regenerate-message", "messageId": first.message_id}
+    async with streaming(alice, b, "POST", "/chat", json=again) as r:
+        assert r.status_code == 200
+        second = await read_stream(r)
+    check_complete(second)
+    assert second.text == EXPECTED and second.message_id != first.message_id
+    async with alice.client(a) as client:
+        stored = (await client.get("/conversations/c1/messages")).json()["messages"]
+        assert [(m["id"], m["content"]) for m in stored] == [
+            ("u1", "tell me"),
+            (second.message_id, EXPECTED),
+        ]
+        stale = await client.post("/chat", json=again)  # the answer it names is gone
+        assert stale.status_code == 409
+        assert stale.json()["error"] | {"message": ""} == {
+            "code": "stale",
+            "message": "",
+            "tail": second.message_id,
+            "expected": first.message_id,
+        }
+        other = {**again, "messages": [user_message("u7")], "messageId": second.message_id}
+        assert (await client.post("/chat", json=other)).status_code == 409
+        assert (await client.get("/conversations/c1/messages")).json()["messages"] == stored
+        assert (await client.get("/chat/c1/turn")).json()["turn"] is None  # claim released

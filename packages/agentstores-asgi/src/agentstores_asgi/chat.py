@@ -50,11 +50,12 @@ def _user_text(message: Any) -> str:
 
 
 async def post_chat(service: Service, request: Request, who: Identity) -> Response:
-    """Start a turn for the new user message and stream its answer (AI SDK transport body)."""
+    """Start a turn for the new user message and stream its answer (AI SDK transport body);
+    ``regenerate-message`` answers the last user message again, replacing ``messageId``."""
     body = await json_body(request, service.max_body_bytes)
     trigger = body.get("trigger", "submit-message")
-    if trigger != "submit-message":
-        raise invalid(f"trigger {trigger!r} is not supported (only submit-message)")
+    if trigger not in ("submit-message", "regenerate-message"):
+        raise invalid("trigger must be submit-message or regenerate-message")
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
         raise invalid("messages must be a non-empty list")
@@ -69,7 +70,12 @@ async def post_chat(service: Service, request: Request, who: Identity) -> Respon
             raise invalid("every message must be an object")
         expected_tail = an_id(before.get("id"), "message id")
     answer_id = new_message_id()
-    await service.runner.start(conv, answer_id, Message.user(text, id=user_id), expected_tail)
+    if trigger == "regenerate-message":
+        replaced = body.get("messageId")
+        replaced = None if replaced is None else an_id(replaced, "messageId")
+        await service.runner.regenerate(conv, answer_id, user_id, replaced)
+    else:
+        await service.runner.start(conv, answer_id, Message.user(text, id=user_id), expected_tail)
     return _stream(service, conv, answer_id, 0, announce=True)
 
 

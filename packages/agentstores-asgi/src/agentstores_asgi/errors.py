@@ -20,6 +20,7 @@ from agentstores.errors import (
     ConflictError,
     ErasedError,
     ExpiredError,
+    FencedError,
     NotFoundError,
     NotOwnedError,
     StaleWriteError,
@@ -74,7 +75,7 @@ def api_error(exc: BaseException, *, visible: bool = False) -> ApiError:
             tail=exc.tail,
             expected=exc.expected,
         )
-    if isinstance(exc, ConflictError):
+    if isinstance(exc, ConflictError | FencedError):
         return ApiError(409, "conflict", "a concurrent change won; retry")
     if isinstance(exc, ErasedError):
         return ApiError(410, "erased", "the conversation was erased")

@@ -15,7 +15,13 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 from agentstores import Conversation, Stores
-from agentstores.errors import BusyError, LeaseLostError, UsageError
+from agentstores.errors import (
+    BusyError,
+    LeaseLostError,
+    NotFoundError,
+    StaleWriteError,
+    UsageError,
+)
 from agentstores.keys import ConversationKey
 from agentstores.models import Message
 from agentstores.protocol import LeaseConfig, Turn, claim, liveness
@@ -61,6 +67,61 @@ class Runner:
             expected_tail=expected_tail,
             stream_every=self.settings.stream_every,
             lease_config=self.settings.lease_config,
+        )
+        await self._launch(conv, turn, user)
+        return turn
+
+    async def regenerate(
+        self, conv: Conversation, message_id: str, user_id: str, replaced: str | None
+    ) -> Turn:
+        """Answer the user's message ``user_id`` again: claim first, then, under the new
+        epoch, cut the answer ``replaced`` that followed it (stale-guarded: the transcript
+        must end with ``user_id`` or ``replaced``) and start the producer.
+
+        Raises:
+            BusyError, NotOwnedError, ErasedError: from the claim.
+            StaleWriteError: the transcript ends elsewhere (nothing was cut).
+            NotFoundError: no such conversation.
+        """
+        stores, key, principal = conv.stores, conv.key, conv.principal
+        config = self.settings.lease_config
+        lease = await claim(stores, key, principal, message_id, lease_config=config)
+        try:
+            found = await stores.conversations.tail(key, principal, 2)
+            if found is None or not found.messages:
+                raise NotFoundError("no such conversation", key=key)
+            ids = [m.id for m in found.messages]
+            if ids[-1] != user_id:
+                if replaced is None or ids[-2:] != [user_id, replaced]:
+                    raise StaleWriteError(
+                        "the transcript does not end with the answer regenerated",
+                        key=key,
+                        tail=ids[-1],
+                        expected=replaced,
+                    )
+                await stores.conversations.truncate(
+                    key, principal, user_id, cut="after", expected_tail=replaced, epoch=lease.epoch
+                )
+            await lease.set_last_turn_status("running")
+            user = await _user_message(stores, key, principal)
+            if user is None or user.id != user_id:
+                raise StaleWriteError(
+                    "the message answered again is not the user's last",
+                    key=key,
+                    tail=user.id if user is not None else None,
+                    expected=user_id,
+                )
+        except BaseException:
+            await asyncio.shield(lease.release())
+            raise
+        turn = Turn(
+            stores,
+            key,
+            principal,
+            message_id,
+            stream_every=self.settings.stream_every,
+            lease_config=config,
+            lease=lease,
         )
         await self._launch(conv, turn, user)
         return turn
