@@ -75,3 +75,49 @@ def _messages(body: object) -> list[dict[str, object]]:
         body = body["messages"]
     assert isinstance(body, list), body
     return body
+
+
+def test_use_chat_resumes_after_a_reload_on_the_other_replica(
+    servers: Servers, tmp_path: Path
+) -> None:
+    """``useChat``'s own logic (the SDK's ``AbstractChat``): a tab closes mid-answer, a new
+    page on the other replica starts from the stored transcript and ``resumeStream()``s.
+    It ends with the user message and one assistant message holding the whole answer
+    (a resume that duplicated the assistant message, or lost its start, fails)."""
+    user, chat_id = f"user-{fresh_id()[:8]}", fresh_id()
+    cluster = start_cluster(servers.url("file"), tmp_path)
+    try:
+        first, second = cluster.replicas
+        seen = node.run_script(
+            "ai-sdk-chat.cjs",
+            {
+                "first": first.url,
+                "second": second.url,
+                "headers": headers(user),
+                "chatId": chat_id,
+                "text": "Tell me a long story.",
+                "dropAfter": DROP_AFTER,
+            },
+        )
+        with httpx.Client(base_url=second.url, headers=headers(user), timeout=30) as client:
+            stored = client.get(f"/conversations/{chat_id}/messages", params={"format": "ui"})
+    finally:
+        cluster.close()
+
+    assert seen["errors"] == [], seen
+    assert seen["tab2Status"] == "ready"
+    tab1, initial, tab2 = seen["tab1"], seen["initial"], seen["tab2"]
+    assert isinstance(tab1, list) and isinstance(initial, list) and isinstance(tab2, list)
+    assert [m["role"] for m in initial] == ["user"], initial  # the answer is still running
+    assert [m["role"] for m in tab2] == ["user", "assistant"], tab2
+    assert tab2[0]["id"] == tab1[0]["id"] == initial[0]["id"]
+    assert tab2[1]["id"] == tab1[1]["id"]
+    dropped = seen["dropped"]
+    assert isinstance(dropped, str) and len(dropped) >= DROP_AFTER
+    assert tab2[1]["text"].startswith(dropped) and len(tab2[1]["text"]) > len(dropped)
+    assert stored.status_code == 200, stored.text
+    stored_messages = _messages(stored.json())
+    assert [(m["id"], m["role"]) for m in stored_messages] == [(m["id"], m["role"]) for m in tab2]
+    parts = stored_messages[1]["parts"]
+    assert isinstance(parts, list)
+    assert "".join(p["text"] for p in parts if p["type"] == "text") == tab2[1]["text"]
