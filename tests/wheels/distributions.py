@@ -21,6 +21,7 @@ SHIPPED = (
     "packages/agentstores-adk",
     "packages/agentstores-pydantic-ai",
     "packages/agentstores-tools",
+    "packages/agentstores-asgi",
     "contract_tests",
 )
 """Every distribution that ships (the template is copied, never installed from an index)."""

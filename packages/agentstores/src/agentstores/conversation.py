@@ -27,6 +27,7 @@ from .models import (
 from .protocol.follow import FollowEvent, follow
 from .protocol.lease import DEFAULT_LEASE_CONFIG, LeaseConfig
 from .protocol.rehydrate import rehydrate
+from .protocol.stop import stop_turn
 from .protocol.turn import CHECKPOINT_EVERY, STREAM_EVERY, Turn
 from .stores import UNSET, Cut, Stores, Unset
 
@@ -214,6 +215,17 @@ class Conversation:
             lease_config=lease_config,
             title=title,
             expires_at=expires_at,
+        )
+
+    async def stop(
+        self, message_id: str | None = None, *, lease_config: LeaseConfig = DEFAULT_LEASE_CONFIG
+    ) -> StoredMessage | None:
+        """Stop the running turn (``message_id``, or whichever runs) from any replica: its
+        producer is fenced and the partial answer kept with status ``cancelled``; returns
+        the message kept (None when no turn was in flight). See
+        :func:`~agentstores.protocol.stop_turn`."""
+        return await stop_turn(
+            self.stores, self.key, self.principal, message_id, lease_config=lease_config
         )
 
     def follow(

@@ -6,6 +6,7 @@
 - :class:`Turn`: a whole turn as a context manager (what ``conv.turn(...)`` returns).
 - :class:`HeartbeatCoalescer`: every lease's heartbeat of a process in one batch per store.
 - :class:`Sweeper`: retention (expired, idle, over-cap) with atomic re-checks.
+- :func:`stop_turn`: stop the running turn from any replica, keeping its partial answer.
 - :func:`follow`: stream a running turn to a reconnecting client, ending with a verdict.
 - :func:`rehydrate`: the last N user/assistant turns for a restarted process.
 - :func:`settled`: a write awaited to its outcome even when its caller is cancelled.
@@ -26,6 +27,7 @@ from .lease import (
 )
 from .rehydrate import is_turn, message_text, rehydrate
 from .settle import settled
+from .stop import stop_turn
 from .sweeper import Sweeper, SweepReport
 from .turn import CHECKPOINT_EVERY, STREAM_EVERY, Turn, start_turn
 
@@ -56,4 +58,5 @@ __all__ = [
     "rehydrate",
     "settled",
     "start_turn",
+    "stop_turn",
 ]

@@ -158,6 +158,10 @@ class Turn:
     dropped. The sealed row stays as the turn's verdict, so a follower that arrives late
     still learns how it ended; the next claim replaces it. A turn that could not seal
     (its lease lost) deletes nothing another producer holds.
+
+    ``lease`` adopts a lease already claimed (a takeover that judged the claim itself)
+    instead of claiming on entry; ``text`` is the answer already recorded, which a
+    resumed turn's :meth:`stream` extends. :meth:`abandon` leaves the turn for a standby.
     """
 
     def __init__(
@@ -174,8 +178,14 @@ class Turn:
         lease_config: LeaseConfig = DEFAULT_LEASE_CONFIG,
         title: str | None = None,
         expires_at: datetime | None = None,
+        lease: Lease | None = None,
+        text: str = "",
     ) -> None:
         validate_id(message_id, "message_id")
+        if lease is not None and (lease.key != key or lease.message_id != message_id):
+            raise UsageError("an adopted lease must be for this turn's key and message id")
+        if not isinstance(text, str):
+            raise UsageError(f"text must be a str, got {type(text).__name__}")
         if user is not None and not isinstance(user, Message):
             raise UsageError(f"user must be a Message, got {type(user).__name__}")
         for name, value in (("stream_every", stream_every), ("checkpoint_every", checkpoint_every)):
@@ -190,9 +200,11 @@ class Turn:
         self.lease_config = lease_config
         self.title = title
         self.expires_at = expires_at
-        self.text = ""
-        """The cumulative answer streamed so far."""
+        self.text = text
+        """The cumulative answer streamed so far (``text`` when resuming a taken-over turn)."""
         self._replied = False
+        self._adopted = lease
+        self._abandoned = False
         self._lease: Lease | None = None
         self._stream = _Throttle(stream_every, self._record)
         self._checkpoint = _Throttle(checkpoint_every, self._save)
@@ -302,12 +314,32 @@ class Turn:
         await self._stream.flush()
         await self._checkpoint.flush()
 
+    async def abandon(self) -> None:
+        """Leave the turn for a standby to take over: what a replica shutting down does.
+
+        Writes the pending text, then stops the heartbeat without sealing or dropping
+        anything: the row goes dead after ``dead_after`` and a takeover resumes from the
+        recording. Leaving the ``async with`` block afterwards (however it ends) writes
+        nothing more.
+        """
+        lease = self.lease
+        self._abandoned = True
+        with contextlib.suppress(Exception):
+            await self._stream.flush()
+        await self._stream.cancel()
+        await self._checkpoint.cancel()
+        await lease.stop_heartbeat()
+
     # --- the context ---------------------------------------------------------------
 
     async def __aenter__(self) -> Turn:
         """Claim, append the user's message, start the heartbeat and the ambient epoch."""
         if self._lease is not None:
             raise UsageError("a Turn is entered once")
+        if self._adopted is not None:
+            self._lease = self._adopted
+            await self._adopted.__aenter__()
+            return self
         lease = await start_turn(
             self.stores,
             self.key,
@@ -331,6 +363,9 @@ class Turn:
     ) -> None:
         """Finish: ``done`` after a clean block, ``errored`` after an exception."""
         lease = self.lease
+        if self._abandoned:
+            await lease.__aexit__(None, None, None)  # stops beating; seals nothing
+            return
         try:
             if exc is None:
                 await self._finish(lease)
