@@ -10,14 +10,21 @@ from pathlib import Path
 
 import pytest
 
+from agentstores_asgi.demo import USER_HEADER, answer_text
 from agentstores_tools.demo import DemoCluster
 from tests.servers.backends import Servers
 
-USER_HEADER = "x-demo-user"
-"""How the demo app learns who is asking (its identity resolver reads this header)."""
-REPLICA_ARGS = ("--pace", "0.02", "--words", "300", "--dead-after", "1.5", "--heartbeat", "0.3")
-"""The demo producer's pace (300 words, one every 20 ms: a 6 s answer) and a lease that
-is declared dead 1.5 s after its last heartbeat, so a takeover comes quickly."""
+QUESTION = "Tell me a long story."
+WORDS = 200
+"""The demo producer's answer: 200 words, one every 20 ms (a 4 s answer)."""
+REPLICA_ARGS = ("--pace", "0.02", "--words", str(WORDS), "--dead-after", "1.5")
+REPLICA_ARGS += ("--heartbeat", "0.3")
+"""The producer's pace and length, and a lease declared dead 1.5 s after its last
+heartbeat, so a takeover comes quickly."""
+EXPECTED = answer_text(QUESTION, WORDS)
+"""The whole answer, as every replica writes it (agentstores_asgi.demo)."""
+
+__all__ = ["EXPECTED", "QUESTION", "USER_HEADER"]
 
 
 @pytest.fixture(scope="module")

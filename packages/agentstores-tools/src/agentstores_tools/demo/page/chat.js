@@ -29,7 +29,7 @@ const other = new URLSearchParams({ c: chatId, user, via: via === "1" ? "0" : "1
 $("other-tab").href = `?${other}`;
 
 function headers(extra = {}) {
-  const out = { "x-demo-user": user, ...extra };
+  const out = { "x-agentstores-user": user, ...extra };
   if (via !== null) out["x-demo-replica"] = via;
   return out;
 }
