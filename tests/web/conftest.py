@@ -17,12 +17,17 @@ from tests.servers.backends import Servers
 QUESTION = "Tell me a long story."
 WORDS = 200
 """The demo producer's answer: 200 words, one every 20 ms (a 4 s answer)."""
-REPLICA_ARGS = ("--pace", "0.02", "--words", str(WORDS), "--dead-after", "1.5")
-REPLICA_ARGS += ("--heartbeat", "0.3")
-"""The producer's pace and length, and a lease declared dead 1.5 s after its last
-heartbeat, so a takeover comes quickly."""
-EXPECTED = answer_text(QUESTION, WORDS)
-"""The whole answer, as every replica writes it (agentstores_asgi.demo)."""
+PACE = 0.02
+LEASE_ARGS = ("--dead-after", "1.5", "--heartbeat", "0.3")
+"""A lease declared dead 1.5 s after its last heartbeat, so a takeover comes quickly."""
+
+
+def expected(words: int = WORDS) -> str:
+    """The whole answer, as every replica writes it (agentstores_asgi.demo)."""
+    return answer_text(QUESTION, words)
+
+
+EXPECTED = expected()
 
 __all__ = ["EXPECTED", "QUESTION", "USER_HEADER"]
 
@@ -33,10 +38,11 @@ def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Servers]:
         yield found
 
 
-def start_cluster(url: str, logs: Path) -> DemoCluster:
-    """Two replicas on ``url`` and the proxy, started (the caller closes them)."""
-    env = dict(os.environ)
-    return DemoCluster(url, replica_args=REPLICA_ARGS, log_dir=logs, env=env).start()
+def start_cluster(url: str, logs: Path, *, words: int = WORDS) -> DemoCluster:
+    """Two replicas on ``url`` and the proxy, started (the caller closes them); the
+    producer writes ``words`` words, one every :data:`PACE` seconds."""
+    args = ("--pace", str(PACE), "--words", str(words), *LEASE_ARGS)
+    return DemoCluster(url, replica_args=args, log_dir=logs, env=dict(os.environ)).start()
 
 
 def headers(user: str) -> dict[str, str]:

@@ -21,9 +21,11 @@ from playwright.sync_api import Browser, Page, sync_playwright
 
 from tests.servers import chromium
 from tests.servers.backends import Servers
-from tests.web.conftest import EXPECTED, USER_HEADER, start_cluster
+from tests.web.conftest import USER_HEADER, expected, start_cluster
 
 SCREENSHOTS_ENV = "AGENTSTORES_SCREENSHOTS"
+WORDS = 400
+"""An 8 s answer: long enough that the kill lands mid-answer on a loaded machine."""
 TIMEOUT_MS = 60_000
 """A failure timeout for each wait (never a measured time)."""
 
@@ -56,7 +58,7 @@ def served_by(page: Page) -> list[str]:
 def test_two_tabs_survive_the_producing_replica_being_killed(
     browser: Browser, servers: Servers, tmp_path: Path
 ) -> None:
-    cluster = start_cluster(servers.url("file"), tmp_path / "logs")
+    cluster = start_cluster(servers.url("file"), tmp_path / "logs", words=WORDS)
     shots = tmp_path / "shots"
     shots.mkdir()
     try:
@@ -109,7 +111,7 @@ def test_two_tabs_survive_the_producing_replica_being_killed(
     assert len(answers) == 1, messages
     stored_text = "".join(p["text"] for p in answers[0]["parts"] if p["type"] == "text")
     # Both tabs assembled the whole answer, each exactly the stored one.
-    assert streamed[0] == streamed[1] == stored_text == EXPECTED, context_info
+    assert streamed[0] == streamed[1] == stored_text == expected(WORDS), context_info
     assert len(stored_text) > streamed_before_kill
     for tab_notes in all_notes:
         assert not [n for n in tab_notes if "differs" in n or "mismatch" in n], context_info

@@ -82,7 +82,8 @@ def create_proxy(upstreams: Sequence[str], *, names: Sequence[str] | None = None
             except httpx.TransportError:
                 continue  # a dead replica: the next one
             out_headers = {k: v for k, v in upstream.headers.items() if k.lower() not in HOP_BY_HOP}
-            out_headers.pop("content-length", None)
+            for own in ("content-length", "date", "server"):  # uvicorn sets its own
+                out_headers.pop(own, None)
             out_headers[REPLICA_HEADER] = labels[index]
             return StreamingResponse(
                 _relay(upstream), status_code=upstream.status_code, headers=out_headers
