@@ -4,8 +4,9 @@ through replica 2; replica 1 is SIGKILLed mid-answer. Replica 2 takes the turn o
 finishes it: both tabs end with the same complete answer, with no duplicated or missing
 text, equal to the stored transcript, and the page shows the takeover.
 
-Screenshots (tab 1 mid-answer, tab 2 after the takeover) go to the test's directory, and
-also to ``$AGENTSTORES_SCREENSHOTS`` when set (``docs/web`` keeps the ones the docs show).
+Screenshots (tab 1 mid-answer, tab 2 at the takeover, tab 1 at the end) go to the test's
+directory, and also to ``$AGENTSTORES_SCREENSHOTS`` when set (``docs/web`` keeps the ones
+the docs show).
 """
 
 from __future__ import annotations
@@ -84,9 +85,10 @@ def test_two_tabs_survive_the_producing_replica_being_killed(
         statuses_at_kill = [tab.text_content("#status") for tab in (tab1, tab2)]
 
         producer.kill()  # SIGKILL mid-answer: no goodbye, its lease simply stops beating
+        tab2.wait_for_selector("#notes .note.takeover")
+        tab2.screenshot(path=shots / "tab2-at-takeover.png")
         for tab in (tab1, tab2):
             tab.wait_for_selector("body[data-status=done]")
-        tab2.screenshot(path=shots / "tab2-after-takeover.png")
         tab1.screenshot(path=shots / "tab1-after-takeover.png")
 
         with httpx.Client(base_url=survivor.url, timeout=30) as client:

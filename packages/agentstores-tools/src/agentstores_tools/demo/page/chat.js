@@ -81,6 +81,7 @@ function render() {
     div.append(who, text);
     box.appendChild(div);
   }
+  box.scrollTop = box.scrollHeight; // the newest text in view
 }
 
 async function loadTranscript() {
@@ -102,6 +103,7 @@ async function loadTranscript() {
 // or finish), "cut" when the connection ended before that (a replica died, a network
 // blip): the caller resumes from state.lastEventId.
 async function consume(response, replica, resumedFrom) {
+  $("served").textContent = replica;
   const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
   let buffer = "";
   let finished = false;
@@ -271,7 +273,9 @@ $("composer").addEventListener("submit", async (event) => {
 $("stop").addEventListener("click", async () => {
   const path = `chat/${encodeURIComponent(chatId)}/stop`;
   const response = await fetch(path, { method: "POST", headers: headers() });
-  log("POST", path, response);
+  const replica = log("POST", path, response);
+  if (response.ok) note(`stopped by ${replica}: the text so far is kept, status cancelled`, "stop");
+  else note(`stop: ${response.status} ${await response.text()}`, "error");
 });
 
 (async () => {
