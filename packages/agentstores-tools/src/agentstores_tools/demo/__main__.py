@@ -4,7 +4,6 @@ printed, running until Ctrl-C."""
 from __future__ import annotations
 
 import argparse
-import contextlib
 import signal
 import sys
 import threading
@@ -40,14 +39,14 @@ def main(argv: list[str] | None = None) -> int:
         log_dir=Path(args.logs),
     )
     stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    for signum in (signal.SIGINT, signal.SIGTERM):  # also when started with SIGINT ignored
+        signal.signal(signum, lambda *_: stop.set())
     with cluster:
         for replica in cluster.replicas:
             pid = replica.process.pid if replica.process else "?"
             print(f"{replica.name}: {replica.url} (pid {pid}, log {replica.log_path})")
         print(f"open {cluster.proxy_url}/  (Ctrl-C stops the demo)", flush=True)
-        with contextlib.suppress(KeyboardInterrupt):
-            stop.wait()
+        stop.wait()
     return 0
 
 

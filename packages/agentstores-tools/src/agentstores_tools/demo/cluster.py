@@ -148,7 +148,12 @@ class DemoCluster:
                 [r.url for r in self.replicas], names=[r.name for r in self.replicas]
             )
             config = uvicorn.Config(
-                app, host="127.0.0.1", port=self.port, log_level="warning", lifespan="on"
+                app,
+                host="127.0.0.1",
+                port=self.port,
+                log_level="warning",
+                lifespan="on",
+                timeout_graceful_shutdown=2,  # a page still streaming does not hold the exit
             )
             self._server = uvicorn.Server(config)
             self._thread = threading.Thread(target=self._server.run, name="demo-proxy", daemon=True)
