@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 import warnings
 from collections.abc import AsyncIterator, Iterator
@@ -11,7 +12,7 @@ import pytest
 from agentstores import EphemeralStoreWarning
 from tests.servers.backends import Servers, servers
 
-from .harness import Caller, Replica, make_app
+from .harness import PACE, Caller, Replica, make_app
 
 REPLICATED = ("memory", "file", "postgres", "redis")
 """The backends the cross-replica scenarios run on (each wakes followers its own way)."""
@@ -36,14 +37,13 @@ def memory_url() -> str:
     return f"memory://asgi-{uuid.uuid4().hex[:10]}"
 
 
-async def _pair(url: str) -> AsyncIterator[tuple[Replica, Replica]]:
-    a = await Replica(make_app(url)).start()
-    b = await Replica(make_app(url)).start()
+async def _pair(url: str, pace: float = PACE) -> AsyncIterator[tuple[Replica, Replica]]:
+    a = await Replica(make_app(url, pace=pace)).start()
+    b = await Replica(make_app(url, pace=pace)).start()
     try:
         yield a, b
     finally:
-        await a.stop()
-        await b.stop()
+        await asyncio.gather(a.stop(), b.stop())
 
 
 @pytest.fixture
@@ -54,9 +54,16 @@ async def replicas(store_url: str) -> AsyncIterator[tuple[Replica, Replica]]:
 
 
 @pytest.fixture
-async def memory_replicas(memory_url: str) -> AsyncIterator[tuple[Replica, Replica]]:
+def pace() -> float:
+    """Seconds per word of the memory replicas' answers (a test that needs a turn still
+    running while it acts parametrizes a slower one)."""
+    return 0.002
+
+
+@pytest.fixture
+async def memory_replicas(memory_url: str, pace: float) -> AsyncIterator[tuple[Replica, Replica]]:
     """Two replicas over one in-memory store (for what no backend changes)."""
-    async for pair in _pair(memory_url):
+    async for pair in _pair(memory_url, pace):
         yield pair
 
 

@@ -22,7 +22,7 @@ from agentstores_asgi.demo import answer_text, slow_producer
 
 WAIT = 60.0
 """Deadline of one step (seconds): reaching it fails the test, a slow run never does."""
-WORDS = 60
+WORDS = 40
 PACE = 0.02
 LEASE = LeaseConfig(dead_after=1.0, heartbeat_interval=0.25)
 EXPECTED = answer_text("", WORDS)
@@ -210,3 +210,13 @@ def check_complete(reading: Reading, *, announced: bool = True) -> None:
     assert types[-3:] == ["text-end", "finish", "[DONE]"], types
     middle = set(types[len(head) : -3])
     assert middle <= {"text-delta", "data-agentstores-lease"}, types
+
+
+async def wait_until_idle(caller: Caller, replica: Replica, chat_id: str) -> dict[str, Any]:
+    """Poll /turn until the turn is sealed; return it."""
+    async with caller.client(replica) as client, asyncio.timeout(WAIT):
+        while True:
+            turn = (await client.get(f"/chat/{chat_id}/turn")).json()["turn"]
+            if turn is not None and turn["status"] != "running":
+                return turn
+            await asyncio.sleep(0.05)

@@ -8,7 +8,6 @@ import asyncio
 
 from .harness import (
     EXPECTED,
-    WAIT,
     Caller,
     Replica,
     chat_body,
@@ -17,6 +16,7 @@ from .harness import (
     sse_events,
     streaming,
     user_message,
+    wait_until_idle,
 )
 
 BODY = chat_body("c1", user_message("u1"))
@@ -27,16 +27,6 @@ async def transcript(caller: Caller, replica: Replica, chat_id: str) -> list[dic
         response = await client.get(f"/conversations/{chat_id}/messages")
         assert response.status_code == 200, response.text
         return response.json()["messages"]
-
-
-async def wait_until_idle(caller: Caller, replica: Replica, chat_id: str) -> dict:
-    """Poll /turn until the turn is sealed; return it."""
-    async with caller.client(replica) as client, asyncio.timeout(WAIT):
-        while True:
-            turn = (await client.get(f"/chat/{chat_id}/turn")).json()["turn"]
-            if turn is not None and turn["status"] != "running":
-                return turn
-            await asyncio.sleep(0.05)
 
 
 async def test_answer_streams_and_is_stored(replicas: tuple[Replica, Replica], alice: Caller):
