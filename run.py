@@ -2,6 +2,7 @@
 """Set up and run agentstores from a fresh clone, with nothing but Python 3.11 to 3.13.
 
     python3 run.py drill     the main job: a kill-and-resume drill on the embedded file backend
+    python3 run.py demo      two replicas behind a proxy serving a chat page; kill one mid-answer
     python3 run.py test      the whole test suite (every backend; servers start themselves),
                              its sessions in two lanes at once (AGENTSTORES_TEST_LANES=1: one)
     python3 run.py nox ARGS  any other nox session (lint, typecheck, build, bench, deep, ...)
@@ -29,10 +30,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent
 VENV = ROOT / ".venv"
 BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
-GROUPS = ["setup", "core", "file", "tools"]
+GROUPS = ["setup", "core", "file", "tools", "demo"]
 """The workspace's dependency groups ``.venv`` holds (pyproject.toml): nox and uv, core,
-the contract suite, the file backend and the tools (``drill``), at the versions uv.lock
-pins."""
+the contract suite, the file backend, the tools (``drill``) and the web demo (``demo``), at
+the versions uv.lock pins."""
 SUPPORTED = ((3, 11), (3, 12), (3, 13))
 """The Python versions every distribution's ``requires-python`` (>=3.11,<3.14) admits."""
 PYTHON_ENV = "AGENTSTORES_PYTHON"
@@ -316,6 +317,13 @@ def main(argv: list[str]) -> int:
         return run_nox([str(BIN / "nox"), *rest], env)
     if command == "drill":
         return subprocess.call([str(BIN / "agentstores"), "drill", *rest], cwd=ROOT, env=env)
+    if command == "demo":
+        demo = [str(BIN / "python"), "-m", "agentstores_tools.demo", *rest]
+        proc = subprocess.Popen(demo, cwd=ROOT, env=env)
+        try:
+            return proc.wait()
+        except KeyboardInterrupt:  # the demo got the Ctrl-C too: it stops its replicas
+            return proc.wait()
     return subprocess.call([str(BIN / "agentstores"), command, *rest], cwd=ROOT, env=env)
 
 
