@@ -67,15 +67,15 @@ async def test_push_is_on_exactly_where_the_server_serves_change_streams(
 ) -> None:
     serves = await _serves_change_streams(installed.base_url)
     with caplog.at_level(logging.WARNING, logger="agentstores_mongo.stores"):
-        async with MongoStores(installed.url) as stores:  # push=auto
+        async with MongoStores(installed.url, push="auto") as stores:
             assert (stores.listener is not None) == serves == stores.wakeups.remote
     assert serves or "refuses change streams" in caplog.text
     if not serves:
         with pytest.raises(BackendUnavailableError, match="change streams"):
             async with MongoStores(installed.url, push="true"):
                 pass
-    for off in ("false", "off", False):
-        async with MongoStores(installed.url, push=off) as quiet:
+    for off in ({}, {"push": "false"}, {"push": "off"}, {"push": False}):
+        async with MongoStores(installed.url, **off) as quiet:  # off by default
             assert quiet.listener is None and not quiet.wakeups.remote
     with pytest.raises(UsageError, match="push"):
         MongoStores(with_option(installed.url, "push", "maybe"))
@@ -83,7 +83,10 @@ async def test_push_is_on_exactly_where_the_server_serves_change_streams(
 
 async def test_two_bundles_wake_each_others_followers(nx_installed: Installation) -> None:
     key = _key()
-    async with MongoStores(nx_installed.url) as producer, MongoStores(nx_installed.url) as reader:
+    async with (
+        MongoStores(nx_installed.url, push=True) as producer,
+        MongoStores(nx_installed.url, push=True) as reader,
+    ):
         listener = _listener(reader)
         assert listener.opens == 0  # nothing followed: no stream
         lease = await start_turn(
@@ -116,7 +119,10 @@ async def test_two_bundles_wake_each_others_followers(nx_installed: Installation
 
 async def test_an_unfollowed_key_is_filtered_on_the_server(nx_installed: Installation) -> None:
     followed, other = _key(), _key()
-    async with MongoStores(nx_installed.url) as producer, MongoStores(nx_installed.url) as reader:
+    async with (
+        MongoStores(nx_installed.url, push=True) as producer,
+        MongoStores(nx_installed.url, push=True) as reader,
+    ):
         listener = _listener(reader)
         with reader.wakeups.watch(followed):
             await _eventually(lambda: reader.wakeups.pushing(followed))
@@ -134,7 +140,7 @@ async def test_change_events_carry_the_key_and_nothing_of_the_content(
     nx_installed: Installation,
 ) -> None:
     key = _key()
-    async with MongoStores(nx_installed.url) as stores:
+    async with MongoStores(nx_installed.url, push=True) as stores:
         listener = _listener(stores)
         stream = await listener._watch([key.storage_name])
         try:
@@ -166,7 +172,10 @@ async def test_a_killed_stream_falls_back_to_polling_and_resumes_without_a_gap(
     nx_installed: Installation,
 ) -> None:
     key = _key()
-    async with MongoStores(nx_installed.url) as producer, MongoStores(nx_installed.url) as reader:
+    async with (
+        MongoStores(nx_installed.url, push=True) as producer,
+        MongoStores(nx_installed.url, push=True) as reader,
+    ):
         listener = _listener(reader)
         lease = await start_turn(
             producer, key, P, "m", None, user_message=Message("u1", "user", "q"), lease_config=LONG
@@ -216,7 +225,7 @@ async def test_a_killed_stream_falls_back_to_polling_and_resumes_without_a_gap(
 
 
 async def test_closing_stops_the_stream(nx_installed: Installation) -> None:
-    stores = MongoStores(nx_installed.url)
+    stores = MongoStores(nx_installed.url, push=True)
     async with stores:
         listener = _listener(stores)
         with stores.wakeups.watch(_key()) as watch:

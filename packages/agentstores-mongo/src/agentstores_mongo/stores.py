@@ -14,10 +14,10 @@ how long a write waits for another writer's uncommitted documents before retirin
 ``reconcile_window`` (5 s: how long a write whose reply was lost tries to read its
 outcome back), ``reconnect_window`` (5 s: how long a call keeps resending after a
 connection failure before its commit, e.g. while the server restarts),
-``check_indexes`` (true: refuse to open when an index is missing), ``push`` (``auto``:
-followers hear other processes' writes through a change stream where the server serves
-them, and poll elsewhere; ``true`` refuses to open where it does not; ``false``; see
-:mod:`.changes`). Unless the URL says
+``check_indexes`` (true: refuse to open when an index is missing), ``push``
+(``false`` by default; ``auto``: followers hear other processes' writes through a
+change stream where the server serves them, and poll elsewhere; ``true``: the same, but
+refuse to open where the server does not; see :mod:`.changes`). Unless the URL says
 otherwise the client waits at most 5 s to select a server (``serverSelectionTimeoutMS``),
 5 s for a pooled connection (``waitQueueTimeoutMS``) and 20 s for a reply
 (``socketTimeoutMS``), each ending in ``BackendUnavailableError``.
@@ -191,7 +191,7 @@ class MongoStores(Stores):
         db = client.get_database(database, write_concern=wc, read_preference=ReadPreference.PRIMARY)
         ttl = opts.get("tombstone_ttl")
         self.check_indexes = _flag(opts.get("check_indexes", True))
-        self.push = _push(opts.get("push", "auto"))
+        self.push = _push(opts.get("push", "false"))
         self.listener: ChangeListener | None = None
         """The change stream hearing other processes' writes, while open with push on
         and the server serves change streams."""
