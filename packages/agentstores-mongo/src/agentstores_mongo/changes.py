@@ -108,9 +108,7 @@ class ChangeListener(KeySubscriptions):
             self.full_document = "off"
         try:
             stream = await self._watch([])
-        except OperationFailure as exc:
-            if is_connection_error(exc):
-                raise
+        except OperationFailure as exc:  # a refusal; a connection failure propagates
             raise Unsupported(str(exc)) from exc
         with contextlib.suppress(Exception):
             await stream.close()
@@ -144,7 +142,7 @@ class ChangeListener(KeySubscriptions):
         except Exception:
             self._down()
             raise
-        self._set_up()
+        self.wakeups.remote = True
 
     async def _unsubscribe(self, keys: Set[ConversationKey]) -> None:
         for key in keys:
@@ -239,9 +237,6 @@ class ChangeListener(KeySubscriptions):
             self.wakeups.remote = False
             for key in self.wakeups.watched():
                 self.wakeups.notify(key)
-
-    def _set_up(self) -> None:
-        self.wakeups.remote = True
 
 
 __all__ = ["ChangeListener", "Unsupported", "serves_nx"]
