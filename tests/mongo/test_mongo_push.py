@@ -224,6 +224,44 @@ async def test_a_killed_stream_falls_back_to_polling_and_resumes_without_a_gap(
             await events.aclose()
 
 
+async def test_a_write_before_the_stream_opens_is_read_once_it_is_open(
+    nx_installed: Installation,
+) -> None:
+    """The key is watched after the follower's first read; a write before its stream is
+    open wakes nothing by itself, and the subscription's wake-up reads it."""
+    key = _key()
+    async with (
+        MongoStores(nx_installed.url, push=True) as producer,
+        MongoStores(nx_installed.url, push=True) as reader,
+    ):
+        listener = _listener(reader)
+        gate = asyncio.Event()
+        subscribe = listener._subscribe
+
+        async def gated(keys: object) -> None:
+            await gate.wait()
+            await subscribe(keys)  # type: ignore[arg-type]
+
+        listener._subscribe = gated  # type: ignore[method-assign]
+        lease = await start_turn(
+            producer, key, P, "m", None, user_message=Message("u1", "user", "q"), lease_config=LONG
+        )
+        await lease.record(3, {"text": "abc"})
+        events = follow(reader, key, P, poll=FAR, safety_poll=FAR, dead_after=60)
+        first = await asyncio.wait_for(anext(events), PATIENCE)
+        assert isinstance(first, FollowUpdate) and first.text == "abc"
+        assert not reader.wakeups.pushing(key)
+        waiting = asyncio.ensure_future(asyncio.wait_for(anext(events), PATIENCE))
+        await lease.record(6, {"text": "abcdef"})
+        await asyncio.sleep(0.2)
+        assert not waiting.done()  # unpushed, with a far poll: nothing reads it yet
+        gate.set()
+        second = await waiting
+        assert isinstance(second, FollowUpdate) and second.text == "abcdef"
+        assert reader.wakeups.pushing(key)
+        await events.aclose()
+
+
 async def test_closing_stops_the_stream(nx_installed: Installation) -> None:
     stores = MongoStores(nx_installed.url, push=True)
     async with stores:
