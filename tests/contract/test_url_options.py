@@ -37,7 +37,7 @@ def lenient_scheme() -> Iterator[str]:
     ("url", "known"),
     [
         ("memory://x?pool_size=2", "known: none"),
-        ("file://./.agentstores?fsync=false", "known: none"),
+        ("file://./.agentstores?fsync=false", "known: push"),
         ("template://?x=1", "known: none"),
     ],
     ids=["memory", "file", "template"],

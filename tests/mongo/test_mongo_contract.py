@@ -11,7 +11,8 @@ from collections.abc import Iterator
 import pytest
 
 from agentstores_contract import BackendUnderTest, ContractSuite
-from tests.servers.mongo import MONGODB_URI_ENV, Installation, NxServer
+from agentstores_contract.follow import FollowContract
+from tests.servers.mongo import MONGODB_URI_ENV, Installation, NxServer, with_option
 
 
 class TestNx27017(ContractSuite):
@@ -20,6 +21,18 @@ class TestNx27017(ContractSuite):
     def backend(cls, nx_server: NxServer) -> Iterator[BackendUnderTest]:
         with Installation(nx_server.url) as inst:
             yield BackendUnderTest.from_url(inst.url)
+
+
+class TestNx27017PushFollow(FollowContract):
+    """The follower's promises again with push on: another bundle's writes wake it
+    through the change stream (``protocol.follow.wakes``), and wake-ups dropped,
+    repeated or late change nothing it yields."""
+
+    @pytest.fixture(scope="class")
+    @classmethod
+    def backend(cls, nx_server: NxServer) -> Iterator[BackendUnderTest]:
+        with Installation(nx_server.url) as inst:
+            yield BackendUnderTest.from_url(with_option(inst.url, "push", "true"))
 
 
 if os.environ.get(MONGODB_URI_ENV):

@@ -118,7 +118,7 @@ class Installation:
         from agentstores_mongo.stores import MongoStores
 
         async def main() -> None:
-            stores = MongoStores(self.url, check_indexes=False)
+            stores = MongoStores(self.url, check_indexes=False, push=False)
             async with stores:
                 for name in await stores.ctx.db.list_collection_names():
                     if name.startswith(self.prefix):

@@ -3,7 +3,8 @@
 URLs: ``file:///absolute/path`` or ``file://./relative/path`` (relative to the working
 directory when the bundle is created); ``file://./.agentstores`` is the library default.
 Any number of processes on one machine may share a directory. ``flock`` does not work
-across hosts over NFS: do not share one directory between machines.
+across hosts over NFS: do not share one directory between machines. The one URL option
+is ``push`` (``?push=false``; see :mod:`.push`).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from .header import FileRoot
 from .oauth import FileOAuthStore
 from .pause_tokens import FilePauseTokenStore
 from .plugin import BACKEND
+from .push import ChangeWatcher
 from .recording import FileRecordingStore
 from .state import FileAgentStateStore
 from .supervision import FileSupervisionStore
@@ -55,6 +57,23 @@ def path_from_url(url: str) -> str:
 
 
 _OPTIONS_HINT = " (fsync, workers, clock and tombstone_ttl are keyword arguments)"
+_TRUE, _FALSE = {"1", "true", "yes", "on"}, {"0", "false", "no", "off"}
+
+
+def push_option(url: str, push: bool | None) -> bool:
+    """Whether a bundle checks for other processes' writes: the ``push`` keyword, else
+    the URL's ``push`` option, else on (a write costs nothing more with it)."""
+    chosen = True
+    for _, value in kit.url_options(url, ("push",), backend="file", hint=_OPTIONS_HINT):
+        text = value.strip().lower()
+        if text not in _TRUE | _FALSE:
+            raise UsageError(f"push must be true or false, got {value!r}", option="push")
+        chosen = text in _TRUE
+    if push is not None:
+        if not isinstance(push, bool):
+            raise UsageError(f"push must be a bool, got {push!r}", option="push")
+        chosen = push
+    return chosen
 
 
 class FileStores(Stores):
@@ -71,6 +90,9 @@ class FileStores(Stores):
     - ``tombstone_ttl``: timedelta, default 30 days.
     - ``io_stats`` (an :class:`IOStats` counting every read and write) or ``io`` (a
       :class:`FileIO` to route every file operation through).
+    - ``push`` (default True, also ``?push=false`` on the URL): while open, a thread
+      checks the files of the keys this process follows every few tens of milliseconds
+      and wakes their followers when another process wrote them (:mod:`.push`).
     """
 
     backend = "file"
@@ -96,10 +118,13 @@ class FileStores(Stores):
         tombstone_ttl: timedelta | None = None,
         io_stats: IOStats | None = None,
         io: FileIO | None = None,
+        push: bool | None = None,
     ) -> None:
         self.url = url
         self.path = path_from_url(url)
-        kit.url_options(url, (), backend="file", hint=_OPTIONS_HINT)
+        self.push = push_option(url, push)
+        self.watcher: ChangeWatcher | None = None
+        """The change check while open with push on."""
         if workers is not None and (not isinstance(workers, int) or workers < 1):
             raise UsageError(f"workers must be a positive int or None, got {workers!r}")
         if io is None:
@@ -129,8 +154,14 @@ class FileStores(Stores):
         except OSError as exc:
             await self._runner.stop()
             raise BackendUnavailableError(f"cannot use {self.path} as a file store: {exc}") from exc
+        if self.push:
+            self.watcher = ChangeWatcher(self.root, self.wakeups)
+            self.watcher.start()
 
     async def _close(self) -> None:
+        watcher, self.watcher = self.watcher, None
+        if watcher is not None:
+            await watcher.close()
         await self._runner.stop()
 
 

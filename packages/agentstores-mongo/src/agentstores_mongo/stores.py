@@ -14,7 +14,10 @@ how long a write waits for another writer's uncommitted documents before retirin
 ``reconcile_window`` (5 s: how long a write whose reply was lost tries to read its
 outcome back), ``reconnect_window`` (5 s: how long a call keeps resending after a
 connection failure before its commit, e.g. while the server restarts),
-``check_indexes`` (true: refuse to open when an index is missing). Unless the URL says
+``check_indexes`` (true: refuse to open when an index is missing), ``push``
+(``false`` by default; ``auto``: followers hear other processes' writes through a
+change stream where the server serves them, and poll elsewhere; ``true``: the same, but
+refuse to open where the server does not; see :mod:`.changes`). Unless the URL says
 otherwise the client waits at most 5 s to select a server (``serverSelectionTimeoutMS``),
 5 s for a pooled connection (``waitQueueTimeoutMS``) and 20 s for a reply
 (``socketTimeoutMS``), each ending in ``BackendUnavailableError``.
@@ -22,6 +25,7 @@ otherwise the client waits at most 5 s to select a server (``serverSelectionTime
 
 from __future__ import annotations
 
+import logging
 from datetime import datetime, timedelta
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
@@ -32,6 +36,7 @@ from agentstores.stores.kit import DEFAULT_TOMBSTONE_TTL, url_options
 from agentstores.urls import redact_url
 
 from ._base import Context
+from .changes import ChangeListener, Unsupported
 from .conversations import MongoConversationStore
 from .errors import translate_error
 from .oauth import MongoOAuthStore
@@ -41,6 +46,8 @@ from .recording import MongoRecordingStore
 from .schema import check
 from .state import MongoAgentStateStore
 from .supervision import MongoSupervisionStore
+
+log = logging.getLogger(__name__)
 
 SCHEMES = ("mongodb", "mongodb+srv")
 OPTIONS = (
@@ -53,7 +60,9 @@ OPTIONS = (
     "reconcile_window",
     "reconnect_window",
     "check_indexes",
+    "push",
 )
+PUSH_CHOICES = ("auto", "true", "false")
 CLIENT_DEFAULTS = {
     "serverSelectionTimeoutMS": 5000,
     "waitQueueTimeoutMS": 5000,
@@ -110,6 +119,17 @@ def _seconds(value: Any, what: str) -> float:
     if seconds <= 0:
         raise UsageError(f"{what} must be positive")
     return seconds
+
+
+def _push(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    text = str(value).strip().lower()
+    text = {"1": "true", "yes": "true", "on": "true"}.get(text, text)
+    text = {"0": "false", "no": "false", "off": "false"}.get(text, text)
+    if text not in PUSH_CHOICES:
+        raise UsageError(f"push must be one of {', '.join(PUSH_CHOICES)}, got {value!r}")
+    return text
 
 
 def _flag(value: Any) -> bool:
@@ -171,6 +191,10 @@ class MongoStores(Stores):
         db = client.get_database(database, write_concern=wc, read_preference=ReadPreference.PRIMARY)
         ttl = opts.get("tombstone_ttl")
         self.check_indexes = _flag(opts.get("check_indexes", True))
+        self.push = _push(opts.get("push", "false"))
+        self.listener: ChangeListener | None = None
+        """The change stream hearing other processes' writes, while open with push on
+        and the server serves change streams."""
         self.ctx = Context(
             client=client,
             db=db,
@@ -205,6 +229,8 @@ class MongoStores(Stores):
             await self.ctx.db.command("ping")
             if self.check_indexes:
                 await check(self.ctx.db, self.ctx.prefix)
+            if self.push != "false":
+                await self._listen()
         except BackendUnavailableError:
             await self._close()
             raise
@@ -215,7 +241,30 @@ class MongoStores(Stores):
                 raise
             raise translated from exc
 
+    async def _listen(self) -> None:
+        """Start the change stream listener, where the server serves change streams."""
+        listener = ChangeListener(self.ctx, self.wakeups)
+        try:
+            await listener.probe()
+        except Unsupported as exc:
+            if self.push == "true":
+                raise BackendUnavailableError(
+                    f"push=true, but this MongoDB refuses change streams ({exc}); they need "
+                    "a replica set or a sharded cluster"
+                ) from exc
+            log.warning(
+                "push: this MongoDB refuses change streams (%s); followers poll "
+                "(a replica set or a sharded cluster serves them)",
+                exc,
+            )
+            return
+        listener.start()
+        self.listener = listener
+
     async def _close(self) -> None:
+        listener, self.listener = self.listener, None
+        if listener is not None:
+            await listener.close()
         while self.closing:
             self.closing.pop().close()
         if self._owned:
