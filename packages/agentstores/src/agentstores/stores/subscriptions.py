@@ -32,6 +32,8 @@ log = logging.getLogger(__name__)
 RETRY_FIRST = 0.05
 RETRY_MAX = 2.0
 """Seconds between attempts after a failed (un)subscribe: doubling from the first to the most."""
+CLOSE_TIMEOUT = 2.0
+"""Seconds :meth:`KeySubscriptions.close` waits for its task to stop after cancelling it."""
 
 
 class KeySubscriptions(ABC):
@@ -66,8 +68,13 @@ class KeySubscriptions(ABC):
         self.reset()
         if task is not None:
             task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+            # Bounded: a driver that swallows the cancellation must not hang the close.
+            done, _ = await asyncio.wait({task}, timeout=CLOSE_TIMEOUT)
+            if not done:
+                log.warning("push: the subscription task did not stop; left behind")
+            elif not task.cancelled():
+                with contextlib.suppress(Exception):
+                    task.result()
 
     def reset(self) -> None:
         """The connection holding the subscriptions is lost: no key is pushed now."""
