@@ -130,7 +130,9 @@ def parse_shape(text: str) -> tuple[int, int]:
         f = int(followers.replace("_", ""))
         c = int(conversations.replace("_", "")) if conversations else f
     except ValueError:
-        raise UsageError(f"a follow shape is N or NxC (followers x conversations), got {text!r}")
+        raise UsageError(
+            f"a follow shape is N or NxC (followers x conversations), got {text!r}"
+        ) from None
     if f < 1 or c < 1:
         raise UsageError(f"a follow shape counts at least one of each, got {text!r}")
     return f, c
@@ -176,6 +178,9 @@ class ReadCounter:
 
     def __init__(self, stores: Stores) -> None:
         self.count = 0
+        self.target = 0
+        self.reached = asyncio.Event()
+        """Set once :attr:`count` is at least :attr:`target`."""
         for store_name, method in COUNTED_READS:
             store = getattr(stores, store_name)
             setattr(store, method, self._counting(getattr(store, method)))
@@ -184,6 +189,8 @@ class ReadCounter:
         async def counted(*args: Any, **kwargs: Any) -> Any:
             if _FOLLOWING.get():
                 self.count += 1
+                if self.count >= self.target:
+                    self.reached.set()
             return await read(*args, **kwargs)
 
         return counted
@@ -285,7 +292,7 @@ class _Elsewhere:
         if not line.strip():
             raise RuntimeError(await self._failure("ended without its write log"))
         await self.proc.wait()
-        return [tuple(w) for w in json.loads(line)["writes"]]  # type: ignore[misc]
+        return [(int(c), int(i), int(t0), int(t1)) for c, i, t0, t1 in json.loads(line)["writes"]]
 
     async def _failure(self, what: str) -> str:
         assert self.proc is not None and self.proc.stderr is not None
@@ -359,10 +366,9 @@ async def _row(
             asyncio.create_task(_follow(stores, plan.key(sessions[f.conversation]), principal, f))
             for f in followers
         ]
-        deadline = time.monotonic() + START_TIMEOUT
-        while counter.count < 2 * followers_n and time.monotonic() < deadline:
-            await asyncio.sleep(0.05)
-        await asyncio.sleep(0.5)  # every first read done and answered
+        counter.target = 2 * followers_n  # every follower's first look at row and recording
+        await asyncio.wait_for(counter.reached.wait(), START_TIMEOUT)
+        await asyncio.sleep(0.5)  # and answered
         before = counter.count
         started = time.monotonic()
         await asyncio.sleep(cfg.idle)

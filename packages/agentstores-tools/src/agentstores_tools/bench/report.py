@@ -148,7 +148,8 @@ def render(result: dict[str, Any]) -> str:
         ]
     follow = result.get("follow")
     if follow is not None:
-        out += [follow_report.title(follow), table(follow_report.HEADERS, follow_report.rows(follow))]
+        out.append(follow_report.title(follow))
+        out.append(table(follow_report.HEADERS, follow_report.rows(follow)))
         out += [f"  {line}" for line in follow_report.notes(follow)] + [""]
     if problems:
         out += ["Errors (first of each):"] + [f"  {p}" for p in problems] + [""]
