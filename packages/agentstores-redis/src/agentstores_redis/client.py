@@ -168,7 +168,12 @@ class RedisClient:
         self._idle: list[Connection] = []
         """Standalone connections this client took from the pool and holds, ready: taking
         one back costs a list pop, where the pool's checkout costs a lock, a condition,
-        a timer and its metrics on every call (a third of a short script call's time)."""
+        a timer and its metrics on every call (a third of a short script call's time).
+        While a call waits on the pool none is held: each goes back to the pool, which
+        hands it to the waiter (held here, it would serve only calls arriving later, and a
+        waiter could starve until its ``pool_timeout``)."""
+        self._waiting = 0
+        """Calls waiting on the standalone pool for a connection now."""
         self._cluster: RedisCluster | None = None
         self._slots: asyncio.Semaphore | None = None
         self._refresh = False
@@ -280,6 +285,7 @@ class RedisClient:
                 if await _still_ready(conn):
                     return conn, self._keep
                 await self._pool.release(conn)  # the pool's checkout reconnects it
+            self._waiting += 1
             try:
                 conn = await self._pool.get_connection()  # type: ignore[no-untyped-call]
             except Exception as exc:
@@ -290,6 +296,8 @@ class RedisClient:
                         exhausted=True,
                     ) from exc
                 raise NotSent(f"cannot connect: {exc}") from exc
+            finally:
+                self._waiting -= 1
             return conn, self._keep
         assert node is not None and self._slots is not None
         slots = self._slots
@@ -328,8 +336,9 @@ class RedisClient:
 
     async def _keep(self, conn: Connection) -> None:
         """Release a standalone connection into :attr:`_idle` (a dropped one is
-        reconnected by the pool when it is next taken; once closing, back to the pool)."""
-        if self._standalone is not None:
+        reconnected by the pool when it is next taken; once closing, or while a call waits
+        on the pool, back to the pool)."""
+        if self._standalone is not None and not self._waiting:
             self._idle.append(conn)
         elif self._pool is not None:
             await self._pool.release(conn)
