@@ -27,6 +27,10 @@ option (``push=true`` / ``push=false``):
   given when the backend has no such option); the followers' bundle must not hear other
   processes, so other processes' writes reach them only by their poll.
 
+``cpu_percent`` is this process's CPU time over the wall time from the first write to
+the last follower's end (every thread; with ``local``, the producers' share included):
+near 100, the followers' process is saturated and queueing shows in the latency.
+
 Followers use ``follow()``'s defaults (``poll`` 0.3 s, ``safety_poll`` 2 s). Times are
 ``time.monotonic_ns``, one clock for every process of the machine.
 """
@@ -90,7 +94,7 @@ class FollowConfig:
     seconds: float = 10.0
     interval: float = 0.1
     rate: float = 500.0
-    idle: float = 5.0
+    idle: float = 6.0
 
     def validate(self) -> None:
         """Refuse what cannot be measured, before anything connects.
@@ -376,6 +380,7 @@ async def _row(
         idle_s = time.monotonic() - started
         row["idle_reads_per_follower_s"] = round(reads / idle_s / followers_n, 3)
         note(f"follow {mode} {followers_n}x{conversations_n}: {row['writes']} writes")
+        cpu, wall = time.process_time(), time.monotonic()
         go.set_result(None)
         if local is not None:
             log = await local
@@ -383,6 +388,7 @@ async def _row(
             assert elsewhere is not None
             log = await elsewhere.go()
         await asyncio.wait_for(asyncio.gather(*tasks), START_TIMEOUT)
+        row["cpu_percent"] = round(100 * (time.process_time() - cpu) / (time.monotonic() - wall), 1)
         from_return, from_issue, missed = latencies(log, followers)
         row["samples"] = len(from_return)
         for name, values in (("", from_return), ("issue_", from_issue)):

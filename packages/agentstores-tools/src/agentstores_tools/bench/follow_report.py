@@ -15,6 +15,7 @@ HEADERS = [
     "p50 from issue",
     "p99 from issue",
     "idle reads/follower/s",
+    "CPU %",
     "errors",
 ]
 
@@ -32,6 +33,7 @@ def rows(follow: dict[str, Any]) -> list[list[Any]]:
             r.get("issue_p50_ms"),
             r.get("issue_p99_ms"),
             r.get("idle_reads_per_follower_s"),
+            r.get("cpu_percent"),
             r.get("errors"),
         ]
         out.append([r["mode"], r["followers"], r["conversations"], *figures])

@@ -189,7 +189,7 @@ def register(subparsers: Any) -> None:
     p.add_argument(
         "--follow-idle",
         type=float,
-        default=5.0,
+        default=6.0,
         help="seconds the live turns write nothing while the followers' reads are "
         "counted (default: %(default)s)",
     )
