@@ -30,6 +30,7 @@ option (``push=true`` / ``push=false``):
 ``cpu_percent`` is this process's CPU time over the wall time from the first write to
 the last follower's end (every thread; with ``local``, the producers' share included):
 near 100, the followers' process is saturated and queueing shows in the latency.
+``load_1m``, the machine's load average when the row ends, says how much else ran.
 
 Followers use ``follow()``'s defaults (``poll`` 0.3 s, ``safety_poll`` 2 s). Times are
 ``time.monotonic_ns``, one clock for every process of the machine.
@@ -42,6 +43,7 @@ import contextlib
 import contextvars
 import json
 import math
+import os
 import sys
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -263,6 +265,15 @@ def _ms(values: list[int], pct: float) -> float | None:
     return round(percentile(ordered, pct), 3) if ordered else None
 
 
+def _load() -> float | None:
+    """The machine's one-minute load average (None where the OS has none): on a shared
+    machine, what else ran beside the row."""
+    try:
+        return round(os.getloadavg()[0], 2)
+    except (AttributeError, OSError):
+        return None
+
+
 class _Elsewhere:
     """The producers in a process of their own (this Python, this environment)."""
 
@@ -389,6 +400,7 @@ async def _row(
             log = await elsewhere.go()
         await asyncio.wait_for(asyncio.gather(*tasks), START_TIMEOUT)
         row["cpu_percent"] = round(100 * (time.process_time() - cpu) / (time.monotonic() - wall), 1)
+        row["load_1m"] = _load()
         from_return, from_issue, missed = latencies(log, followers)
         row["samples"] = len(from_return)
         for name, values in (("", from_return), ("issue_", from_issue)):

@@ -16,6 +16,7 @@ HEADERS = [
     "p99 from issue",
     "idle reads/follower/s",
     "CPU %",
+    "load",
     "errors",
 ]
 
@@ -34,6 +35,7 @@ def rows(follow: dict[str, Any]) -> list[list[Any]]:
             r.get("issue_p99_ms"),
             r.get("idle_reads_per_follower_s"),
             r.get("cpu_percent"),
+            r.get("load_1m"),
             r.get("errors"),
         ]
         out.append([r["mode"], r["followers"], r["conversations"], *figures])
@@ -88,7 +90,7 @@ def markdown(runs: Sequence[dict[str, Any]], command: str) -> str:
         follow = run.get("follow")
         if follow is None:
             continue
-        out += [f"**{run['backend']}** (`{run['url']}`)", ""]
+        out += [f"**{run['backend']}**", ""]
         out.append("| " + " | ".join(HEADERS) + " |")
         out.append("|" + "---|" * len(HEADERS))
         for row in rows(follow):
