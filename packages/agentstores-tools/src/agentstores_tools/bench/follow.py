@@ -169,8 +169,8 @@ def mode_url(url: str, mode: str) -> str | Unavailable:
     try:
         create_stores(wanted)
     except UsageError as exc:
-        if mode == "push":
-            return Unavailable(f"no push option: {exc}")
+        if mode == "push":  # the refusal's first clause (the rest lists every option)
+            return Unavailable(f"no push option ({str(exc).split(';')[0]})")
         return url  # no option: it never pushes
     return wanted
 
