@@ -351,6 +351,7 @@ async def _row(
     plan = ProducerPlan(chosen, tenant, principal, sessions, interval, writes_n)
     await stores.open()
     elsewhere: _Elsewhere | None = None
+    local: asyncio.Task[list[Write]] | None = None
     tasks: list[asyncio.Task[None]] = []
     try:
         remote = stores.wakeups.remote
@@ -367,10 +368,17 @@ async def _row(
         async def on_claimed() -> None:
             claimed.set()
 
-        local: asyncio.Task[list[Write]] | None = None
         if mode == "local":
             local = asyncio.create_task(produce(stores, plan, on_claimed, go))
-            await asyncio.wait_for(claimed.wait(), START_TIMEOUT)
+            waiting = asyncio.ensure_future(claimed.wait())
+            await asyncio.wait(
+                {local, waiting}, timeout=START_TIMEOUT, return_when=asyncio.FIRST_COMPLETED
+            )
+            waiting.cancel()
+            if local.done():
+                await local  # it failed before claiming: its error is the row's
+            if not claimed.is_set():
+                raise TimeoutError(f"the producers did not claim in {START_TIMEOUT:g} s")
         else:
             elsewhere = _Elsewhere(plan)
             await elsewhere.start()
@@ -401,32 +409,37 @@ async def _row(
         await asyncio.wait_for(asyncio.gather(*tasks), START_TIMEOUT)
         row["cpu_percent"] = round(100 * (time.process_time() - cpu) / (time.monotonic() - wall), 1)
         row["load_1m"] = _load()
-        from_return, from_issue, missed = latencies(log, followers)
-        row["samples"] = len(from_return)
-        for name, values in (("", from_return), ("issue_", from_issue)):
-            row[f"{name}p50_ms"] = _ms(values, 50)
-            row[f"{name}p99_ms"] = _ms(values, 99)
-            row[f"{name}max_ms"] = _ms(values, 100)
-        problems = [f.error for f in followers if f.error]
-        problems += [f"follower ended {f.verdict}" for f in followers if f.verdict != "done"]
-        if len(log) != row["writes"]:
-            problems.append(f"{len(log)} writes logged of {row['writes']}")
-        if missed:
-            problems.append(f"{missed} writes never yielded to a follower")
-        row["errors"] = len(problems)
-        if problems:
-            row["first_error"] = problems[0]
+        _summarize(row, log, followers)
     except Exception as exc:  # reported in the row, not fatal to the run
         row["errors"] = row.get("errors", 0) + 1
         row["first_error"] = f"{type(exc).__name__}: {exc}"
     finally:
-        for task in tasks:
+        for task in [*tasks, *([local] if local is not None else [])]:
             task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await asyncio.gather(*tasks, *([local] if local else []), return_exceptions=True)
         if elsewhere is not None:
             await elsewhere.stop()
         await stores.close()
     return row
+
+
+def _summarize(row: dict[str, Any], log: list[Write], followers: list[_Follower]) -> None:
+    """Put the latency percentiles and what went wrong (if anything) into ``row``."""
+    from_return, from_issue, missed = latencies(log, followers)
+    row["samples"] = len(from_return)
+    for name, values in (("", from_return), ("issue_", from_issue)):
+        row[f"{name}p50_ms"] = _ms(values, 50)
+        row[f"{name}p99_ms"] = _ms(values, 99)
+        row[f"{name}max_ms"] = _ms(values, 100)
+    problems = [f.error for f in followers if f.error]
+    problems += [f"follower ended {f.verdict}" for f in followers if f.verdict != "done"]
+    if len(log) != row["writes"]:
+        problems.append(f"{len(log)} writes logged of {row['writes']}")
+    if missed:
+        problems.append(f"{missed} writes never yielded to a follower")
+    row["errors"] = len(problems)
+    if problems:
+        row["first_error"] = problems[0]
 
 
 async def run_follow(
