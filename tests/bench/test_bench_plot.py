@@ -1,4 +1,4 @@
-"""``agentstores bench --plot DIR``: the four figures are written as PNGs, and without
+"""``agentstores bench --plot DIR``: the five figures are written as PNGs, and without
 matplotlib the command refuses before measuring, saying what to install."""
 
 from __future__ import annotations
@@ -12,18 +12,20 @@ from pathlib import Path
 import pytest
 
 from agentstores.memory.stores import EphemeralStoreWarning
+from agentstores_tools.bench.follow import FollowConfig
 from agentstores_tools.bench.harness import BenchConfig, run_bench
 from agentstores_tools.bench.plot import plot_runs
 
 from .test_bench_smoke import TINY
 
 PNG = b"\x89PNG\r\n\x1a\n"
-FIGURES = ("throughput", "latency", "lengths", "capacity")
+FIGURES = ("throughput", "latency", "lengths", "capacity", "follow")
+FOLLOW = FollowConfig(modes=("local",), shapes=((1, 1),), seconds=0.3, idle=0.1)
 
 
 async def test_every_figure_is_a_png(tmp_path: Path) -> None:
     pytest.importorskip("matplotlib", reason="tests-core installs agentstores-tools[plot]")
-    cfg = BenchConfig(url=f"memory://plot-{uuid.uuid4().hex}", **TINY)
+    cfg = BenchConfig(url=f"memory://plot-{uuid.uuid4().hex}", follow=FOLLOW, **TINY)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", EphemeralStoreWarning)
         result = await run_bench(cfg)

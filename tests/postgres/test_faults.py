@@ -481,6 +481,22 @@ async def test_pool_exhaustion_waits_then_says_so(pg: PgServer) -> None:
         assert (await sup.read(key, P)).row.epoch == 2  # type: ignore[union-attr]
 
 
+async def test_calls_waiting_on_a_full_pool_are_served_not_starved(pg: PgServer) -> None:
+    """More concurrent callers than pooled connections: a connection a finished call
+    leaves clean goes to a caller already waiting, not only to callers arriving later,
+    so every caller is served (none times out while others keep the connections)."""
+    key = _key()
+    callers, reads = 12, 20
+    async with _stores(pg.url, pool_max_size=2, acquire_timeout=2.0) as stores:
+
+        async def reader() -> int:
+            for _ in range(reads):
+                await stores.supervision.read(key, P)
+            return reads
+
+        assert await asyncio.gather(*(reader() for _ in range(callers))) == [reads] * callers
+
+
 async def test_unreachable_server_is_backend_unavailable() -> None:
     from tests.servers.postgres import free_port
 

@@ -84,7 +84,12 @@ class Database:
         by a call that completed (no transaction open, not closed). Taking one back is a
         list pop; asyncpg's release runs in a task of its own (``asyncio.shield``) and its
         acquire through a queue, about a fifth of a short call's time. The pool still
-        counts them as in use, so its ``pool_max_size`` bounds them too."""
+        counts them as in use, so its ``pool_max_size`` bounds them too. While a call
+        waits on the pool's queue none is kept: each goes back to the pool, which hands it
+        to the waiter (kept here, it would serve only calls arriving later, and a waiter
+        could starve until its ``acquire_timeout``)."""
+        self._waiting = 0
+        """Calls waiting on the pool's queue for a connection now."""
         self.backend_starts: dict[int, Any] = {}
         """Server pid -> that backend's start time, recorded when each connection opens:
         a pid alone may be reused by a later backend once the first has exited."""
@@ -194,8 +199,12 @@ class Database:
                     # timeout, so skip arming a timer on the hot path.
                     return await pool.acquire()
                 # asyncio.timeout, not acquire(timeout=): no extra task per call.
-                async with asyncio.timeout(max(deadline - loop.time(), 0.001)):
-                    return await pool.acquire()
+                self._waiting += 1
+                try:
+                    async with asyncio.timeout(max(deadline - loop.time(), 0.001)):
+                        return await pool.acquire()
+                finally:
+                    self._waiting -= 1
             except TimeoutError as exc:
                 size, idle, most = pool.get_size(), pool.get_idle_size(), pool.get_max_size()
                 if size >= most and idle == 0:
@@ -223,7 +232,7 @@ class Database:
         pool = self.pool
         if pool is None:
             return
-        if clean and _open_and_idle(conn):
+        if clean and not self._waiting and _open_and_idle(conn):
             self._held.append(conn)
             return
         with contextlib.suppress(Exception):

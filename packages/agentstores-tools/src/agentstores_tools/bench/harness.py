@@ -23,6 +23,9 @@ alternating rounds) rather than with numbers from elsewhere.
   (``LeaseConfig(coalesce=False)``). A step search finds the largest K whose p99 beat
   latency, from the moment a beat was due to the moment its lease had the answer, stays
   under a threshold, with at least 95% of the window's beats answered and no lease lost.
+- **Follow**: latency from a producer's recording write to a follower's ``follow()``
+  yielding it, and the store reads of idle followers, per mode (in-process wake-ups,
+  push, polling) and number of followers (:mod:`.follow`).
 """
 
 from __future__ import annotations
@@ -58,6 +61,7 @@ from agentstores.urls import redact_url
 
 from ..redaction import Redaction
 from .floor import RawFloor, load_floor
+from .follow import FollowConfig, run_follow
 from .stats import Sample, percentile
 
 OPERATIONS: dict[str, str] = {
@@ -100,6 +104,8 @@ class BenchConfig:
     capacity_start: int = 16
     capacity_max: int = 100_000
     capacity_gc_freeze: bool = False
+    follow: FollowConfig | None = None
+    """The follow-latency section (None: not measured)."""
     keep: bool = False
     seed: int = 0
     progress: Callable[[str], None] | None = None
@@ -125,6 +131,8 @@ class BenchConfig:
             raise UsageError("p99_ms, capacity_window and capacity_budget must be positive")
         if not 1 <= self.capacity_start <= self.capacity_max:
             raise UsageError("need 1 <= capacity_start <= capacity_max")
+        if self.follow is not None:
+            self.follow.validate()
 
 
 @dataclass
@@ -596,6 +604,7 @@ async def _run(
         "ratio": None,
         "lengths": [],
         "capacity": None,
+        "follow": None,
     }
     clients: list[_Client] = []
     floor: RawFloor | None = None
@@ -637,6 +646,10 @@ async def _run(
             result["lengths"].append(await _length_costs(clients[0], length, cfg, note))
         if cfg.capacity:
             result["capacity"] = await _capacity(clients, cfg, note)
+        if cfg.follow is not None:
+            result["follow"] = await run_follow(
+                url, tenant, cfg.follow, note, keep=cfg.keep or temporary
+            )
         if not temporary and not cfg.keep:
             note("removing benchmark data")
             await asyncio.gather(*(_cleanup(c) for c in clients))

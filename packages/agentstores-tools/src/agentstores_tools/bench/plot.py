@@ -7,7 +7,8 @@ saying what to install. Each run gives up to four files, named after its backend
 - ``<backend>-throughput.png``: ops/s per operation, the CAS beside its raw floor;
 - ``<backend>-latency.png``: p50, p99 and max per operation (log scale);
 - ``<backend>-lengths.png``: append and read cost against transcript length (log-log);
-- ``<backend>-capacity.png``: the heartbeat capacity search, p50/p99 against K.
+- ``<backend>-capacity.png``: the heartbeat capacity search, p50/p99 against K;
+- ``<backend>-follow.png``: follow latency p50/p99 per mode and shape (log scale).
 """
 
 from __future__ import annotations
@@ -64,6 +65,7 @@ def plot_runs(runs: Sequence[dict[str, Any]], directory: str | Path) -> list[Pat
             ("latency", _latency),
             ("lengths", _lengths),
             ("capacity", _capacity),
+            ("follow", _follow),
         ):
             fig = draw(plt, run)
             if fig is None:
@@ -169,4 +171,25 @@ def _capacity(plt: Any, run: dict[str, Any]) -> Any:
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=7)
     ax.set_title(_title(run, f"heartbeat capacity, largest K {cap['max_k']:,}"), fontsize=9)
+    return fig
+
+
+def _follow(plt: Any, run: dict[str, Any]) -> Any:
+    follow = run.get("follow")
+    rows = [r for r in (follow or {}).get("rows", ()) if r.get("p50_ms") is not None]
+    if not rows:
+        return None
+    fig, ax = plt.subplots(figsize=(7, 3.6))
+    width = 0.4
+    xs = range(len(rows))
+    for i, (key, label) in enumerate((("p50_ms", "p50"), ("p99_ms", "p99"))):
+        # from the write's return; an early yield (a poll just after the commit) is 0
+        values = [max(r[key], 1e-3) for r in rows]
+        ax.bar([x + (i - 0.5) * width for x in xs], values, width, label=label)
+    names = [f"{r['mode']}\n{r['followers']}x{r['conversations']}" for r in rows]
+    ax.set_xticks(list(xs), names, fontsize=7)
+    ax.set_yscale("log")
+    ax.set_ylabel("ms, write returned to follower yielded")
+    ax.legend(fontsize=7)
+    ax.set_title(_title(run, "follow latency by mode, followers x conversations"), fontsize=9)
     return fig

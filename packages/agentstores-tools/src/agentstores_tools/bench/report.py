@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from . import follow_report
+
 
 def _cell(value: Any) -> str:
     if value is None:
@@ -144,6 +146,11 @@ def render(result: dict[str, Any]) -> str:
             f"largest passing K: {cap['max_k']:,} (stopped by: {cap['stopped_by']})",
             "",
         ]
+    follow = result.get("follow")
+    if follow is not None:
+        out.append(follow_report.title(follow))
+        out.append(table(follow_report.HEADERS, follow_report.rows(follow)))
+        out += [f"  {line}" for line in follow_report.notes(follow)] + [""]
     if problems:
         out += ["Errors (first of each):"] + [f"  {p}" for p in problems] + [""]
     return "\n".join(out).rstrip() + "\n"

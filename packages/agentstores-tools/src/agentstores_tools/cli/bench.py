@@ -11,6 +11,7 @@ from typing import Any
 from agentstores.cli import CANNOT_RUN, FOUND_PROBLEM, OK, HelpFormatter, epilog
 from agentstores.errors import AgentStoresError
 
+from ..bench.follow import DEFAULT_MODES, DEFAULT_SHAPES, MODES, FollowConfig, parse_shape
 from ..bench.harness import DEFAULT_LENGTHS, DEFAULT_OPS, OPERATIONS, BenchConfig, run_bench
 from ..bench.plot import check_available as check_plot
 from ..bench.plot import plot_runs
@@ -29,6 +30,17 @@ def _lengths(value: str) -> tuple[int, ...]:
         return tuple(int(part.replace("_", "")) for part in _csv(value))
     except ValueError as exc:
         raise argparse.ArgumentTypeError(f"lengths are integers: {value!r}") from exc
+
+
+def _shapes(value: str) -> tuple[tuple[int, int], ...]:
+    try:
+        return tuple(parse_shape(part) for part in _csv(value))
+    except AgentStoresError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from exc
+
+
+def _shape_text(shape: tuple[int, int]) -> str:
+    return str(shape[0]) if shape[0] == shape[1] else f"{shape[0]}x{shape[1]}"
 
 
 def register(subparsers: Any) -> None:
@@ -134,6 +146,54 @@ def register(subparsers: Any) -> None:
         "--capacity-max", type=int, default=100_000, help="largest K tried (default: %(default)s)"
     )
     p.add_argument(
+        "--follow",
+        action="store_true",
+        help="also measure follow latency (a producer's recording write to a follower's "
+        "follow() yielding it) and idle followers' store reads (default: off)",
+    )
+    p.add_argument(
+        "--follow-modes",
+        type=_csv,
+        default=DEFAULT_MODES,
+        help="comma-separated: "
+        + "; ".join(f"{k}: {v}" for k, v in MODES.items())
+        + f" (default: {','.join(DEFAULT_MODES)})",
+    )
+    p.add_argument(
+        "--follow-shapes",
+        type=_shapes,
+        default=DEFAULT_SHAPES,
+        help="comma-separated N (N followers of N conversations, each its own producer) "
+        "or NxC (N followers spread over C conversations) "
+        f"(default: {','.join(_shape_text(s) for s in DEFAULT_SHAPES)})",
+    )
+    p.add_argument(
+        "--follow-seconds",
+        type=float,
+        default=10.0,
+        help="seconds of writes per mode and shape (default: %(default)s)",
+    )
+    p.add_argument(
+        "--follow-interval",
+        type=float,
+        default=0.1,
+        help="seconds between two writes of one conversation (default: %(default)s)",
+    )
+    p.add_argument(
+        "--follow-rate",
+        type=float,
+        default=500.0,
+        help="most writes per second over all conversations: many conversations each "
+        "write less often (default: %(default)s)",
+    )
+    p.add_argument(
+        "--follow-idle",
+        type=float,
+        default=6.0,
+        help="seconds the live turns write nothing while the followers' reads are "
+        "counted (default: %(default)s)",
+    )
+    p.add_argument(
         "--keep",
         action="store_true",
         help="leave the benchmark data in the store (default: removed)",
@@ -206,9 +266,21 @@ def _config(args: argparse.Namespace, url: str | None, progress: Any) -> BenchCo
         capacity_start=args.capacity_start,
         capacity_max=args.capacity_max,
         capacity_gc_freeze=args.capacity_gc_freeze,
+        follow=_follow_config(args) if args.follow else None,
         keep=args.keep,
         seed=args.seed,
         progress=None if args.quiet else progress,
+    )
+
+
+def _follow_config(args: argparse.Namespace) -> FollowConfig:
+    return FollowConfig(
+        modes=args.follow_modes,
+        shapes=args.follow_shapes,
+        seconds=args.follow_seconds,
+        interval=args.follow_interval,
+        rate=args.follow_rate,
+        idle=args.follow_idle,
     )
 
 
@@ -221,4 +293,6 @@ def _failed(result: dict[str, Any]) -> bool:
         sections += [entry["append"], entry["read"]]
     if result["capacity"] is not None:
         sections += result["capacity"]["steps"]
+    if result.get("follow") is not None:
+        sections += result["follow"]["rows"]
     return any(s.get("errors") for s in sections)
