@@ -22,6 +22,7 @@ from ..models import JSON, RecordedEvent, TranscriptMessage, check_counter
 from ..stores import Stores
 from .lease import DEFAULT_LEASE_CONFIG, heartbeat_age, liveness
 from .rehydrate import message_text
+from .shared_reads import shared_reads
 
 log = logging.getLogger(__name__)
 
@@ -171,8 +172,10 @@ async def follow(
     a write to the key in this process, or in another one where the backend pushes
     changes), else comes ``poll`` seconds after the last (``safety_poll`` while the backend
     pushes). A wake-up only triggers a read: a lost, repeated or late one delays an update
-    to the next poll at most, and never changes what is yielded. Each read takes the row
-    first and judges it on the store's clock:
+    to the next poll at most, and never changes what is yielded. Followers of the same
+    answer in one process share reads (:mod:`.shared_reads`): one write costs one read of
+    each store however many follow it. Each read takes the row first and judges it on the
+    store's clock:
 
     - ``running`` and live: the recording is read; a snapshot of this message, written
       at the row's epoch or later, with ``index > `` what the client has (``start_index``
@@ -227,11 +230,14 @@ async def follow(
     target = None if message_id is None else validate_id(message_id, "message_id")
     # Watching starts before the first read: a write between a read and the wait that
     # follows it wakes that wait.
+    reads = shared_reads(stores)
     with stores.wakeups.watch(key) as watch:
         progress = _Progress(start_index)
         epoch = 0
         while True:
-            view = await stores.supervision.read(key, principal)
+            view = await reads.read(
+                "supervision", key, principal, lambda: stores.supervision.read(key, principal)
+            )
             row = view.row
             if row is None or (target is not None and row.message_id != target):
                 # Over between two polls (sealed and released, or the next turn began) if the
@@ -254,7 +260,9 @@ async def follow(
             age = heartbeat_age(row, view.now)
             given_up = judged == "dead" and (age is None or age > dead_after + grace_s)
             if judged == "live" or partial:
-                record = await stores.recording.read(key, principal)
+                record = await reads.read(
+                    "recording", key, principal, lambda: stores.recording.read(key, principal)
+                )
                 update = _offer(progress, record, target, epoch)
                 if update is not None:
                     yield update

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 from types import TracebackType
 from typing import Protocol
 
@@ -102,6 +103,8 @@ class Wakeups:
 
     def __init__(self) -> None:
         self._watchers: dict[ConversationKey, set[Watch]] = {}
+        self._clock = itertools.count(1)  # next() is atomic: notify may run on any thread
+        self._generations: dict[ConversationKey, int] = {}
         self.remote = False
         """True while wake-ups for other processes' writes arrive (a backend listener is
         up): a watcher may then wait long between reads. False: only this process's own
@@ -116,6 +119,7 @@ class Wakeups:
         watch = Watch(self, key)
         watchers = self._watchers.setdefault(key, set())
         watchers.add(watch)
+        self._generations.setdefault(key, next(self._clock))
         if len(watchers) == 1 and self.subscriber is not None:
             self.subscriber.watching_changed()
         return watch
@@ -124,8 +128,17 @@ class Wakeups:
         """Wake every watcher of ``key`` in this process (none: nothing happens)."""
         if not self._watchers:
             return
-        for watch in tuple(self._watchers.get(key, ())):
+        watchers = tuple(self._watchers.get(key, ()))
+        if watchers:
+            self._generations[key] = next(self._clock)
+        for watch in watchers:
             watch.wake()
+
+    def generation(self, key: ConversationKey) -> int:
+        """A number that grows with every wake-up of ``key`` while it is watched (and is
+        never reused for it): a read that began at a generation at least this one began
+        after every wake-up its watchers have had so far. 0 for a key nobody watches."""
+        return self._generations.get(key, 0)
 
     def pushing(self, key: ConversationKey) -> bool:
         """Whether other processes' writes of ``key`` wake its watchers now: a listener
@@ -144,6 +157,7 @@ class Wakeups:
         watchers.discard(watch)
         if not watchers:
             del self._watchers[watch.key]
+            self._generations.pop(watch.key, None)
             if self.subscriber is not None:
                 self.subscriber.watching_changed()
 
