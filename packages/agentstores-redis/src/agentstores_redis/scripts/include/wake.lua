@@ -1,0 +1,10 @@
+-- Push: a write a follower cares about wakes the listeners of its conversation with an
+-- empty message on the conversation's wake channel (keys.ConvKeys.wake: P:{D}:w, in the
+-- conversation's slot), published with SPUBLISH from inside the script, so only a write
+-- that ran publishes, and never before it. The channel is the script's KEYS[i] (a shard
+-- channel is routed as a key), passed only when push is on: without it nothing is sent.
+-- The message carries nothing: a listener only learns that the conversation changed.
+local function wake(i)
+  local channel = KEYS[i]
+  if channel then redis.call('SPUBLISH', channel, '') end
+end
