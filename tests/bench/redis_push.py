@@ -1,13 +1,16 @@
 """Redis push: what publishing wake-ups costs the writes, on Valkey standalone and cluster.
 
 The same write workload (supervision CAS taking the next epoch, a recording put, an
-append of one message; each client on keys of its own) with push off, with push on and
-nobody following, and with push on while another process follows 1,000 keys (the
-written keys among them: every write is published to a subscriber). The three modes
-alternate within each round, so drift on a shared machine falls on all of them alike.
-A benchmark: it reports, it asserts nothing::
+append of one message; each client on keys of its own) through two open bundles, one
+with push off and one with push on, in short windows alternating between them (off, on,
+on, off, ...: drift on a shared machine falls on both alike): first with nobody
+following, then while another process follows 1,000 keys, the written keys among them
+(so every write with push on is published to a subscriber). Reported per op: the
+throughput ratio on / off, and the servers' own time per write call (``INFO
+commandstats``: the script's run including its ``SPUBLISH``). A benchmark: it reports,
+it asserts nothing::
 
-    python -m tests.bench.redis_push --clients 1,8 --seconds 2 --rounds 3
+    python -m tests.bench.redis_push --clients 1,8 --seconds 0.5 --rounds 10
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import statistics
+import re
 import subprocess
 import sys
 import time
@@ -31,7 +34,7 @@ from tests.servers.valkey import ValkeyCluster, ValkeyServer
 TENANT = "bench-push"
 OWNER = "owner"
 FOLLOWED = 1000
-MODES = ("off", "on", "followed")
+PHASES = ("nobody", "followed")
 OPS = ("cas", "put", "append")
 SNAPSHOT = "lorem ipsum " * 80
 
@@ -153,43 +156,65 @@ async def follow(url: str, clients: int) -> None:
     print(heard, flush=True)
 
 
+async def server_time(stores: RedisStores) -> tuple[int, int]:
+    """``(calls, µs)`` of ``EVALSHA`` so far, summed over the primaries."""
+    calls = usec = 0
+    for info in await stores.client.on_primaries("INFO", "commandstats"):
+        text = info.decode() if isinstance(info, bytes) else str(info)
+        found = re.search(r"cmdstat_evalsha:calls=(\d+),usec=(\d+)", text)
+        if found:
+            calls, usec = calls + int(found[1]), usec + int(found[2])
+    return calls, usec
+
+
 async def measure(base: str, clients: int, seconds: float, rounds: int) -> dict[str, Any]:
-    """ops/s per op and mode (the median over the rounds), and the follower's wake-ups."""
-    got: dict[str, dict[str, list[float]]] = {op: {m: [] for m in MODES} for op in OPS}
-    wakes = 0
-    url = {"off": f"{base}&push=false", "on": f"{base}&push=true"}
-    for _ in range(rounds):
-        for mode in MODES:
-            follower = Follower(url["on"], clients) if mode == "followed" else None
-            try:
-                async with RedisStores(url["off" if mode == "off" else "on"]) as stores:
-                    writers = [Writer(stores, i) for i in range(clients)]
-                    for w in writers:
-                        await w.prepare()
-                    for op in OPS:
-                        await throughput(writers, op, min(0.5, seconds))  # warm-up
-                        got[op][mode].append(await throughput(writers, op, seconds))
-                    await stores.purge()
-            finally:
-                if follower is not None:
-                    wakes += follower.stop()
-    medians = {op: {m: statistics.median(v) for m, v in by.items()} for op, by in got.items()}
-    return {
-        "clients": clients,
-        "ops_per_s": medians,
-        "on/off": {op: medians[op]["on"] / medians[op]["off"] for op in OPS},
-        "followed/off": {op: medians[op]["followed"] / medians[op]["off"] for op in OPS},
-        "all_rounds": got,
-        "follower_wakeups": wakes,
-    }
+    """Per phase and op: ops/s with push off and on (each summed over the rounds), their
+    ratio, the servers' µs per write call either way; and the follower's wake-ups."""
+    out: dict[str, Any] = {"clients": clients}
+    off_url, on_url = f"{base}&push=false", f"{base}&push=true"
+    for phase in PHASES:
+        follower = Follower(on_url, clients) if phase == "followed" else None
+        cells: dict[str, Any] = {}
+        try:
+            async with RedisStores(off_url) as off, RedisStores(on_url) as on:
+                bundles = {"off": off, "on": on}
+                writers = [Writer(off, i) for i in range(clients)]
+                for w in writers:
+                    await w.prepare()
+                for op in OPS:
+                    rates: dict[str, list[float]] = {"off": [], "on": []}
+                    spent = {"off": [0, 0], "on": [0, 0]}
+                    for n in range(rounds):
+                        order = ("off", "on") if n % 2 == 0 else ("on", "off")
+                        for mode in order:
+                            for w in writers:
+                                w.stores = bundles[mode]
+                            await throughput(writers, op, seconds / 5)  # warm-up
+                            calls0, usec0 = await server_time(off)
+                            rates[mode].append(await throughput(writers, op, seconds))
+                            calls1, usec1 = await server_time(off)
+                            spent[mode][0] += calls1 - calls0
+                            spent[mode][1] += usec1 - usec0
+                    cell = {m: sum(r) / len(r) for m, r in rates.items()}
+                    cell["on/off"] = cell["on"] / cell["off"]
+                    for m in ("off", "on"):
+                        cell[f"server_us_{m}"] = spent[m][1] / max(1, spent[m][0])
+                    cell["rounds"] = rates
+                    cells[op] = cell
+                await off.purge()
+        finally:
+            if follower is not None:
+                cells["follower_wakeups"] = follower.stop()
+        out[phase] = cells
+    return out
 
 
-def _summary(found: dict[str, Any]) -> str:
-    """One line: each op's ratios to push off, and its ops/s with push off."""
+def _summary(found: dict[str, Any], phase: str) -> str:
+    """One line: each op's throughput ratio on / off, and the servers' µs per call."""
     return "  ".join(
-        f"{op}: on {found['on/off'][op]:.2f}x, followed {found['followed/off'][op]:.2f}x"
-        f" (off {found['ops_per_s'][op]['off']:,.0f}/s)"
-        for op in OPS
+        f"{op} {c['on/off']:.2f}x ({c['off']:,.0f}/s off; server {c['server_us_off']:.1f}"
+        f" -> {c['server_us_on']:.1f} µs)"
+        for op, c in ((op, found[phase][op]) for op in OPS)
     )
 
 
@@ -202,7 +227,11 @@ async def main(args: argparse.Namespace) -> None:
                 found = await measure(base, clients, args.seconds, args.rounds)
                 found["server"] = name
                 results.append(found)
-                print(f"{name:15} clients={clients:<3} {_summary(found)}", flush=True)
+                for phase in PHASES:
+                    print(
+                        f"{name:15} clients={clients:<2} {phase:9} {_summary(found, phase)}",
+                        flush=True,
+                    )
     if args.json:
         print(json.dumps(results, indent=1))
 
@@ -210,8 +239,8 @@ async def main(args: argparse.Namespace) -> None:
 def _parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--clients", default="1,8", help="client counts (default 1,8)")
-    parser.add_argument("--seconds", type=float, default=2.0, help="measured seconds per cell")
-    parser.add_argument("--rounds", type=int, default=3, help="rounds of the three modes")
+    parser.add_argument("--seconds", type=float, default=0.5, help="seconds per window")
+    parser.add_argument("--rounds", type=int, default=10, help="windows per mode, op, phase")
     parser.add_argument("--json", action="store_true", help="also print every figure as JSON")
     parser.add_argument("--follow", metavar="URL", help=argparse.SUPPRESS)
     return parser.parse_args(argv)

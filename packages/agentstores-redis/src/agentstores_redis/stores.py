@@ -140,7 +140,7 @@ def parse_url(url: str, options: dict[str, Any]) -> tuple[str, bool, dict[str, A
                 merged[name] = float(merged[name])
         for name in _BOOL_OPTIONS:
             if name in merged:
-                merged[name] = _flag(merged[name])
+                merged[name] = _flag(name, merged[name])
     except (TypeError, ValueError) as exc:
         raise UsageError(f"bad redis option value: {exc}") from exc
     driver = urlunsplit((driver_scheme, parts.netloc, parts.path, urlencode(rest), ""))
@@ -282,7 +282,7 @@ class RedisStores(Stores):
     conversations: RedisConversationStore
 
 
-def _flag(value: Any) -> bool:
+def _flag(name: str, value: Any) -> bool:
     """A boolean option: a bool, or ``true``/``false`` (``1``/``0``, ``yes``/``no``,
     ``on``/``off``)."""
     if isinstance(value, bool):
@@ -292,7 +292,7 @@ def _flag(value: Any) -> bool:
         return True
     if spelled in {"0", "false", "no", "off"}:
         return False
-    raise ValueError(f"{value!r} is not true or false")
+    raise ValueError(f"{name}={value!r} is not true or false")
 
 
 def _text(reply: Any) -> str:
