@@ -268,3 +268,47 @@ async def test_closing_stops_listening(valkey_server: ValkeyServer, standalone_u
         assert listening() == 1
     assert stores.listener is None and not stores.wakeups.remote
     await _eventually(lambda: listening() == 0)
+
+
+def _move_slot(cluster: ValkeyCluster, slot: int, to: ValkeyServer) -> None:
+    """Give ``slot`` (holding no key) to ``to``, telling every node."""
+    target = to.command("CLUSTER", "MYID")
+    target = target.decode() if isinstance(target, bytes) else str(target)
+    for node in sorted(cluster.nodes, key=lambda n: n is not to):  # the new owner first
+        node.command("CLUSTER", "SETSLOT", str(slot), "NODE", target)
+
+
+async def test_a_moved_slot_moves_the_subscription(valkey_cluster: ValkeyCluster) -> None:
+    """The server drops the subscriptions of a slot it gives away; the listener
+    reconnects on the new slot map and subscribes on the slot's new primary."""
+    url = with_prefix(valkey_cluster.url) + "&push=true"
+    source = target = None
+    try:
+        async with RedisStores(url) as producer, RedisStores(url) as reader:
+            listener = reader.listener
+            assert listener is not None
+            while True:  # a key whose slot holds no key yet, so it can move at once
+                key = _key()
+                channel = reader.keys.conv(key).channel
+                slot = int(valkey_cluster.nodes[0].command("CLUSTER", "KEYSLOT", channel))
+                source = valkey_cluster.node_for_slot(slot)
+                if int(source.command("CLUSTER", "COUNTKEYSINSLOT", str(slot))) == 0:
+                    break
+            target = next(n for n in valkey_cluster.nodes if n is not source)
+            with reader.wakeups.watch(key) as watch:
+                await _eventually(lambda: watch.pushed)
+                before = listener.connects
+                _move_slot(valkey_cluster, slot, target)
+                await _eventually(lambda: listener.connects > before and watch.pushed)
+                reply = await reader.client.command(channel, "PUBSUB", "SHARDNUMSUB", channel)
+                assert int(reply[1]) == 1  # routed by the new map: asked of the new primary
+                await watch.wait(0)  # the wake-ups of the move itself
+                row = SupervisionRow("running", "m", 1)
+                assert await producer.supervision.compare_and_swap(key, P, None, row)
+                assert await watch.wait(PATIENCE)
+    finally:
+        if source is not None and target is not None:  # the slot as it was, keys and all
+            for name in reader.keys.conv(key).all:
+                target.command("DEL", name)
+            _move_slot(valkey_cluster, slot, source)
+            valkey_cluster.wait_ready()

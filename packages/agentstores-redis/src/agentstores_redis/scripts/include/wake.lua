@@ -4,7 +4,13 @@
 -- that ran publishes, and never before it. The channel is the script's KEYS[i] (a shard
 -- channel is routed as a key), passed only when push is on: without it nothing is sent.
 -- The message carries nothing: a listener only learns that the conversation changed.
+-- Listeners subscribe on primaries only, so the SPUBLISH is kept out of the replication
+-- stream (a standalone server would otherwise send it to every replica with the write).
 local function wake(i)
   local channel = KEYS[i]
-  if channel then redis.call('SPUBLISH', channel, '') end
+  if channel then
+    redis.set_repl(redis.REPL_NONE)
+    redis.call('SPUBLISH', channel, '')
+    redis.set_repl(redis.REPL_ALL)
+  end
 end
