@@ -5,7 +5,8 @@ On Valkey (AOF on) every write waits for its fsync (``wait_aof_local=1``), so th
 declares ``durable`` and the durability test runs; Redis 7.0 has no WAITAOF, so there the
 suite runs the default write path and skips only that test (a capability it lacks).
 
-Push is on (the default, spelled out for Valkey): the follower's promises run with
+Push is on (the default on one server; spelled out for Valkey, the cluster's default
+being off): the follower's promises run with
 another bundle's writes waking the follower over sharded pub/sub, on one server and on
 the cluster; ``TestValkeyPollingFollow`` runs them again with push off (followers poll).
 """

@@ -137,6 +137,14 @@ async def test_push_false_neither_listens_nor_publishes(standalone_url: str) -> 
         RedisStores(url + "&push=maybe")
 
 
+def test_push_defaults_on_for_one_server_and_off_for_a_cluster() -> None:
+    assert RedisStores("redis://127.0.0.1:1/0").push
+    assert not RedisStores("redis+cluster://127.0.0.1:1").push
+    assert RedisStores("redis+cluster://127.0.0.1:1?push=true").push
+    assert RedisStores("valkey+cluster://127.0.0.1:1", push=True).push
+    assert not RedisStores("redis://127.0.0.1:1/0?push=off").push
+
+
 async def test_subscribes_exactly_the_followed_keys(push_url: str) -> None:
     async with RedisStores(push_url) as stores:
         listener = stores.listener

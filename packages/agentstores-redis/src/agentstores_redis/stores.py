@@ -17,9 +17,10 @@ retrying is safe), ``tombstone_ttl`` (seconds or a timedelta; 30 days),
 drops a temporary conversation by itself if no sweeper erased it), and, off by default,
 ``wait_replicas`` / ``wait_aof_local`` / ``wait_aof_replicas`` /
 ``wait_timeout_ms``: after every write, ``WAIT`` / ``WAITAOF`` on the same connection
-before the call returns (see README.md, Durability). ``push`` (default on; ``push=false``
-turns it off): writes publish wake-ups on sharded pub/sub and each bundle listens for
-the keys it follows, so followers in other processes wake at once (see listener.py).
+before the call returns (see README.md, Durability). ``push`` (default: on for one
+server, off for a cluster, see :func:`pushes`): writes publish wake-ups on sharded
+pub/sub and each bundle listens for the keys it follows, so followers in other processes
+wake at once (see listener.py).
 """
 
 from __future__ import annotations
@@ -69,9 +70,7 @@ _FLOAT_OPTIONS = (
 _STR_OPTIONS = ("key_prefix", "client_name")
 _BOOL_OPTIONS = ("push",)
 OPTIONS = _INT_OPTIONS + _FLOAT_OPTIONS + _STR_OPTIONS + _BOOL_OPTIONS
-DEFAULT_PUSH = True
-"""Whether a bundle pushes unless told: an unfollowed write costs nothing measurable
-(README.md, Push)."""
+
 _REFUSED = {
     "protocol": "replies are parsed as RESP2",
     "decode_responses": "replies are parsed as bytes",
@@ -191,7 +190,7 @@ class RedisStores(Stores):
             or self.options.wait_aof_local
             or self.options.wait_aof_replicas
         )
-        self.push: bool = opts.get("push", DEFAULT_PUSH)
+        self.push = pushes(cluster, opts)
         """Whether writes publish wake-ups and the bundle listens for them."""
         self.listener: PushListener | None = None
         """The connections hearing other processes' writes while open with push on."""
@@ -282,6 +281,14 @@ class RedisStores(Stores):
     conversations: RedisConversationStore
 
 
+def pushes(cluster: bool, options: dict[str, Any]) -> bool:
+    """Whether a bundle pushes: the ``push`` option, else on for one server and off for
+    a cluster. On one server a wake-up nobody follows costs the write nothing measurable;
+    a cluster forwards every shard message over its bus to the shard's replicas, followed
+    or not (README.md, Push)."""
+    return bool(options.get("push", not cluster))
+
+
 def _flag(name: str, value: Any) -> bool:
     """A boolean option: a bool, or ``true``/``false`` (``1``/``0``, ``yes``/``no``,
     ``on``/``off``)."""
@@ -299,4 +306,4 @@ def _text(reply: Any) -> str:
     return reply.decode() if isinstance(reply, bytes) else str(reply)
 
 
-__all__ = ["SCHEMES", "RedisStores", "parse_url"]
+__all__ = ["SCHEMES", "RedisStores", "parse_url", "pushes"]

@@ -11,7 +11,7 @@ from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
 
 from agentstores_redis.lua import SV_CAS
-from agentstores_redis.stores import DEFAULT_PUSH, parse_url
+from agentstores_redis.stores import parse_url, pushes
 
 from ..bench.floor import RawFloor
 
@@ -34,7 +34,7 @@ class RedisFloor(RawFloor):
         self.script = self.client.register_script(SV_CAS.source)
         run = secrets.token_hex(4)
         # the wake channel too where the adapter passes it (push on): the same script call
-        wake = ("w",) if opts.get("push", DEFAULT_PUSH) else ()
+        wake = ("w",) if pushes(cluster, opts) else ()
         self.keys = [
             [f"asfloor-{run}:{{{client:08x}}}:{part}" for part in ("h", "sv", *wake)]
             for client in range(clients)
