@@ -1,16 +1,19 @@
 """Push: other processes' writes wake this bundle's followers, over sharded pub/sub.
 
-With push on, every write a follower cares about (a supervision row swapped or deleted,
-the recording put or deleted, messages appended, a transcript cut, an erasure) publishes
-an empty message on its conversation's wake channel ``P:{D}:w`` with ``SPUBLISH``, inside
-the script that writes (``scripts/include/wake.lua``): only a write that ran publishes,
-and the message names no more than the channel (a digest of the key, in the key's slot).
-Heartbeat batches publish nothing.
+With push on (by default on one server, not on a cluster: :func:`.stores.pushes`), every
+write a follower cares about (a supervision row swapped or deleted, the recording put or
+deleted, messages appended, a transcript cut, an erasure) publishes an empty message on
+its conversation's wake channel ``P:{D}:w`` with ``SPUBLISH``, inside the script that
+writes (``scripts/include/wake.lua``): only a write that ran publishes, and the message
+names no more than the channel (a digest of the key, in the key's slot). Heartbeat
+batches publish nothing. The ``SPUBLISH`` is kept out of the replication stream
+(listeners subscribe on primaries).
 
 Sharded pub/sub on a cluster and on one server alike: on a cluster a shard channel's
-messages stay on the nodes of its slot (plain ``PUBLISH`` is sent to every node of the
-cluster), and one server runs the same scripts and the same listener. A channel nobody
-subscribes to costs the server a dictionary lookup per write.
+messages stay within the shard of its slot (plain ``PUBLISH`` is sent to every node of
+the cluster), and one server runs the same scripts and the same listener. On one server
+a channel nobody subscribes to costs a lookup per write; a cluster also forwards each
+message to the shard's replicas over its bus, which is why push is off there by default.
 
 Each bundle keeps one :class:`PushListener`: one connection per primary outside the pool
 (:class:`.pubsub_link.Link`), subscribed to exactly the wake channels of the keys this
