@@ -15,6 +15,7 @@ from agentstores.keys import ConversationKey
 from agentstores.models import Message, RecordedEvent, SupervisionRow, Swap
 from agentstores.protocol import LeaseConfig, follow, start_turn
 from agentstores.protocol.follow import FollowEvent, FollowUpdate
+from agentstores_redis import listener as listener_module
 from agentstores_redis.stores import RedisStores
 from tests.servers.valkey import ValkeyCluster, ValkeyServer
 
@@ -320,3 +321,21 @@ async def test_a_moved_slot_moves_the_subscription(valkey_cluster: ValkeyCluster
                 target.command("DEL", name)
             _move_slot(valkey_cluster, slot, source)
             valkey_cluster.wait_ready()
+
+
+async def test_an_unanswered_health_check_counts_as_lost(
+    standalone_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A server that stops answering (``CLIENT PAUSE``) without closing the connection:
+    the ``PING`` goes unanswered, followers poll, and once it answers push comes back."""
+    monkeypatch.setattr(listener_module, "HEALTH_INTERVAL", 0.1)
+    monkeypatch.setattr(listener_module, "HEALTH_TIMEOUT", 0.3)
+    async with RedisStores(standalone_url + "&push=true") as stores:
+        listener = stores.listener
+        assert listener is not None and stores.wakeups.remote
+        before = listener.connects
+        with stores.wakeups.watch(_key()) as watch:
+            await _eventually(lambda: watch.pushed)
+            await stores.client.command("any", "CLIENT", "PAUSE", "1500", "ALL")
+            await _eventually(lambda: not stores.wakeups.remote and not watch.pushed)
+            await _eventually(lambda: listener.connects > before and watch.pushed)
