@@ -339,3 +339,23 @@ async def test_an_unanswered_health_check_counts_as_lost(
             await stores.client.command("any", "CLIENT", "PAUSE", "1500", "ALL")
             await _eventually(lambda: not stores.wakeups.remote and not watch.pushed)
             await _eventually(lambda: listener.connects > before and watch.pushed)
+
+
+async def test_push_without_the_right_to_publish_is_refused_at_open(
+    valkey_server: ValkeyServer, standalone_url: str
+) -> None:
+    """A user whose ACL grants no channel: a refused publish must not fail writes that
+    already ran, so opening with push on says so, and push=false opens."""
+    user = f"u{uuid.uuid4().hex[:8]}"
+    valkey_server.command("ACL", "SETUSER", user, "on", ">secret-pw", "~*", "+@all")
+    url = standalone_url.replace("redis://", f"redis://{user}:secret-pw@")
+    try:
+        with pytest.raises(UsageError, match="push=false") as refused:
+            async with RedisStores(url + "&push=true"):
+                pass
+        assert "secret-pw" not in str(refused.value)
+        async with RedisStores(url + "&push=false") as quiet:
+            row = SupervisionRow("running", "m", 1)
+            assert await quiet.supervision.compare_and_swap(_key(), P, None, row)
+    finally:
+        valkey_server.command("ACL", "DELUSER", user)

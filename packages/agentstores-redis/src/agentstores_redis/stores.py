@@ -29,6 +29,8 @@ from datetime import datetime, timedelta
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
+from redis.exceptions import NoPermissionError
+
 from agentstores.errors import BackendUnavailableError, UnsupportedError, UsageError
 from agentstores.stores import Capability, Stores
 from agentstores.stores.kit import DEFAULT_TOMBSTONE_TTL, from_micros, url_options
@@ -229,6 +231,7 @@ class RedisStores(Stores):
             await self.client.open()
             await self._check_server()
             if self.push:
+                await self._check_push()
                 self.listener = PushListener(self.client, self.ctx.keys, self.wakeups)
                 await self.listener.open()
         except NotSent as exc:
@@ -257,6 +260,18 @@ class RedisStores(Stores):
                     raise UnsupportedError(
                         "wait_aof_local needs appendonly yes on every primary; it is off"
                     )
+
+    async def _check_push(self) -> None:
+        """Push needs the right to publish on the adapter's channels: refused at open, not
+        by every write (whose reply a refused publish would turn into an error)."""
+        channel = f"{self.keys.prefix}:{{open}}:w"
+        try:
+            await self.client.command(channel, "SPUBLISH", channel, "")
+        except NoPermissionError as exc:
+            raise UsageError(
+                f"push is on but this user may not publish on {self.keys.prefix}:* channels "
+                f"(grant &{self.keys.prefix}:* or set push=false): {exc}"
+            ) from exc
 
     async def _close(self) -> None:
         listener, self.listener = self.listener, None

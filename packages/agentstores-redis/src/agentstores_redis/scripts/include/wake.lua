@@ -6,11 +6,14 @@
 -- The message carries nothing: a listener only learns that the conversation changed.
 -- Listeners subscribe on primaries only, so the SPUBLISH is kept out of the replication
 -- stream (a standalone server would otherwise send it to every replica with the write).
+-- pcall: the write is done by now (scripts do not roll back), so a publish refused (an
+-- ACL without the channel) must not turn the reply into an error; opening a bundle with
+-- push on checks the permission first.
 local function wake(i)
   local channel = KEYS[i]
   if channel then
     redis.set_repl(redis.REPL_NONE)
-    redis.call('SPUBLISH', channel, '')
+    redis.pcall('SPUBLISH', channel, '')
     redis.set_repl(redis.REPL_ALL)
   end
 end
