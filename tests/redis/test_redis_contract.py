@@ -4,6 +4,11 @@ own Redis (7.0 here) when installed, and the server $AGENTSTORES_TEST_REDIS_URL 
 On Valkey (AOF on) every write waits for its fsync (``wait_aof_local=1``), so the bundle
 declares ``durable`` and the durability test runs; Redis 7.0 has no WAITAOF, so there the
 suite runs the default write path and skips only that test (a capability it lacks).
+
+Push is on (the default on one server; spelled out for Valkey, the cluster's default
+being off): the follower's promises run with
+another bundle's writes waking the follower over sharded pub/sub, on one server and on
+the cluster; ``TestValkeyPollingFollow`` runs them again with push off (followers poll).
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ from collections.abc import Iterator
 import pytest
 
 from agentstores_contract import BackendUnderTest, ContractSuite
+from agentstores_contract.follow import FollowContract
 from tests.servers.valkey import ValkeyCluster, ValkeyServer
 
 from .conftest import EXTERNAL, MACHINE, purge, with_prefix
@@ -22,7 +28,7 @@ class TestValkeyStandalone(ContractSuite):
     @pytest.fixture(scope="class")
     @classmethod
     def backend(cls, valkey_server: ValkeyServer) -> Iterator[BackendUnderTest]:
-        url = with_prefix(valkey_server.url) + "&wait_aof_local=1"
+        url = with_prefix(valkey_server.url) + "&wait_aof_local=1&push=true"
         yield BackendUnderTest.from_url(url)
         purge(url)
 
@@ -31,7 +37,18 @@ class TestValkeyCluster(ContractSuite):
     @pytest.fixture(scope="class")
     @classmethod
     def backend(cls, valkey_cluster: ValkeyCluster) -> Iterator[BackendUnderTest]:
-        url = with_prefix(valkey_cluster.url) + "&wait_aof_local=1"
+        url = with_prefix(valkey_cluster.url) + "&wait_aof_local=1&push=true"
+        yield BackendUnderTest.from_url(url)
+        purge(url)
+
+
+class TestValkeyPollingFollow(FollowContract):
+    """The follower's promises with push off: a follower in another process polls."""
+
+    @pytest.fixture(scope="class")
+    @classmethod
+    def backend(cls, valkey_server: ValkeyServer) -> Iterator[BackendUnderTest]:
+        url = with_prefix(valkey_server.url) + "&push=false"
         yield BackendUnderTest.from_url(url)
         purge(url)
 

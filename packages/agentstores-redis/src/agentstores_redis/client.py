@@ -31,7 +31,7 @@ from typing import Any, NoReturn
 
 from redis.asyncio import BlockingConnectionPool, Redis
 from redis.asyncio.cluster import ClusterNode, RedisCluster
-from redis.asyncio.connection import Connection
+from redis.asyncio.connection import AbstractConnection, Connection
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.exceptions import (
@@ -69,6 +69,10 @@ _pack_command: Callable[[tuple[Any, ...]], bytes] | None = _hiredis_pack
 log = logging.getLogger(__name__)
 
 EncodableT = bytes | str | int | float
+
+
+STANDALONE = "server"
+"""The name :meth:`RedisClient.servers` gives the one server of a standalone deployment."""
 
 
 class NotSent(Exception):
@@ -761,6 +765,42 @@ class RedisClient:
                     break
         return found
 
+    # --- push: the listener's own connections ---------------------------------------
+
+    async def refresh_topology(self) -> None:
+        """Read the cluster's slot map again (a listener reconnecting after a failover or a
+        moved slot); nothing to do on one server."""
+        if self._cluster is not None:
+            self._refresh = True
+            await self._maybe_refresh()
+
+    def servers(self) -> list[str]:
+        """The names of the servers writes go to: every primary of a cluster, or the one
+        server (named ``server``)."""
+        if self._cluster is None:
+            return [STANDALONE]
+        return [node.name for node in self._cluster.get_primaries()]
+
+    def server_of(self, key: str) -> str:
+        """The name (:meth:`servers`) of the server serving ``key``'s slot."""
+        if self._cluster is None:
+            return STANDALONE
+        return self._node_for(key).name
+
+    def new_connection(self, server: str, client_name: str) -> AbstractConnection:
+        """A connection to ``server`` (:meth:`servers`) outside the pool, not yet connected,
+        with this client's settings and credentials: the caller owns and closes it."""
+        if self._cluster is None:
+            if self._pool is None:
+                raise NotSent("the client is closed")
+            kind, kwargs = self._pool.connection_class, self._pool.connection_kwargs
+        else:
+            node = self._cluster.get_node(node_name=server)
+            if node is None:
+                raise NotSent(f"no cluster node {server!r}")
+            kind, kwargs = node.connection_class, node.connection_kwargs
+        return kind(**{**kwargs, "client_name": client_name})
+
     async def on_primaries(self, *args: EncodableT) -> list[Any]:
         """One command on every primary (administration and tests)."""
         out = []
@@ -916,6 +956,7 @@ async def _drop(conn: Connection) -> None:
 
 
 __all__ = [
+    "STANDALONE",
     "Call",
     "ClientOptions",
     "NotDurable",

@@ -206,7 +206,9 @@ class RedisConversationStore(RedisStoreBase, ConversationStore):
         for m in request.messages:
             args += [m.message.id, m.message.role, "1" if m.message.compaction else "0", _body(m)]
         args += [str(MAX_CONVERSATION_METADATA_BYTES), *_md_args(request.metadata or {})]
-        reply = await self._write(CONV_APPEND, names.all, args, from_result=lambda r: [b"ok", r])
+        reply = await self._write(
+            CONV_APPEND, [*names.all, *names.wake], args, from_result=lambda r: [b"ok", r]
+        )
         if reply[0] == b"noop":
             return []
         raise_for(reply, key, epoch=request.epoch, expected=expected)
@@ -287,9 +289,10 @@ class RedisConversationStore(RedisStoreBase, ConversationStore):
         expected_tail: str | None,
     ) -> int:
         args = claim_args(principal, key, message_id, epoch_arg(epoch), cut, expected_tail or "")
+        names = self._key_names(key)
         reply = await self._write(
             CONV_TRUNCATE,
-            self._key_names(key).all,
+            [*names.all, *names.wake],
             args,
             from_result=lambda r: [b"ok", *r.split(b"|")],
         )
@@ -358,7 +361,7 @@ class RedisConversationStore(RedisStoreBase, ConversationStore):
             raise UsageError(f"unknown sweep rule {rule!r}")
         reply = await self._write(
             CONV_ERASE,
-            names.all,
+            [*names.all, *names.wake],
             [mode, who, param, ttl],
             from_result=lambda _r: [b"ok", b"1", None],
         )

@@ -10,6 +10,7 @@ Layout (``P`` is the key prefix, ``D`` the conversation's ``ConversationKey.dige
     P:{D}:u      user message records         P:{D}:a     assistant message records
     P:{D}:o      every other role's records   P:{D}:t     time index (created_at, seq)
     P:{D}:cp     compaction messages by seq   P:{D}:msg   the previous layout's records
+    P:{D}:w      the wake channel (a shard channel, not a key: push, see listener.py)
 
     P:ix:{sha(tenant, owner)}       an owner's conversations in a tenant, by updated_at
     P:sw:{sN}:idle / :exp / :own    sweeper indexes, sharded N = 0..15
@@ -28,6 +29,7 @@ from __future__ import annotations
 import hashlib
 import re
 from dataclasses import dataclass
+from typing import Any
 
 from agentstores.errors import UsageError
 from agentstores.keys import ConversationKey, encode_component
@@ -85,6 +87,11 @@ class ConvKeys:
     assistant_records: str
     compaction_seqs: str
     other_records: str
+    channel: str
+    """The conversation's wake channel (in its slot): writes publish on it with push on."""
+    wake: tuple[str, ...]
+    """What a write a follower cares about passes after its keys: the channel when the
+    bundle pushes, else nothing (the script then publishes nothing)."""
 
     @property
     def all(self) -> list[str]:
@@ -95,8 +102,9 @@ class ConvKeys:
 class KeySpace:
     """Key names under one prefix."""
 
-    def __init__(self, prefix: str = "as") -> None:
+    def __init__(self, prefix: str = "as", *, push: bool = False) -> None:
         self.prefix = check_prefix(prefix)
+        self.push = push
         self._conv: dict[ConversationKey, ConvKeys] = {}
 
     def conv(self, key: ConversationKey) -> ConvKeys:
@@ -112,7 +120,10 @@ class KeySpace:
     def _build(self, key: ConversationKey) -> ConvKeys:
         d = key.digest
         base = f"{self.prefix}:{{{d}}}:"
-        return ConvKeys(d, *(base + suffix for _attribute, suffix in CONV_PARTS))
+        channel = base + "w"
+        wake = (channel,) if self.push else ()
+        parts: dict[str, Any] = {attribute: base + suffix for attribute, suffix in CONV_PARTS}
+        return ConvKeys(digest=d, channel=channel, wake=wake, **parts)
 
     def member(self, key: ConversationKey) -> str:
         """How sweeper indexes name a conversation: its storage name (decodable)."""

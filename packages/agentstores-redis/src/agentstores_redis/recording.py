@@ -21,7 +21,10 @@ class RedisRecordingStore(RedisStoreBase, RecordingStore):
             principal, key, str(event.index), message_json, event.message_id, str(event.epoch)
         )
         reply = await self._write(
-            REC_PUT, [names.header, names.recording], args, from_result=lambda r: [b"ok", r]
+            REC_PUT,
+            [names.header, names.recording, *names.wake],
+            args,
+            from_result=lambda r: [b"ok", r],
         )
         raise_for(reply, key, epoch=event.epoch)
         return bool(reply[1] == b"1")
@@ -40,7 +43,10 @@ class RedisRecordingStore(RedisStoreBase, RecordingStore):
         names = self.ctx.keys.conv(key)
         args = claim_args(principal, key, message_id, epoch_arg(epoch))
         reply = await self._write(
-            REC_DELETE, [names.header, names.recording], args, from_result=lambda r: [b"ok", r]
+            REC_DELETE,
+            [names.header, names.recording, *names.wake],
+            args,
+            from_result=lambda r: [b"ok", r],
         )
         raise_for(reply, key, epoch=epoch)
         return bool(reply[1] == b"1")

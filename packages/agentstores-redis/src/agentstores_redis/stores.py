@@ -17,7 +17,10 @@ retrying is safe), ``tombstone_ttl`` (seconds or a timedelta; 30 days),
 drops a temporary conversation by itself if no sweeper erased it), and, off by default,
 ``wait_replicas`` / ``wait_aof_local`` / ``wait_aof_replicas`` /
 ``wait_timeout_ms``: after every write, ``WAIT`` / ``WAITAOF`` on the same connection
-before the call returns (see README.md, Durability).
+before the call returns (see README.md, Durability). ``push`` (default: on for one
+server, off for a cluster, see :func:`pushes`): writes publish wake-ups on sharded
+pub/sub and each bundle listens for the keys it follows, so followers in other processes
+wake at once (see listener.py).
 """
 
 from __future__ import annotations
@@ -25,6 +28,8 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+from redis.exceptions import NoPermissionError
 
 from agentstores.errors import BackendUnavailableError, UnsupportedError, UsageError
 from agentstores.stores import Capability, Stores
@@ -36,6 +41,7 @@ from .client import ClientOptions, NotSent, RedisClient
 from .conversations import RedisConversationStore
 from .errors import translate
 from .keys import KeySpace
+from .listener import PushListener
 from .lua import ALL_SCRIPTS
 from .oauth import RedisOAuthStore
 from .pause_tokens import RedisPauseTokenStore
@@ -64,7 +70,9 @@ _FLOAT_OPTIONS = (
     "expiry_grace",
 )
 _STR_OPTIONS = ("key_prefix", "client_name")
-OPTIONS = _INT_OPTIONS + _FLOAT_OPTIONS + _STR_OPTIONS
+_BOOL_OPTIONS = ("push",)
+OPTIONS = _INT_OPTIONS + _FLOAT_OPTIONS + _STR_OPTIONS + _BOOL_OPTIONS
+
 _REFUSED = {
     "protocol": "replies are parsed as RESP2",
     "decode_responses": "replies are parsed as bytes",
@@ -131,6 +139,9 @@ def parse_url(url: str, options: dict[str, Any]) -> tuple[str, bool, dict[str, A
         for name in _FLOAT_OPTIONS:
             if name in merged and not isinstance(merged[name], timedelta):
                 merged[name] = float(merged[name])
+        for name in _BOOL_OPTIONS:
+            if name in merged:
+                merged[name] = _flag(name, merged[name])
     except (TypeError, ValueError) as exc:
         raise UsageError(f"bad redis option value: {exc}") from exc
     driver = urlunsplit((driver_scheme, parts.netloc, parts.path, urlencode(rest), ""))
@@ -181,9 +192,13 @@ class RedisStores(Stores):
             or self.options.wait_aof_local
             or self.options.wait_aof_replicas
         )
+        self.push = pushes(cluster, opts)
+        """Whether writes publish wake-ups and the bundle listens for them."""
+        self.listener: PushListener | None = None
+        """The connections hearing other processes' writes while open with push on."""
         self.ctx = Context(
             client=self.client,
-            keys=KeySpace(opts.get("key_prefix", "as")),
+            keys=KeySpace(opts.get("key_prefix", "as"), push=self.push),
             tombstone_ttl_ms=int(ttl / timedelta(milliseconds=1)),
             expiry_grace_us=grace // timedelta(microseconds=1),
             waits=waits,
@@ -215,11 +230,15 @@ class RedisStores(Stores):
         try:
             await self.client.open()
             await self._check_server()
+            if self.push:
+                await self._check_push()
+                self.listener = PushListener(self.client, self.ctx.keys, self.wakeups)
+                await self.listener.open()
         except NotSent as exc:
-            await self.client.close()
+            await self._close()
             raise BackendUnavailableError(f"cannot open {redact_url(self.url)}: {exc}") from exc
         except BaseException:
-            await self.client.close()
+            await self._close()
             raise
 
     async def _check_server(self) -> None:
@@ -242,8 +261,25 @@ class RedisStores(Stores):
                         "wait_aof_local needs appendonly yes on every primary; it is off"
                     )
 
+    async def _check_push(self) -> None:
+        """Push needs the right to publish on the adapter's channels: refused at open, not
+        by every write (whose reply a refused publish would turn into an error)."""
+        channel = f"{self.keys.prefix}:{{open}}:w"
+        try:
+            await self.client.command(channel, "SPUBLISH", channel, "")
+        except NoPermissionError as exc:
+            raise UsageError(
+                f"push is on but this user may not publish on {self.keys.prefix}:* channels "
+                f"(grant &{self.keys.prefix}:* or set push=false): {exc}"
+            ) from exc
+
     async def _close(self) -> None:
-        await self.client.close()
+        listener, self.listener = self.listener, None
+        try:
+            if listener is not None:
+                await listener.close()
+        finally:
+            await self.client.close()
 
     async def repair_indexes(self) -> int:
         """Rebuild listing/sweeper index entries from every conversation's metadata."""
@@ -260,8 +296,29 @@ class RedisStores(Stores):
     conversations: RedisConversationStore
 
 
+def pushes(cluster: bool, options: dict[str, Any]) -> bool:
+    """Whether a bundle pushes: the ``push`` option, else on for one server and off for
+    a cluster. On one server a wake-up nobody follows costs the write nothing measurable;
+    a cluster forwards every shard message over its bus to the shard's replicas, followed
+    or not (README.md, Push)."""
+    return bool(options.get("push", not cluster))
+
+
+def _flag(name: str, value: Any) -> bool:
+    """A boolean option: a bool, or ``true``/``false`` (``1``/``0``, ``yes``/``no``,
+    ``on``/``off``)."""
+    if isinstance(value, bool):
+        return value
+    spelled = str(value).strip().lower()
+    if spelled in {"1", "true", "yes", "on"}:
+        return True
+    if spelled in {"0", "false", "no", "off"}:
+        return False
+    raise ValueError(f"{name}={value!r} is not true or false")
+
+
 def _text(reply: Any) -> str:
     return reply.decode() if isinstance(reply, bytes) else str(reply)
 
 
-__all__ = ["SCHEMES", "RedisStores", "parse_url"]
+__all__ = ["SCHEMES", "RedisStores", "parse_url", "pushes"]

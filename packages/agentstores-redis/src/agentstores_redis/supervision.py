@@ -40,7 +40,10 @@ class RedisSupervisionStore(RedisStoreBase, SupervisionStore):
             str(row.epoch),
         )
         reply = await self._write(
-            SV_CAS, [names.header, names.supervision], args, from_result=lambda _r: _TRUE
+            SV_CAS,
+            [names.header, names.supervision, *names.wake],
+            args,
+            from_result=lambda _r: _TRUE,
         )
         raise_for(reply, key)
         return bool(reply[1] == b"1")
@@ -158,7 +161,7 @@ class RedisSupervisionStore(RedisStoreBase, SupervisionStore):
         names = self.ctx.keys.conv(key)
         reply = await self._write(
             SV_DELETE,
-            [names.header, names.supervision],
+            [names.header, names.supervision, *names.wake],
             [principal, message_id, str(epoch)],
             from_result=lambda _r: _TRUE,
         )

@@ -2,9 +2,10 @@
 --! include header.lua
 --! include messages.lua
 --! include conversation_keys.lua
+--! include wake.lua
 --! include legacy_layout.lua
 -- Append messages, atomically and idempotently (ids already present are skipped).
--- KEYS: every key of the conversation. ARGV: nonce, principal, tenant, session_id,
+-- KEYS: every key of the conversation, [wake channel]. ARGV: nonce, principal, tenant, session_id,
 -- create ('1'/'0'), status ('' = keep), tail mode (U no condition, N must be empty,
 -- I must be expected), expected tail, epoch, title ('' keep, '=<title>' set),
 -- expires_us ('' keep), tombstone ttl ms, expiry grace us, message count, then per
@@ -79,4 +80,5 @@ if expires ~= '' then
 elseif hd.drop_at then
   expire_with_header(hd, TRANSCRIPT)
 end
+wake(14)
 return {'ok', result}

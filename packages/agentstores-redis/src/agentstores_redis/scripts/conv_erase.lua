@@ -1,10 +1,11 @@
 #!lua
 --! include header.lua
 --! include conversation_keys.lua
+--! include wake.lua
 -- Erase a conversation (every store's keys) and leave a tombstone for ttl ms. Modes:
 -- 'owner' (the principal's delete), 'expired', 'idle' (param: idle microseconds),
 -- 'overcap' (param: the updated_at the sweeper ranked; principal: the owner it saw).
--- KEYS: every key of the conversation. ARGV: nonce, mode, principal, param, ttl ms.
+-- KEYS: every key of the conversation, [wake channel]. ARGV: nonce, mode, principal, param, ttl ms.
 -- Reply: {'ok', '1', erased owner}, {'ok', '0'} (nothing to erase) or a refusal.
 local nonce, mode, principal, param, ttl = unpack(ARGV, 1, 5)
 local now = now_us()
@@ -34,4 +35,5 @@ redis.call('HSET', h, 'erased_at', fmt(now), 'tenant', raw_key[1] or '',
   'session_id', raw_key[2] or '', 'erased_owner', raw_key[3] or '', 'last_write', nonce,
   'last_result', '1')
 redis.call('PEXPIREAT', h, fmt(math.floor(now / 1000) + tonumber(ttl)))
+wake(14)
 return {'ok', '1', raw_key[3] or ''}

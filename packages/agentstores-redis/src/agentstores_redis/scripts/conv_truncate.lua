@@ -2,11 +2,12 @@
 --! include header.lua
 --! include messages.lua
 --! include conversation_keys.lua
+--! include wake.lua
 --! include legacy_layout.lua
 -- Truncate at a message: everything after it goes, and the message itself by the cut
 -- ('by_role': a user message goes, any other stays; 'before': it goes; 'after': it
 -- stays), only while the tail is the expected one when one is given. KEYS: every key of
--- the conversation. ARGV: nonce, principal, tenant, session_id, message_id, epoch, cut,
+-- the conversation, [wake channel]. ARGV: nonce, principal, tenant, session_id, message_id, epoch, cut,
 -- expected tail ('' = no condition).
 -- Reply: {'ok', removed, updated_us}, {'no_message'}, {'stale_tail', tail} or a refusal.
 local nonce, principal, tenant, session_id, message_id, epoch, mode, expected =
@@ -55,4 +56,5 @@ else
 end
 redis.call('HSET', meta, unpack(fields))
 commit(h, hd, principal, tenant, session_id, epoch, nonce, fmt(removed) .. '|' .. fmt(updated))
+wake(14)
 return {'ok', fmt(removed), fmt(updated)}

@@ -1,7 +1,8 @@
 #!lua
 --! include header.lua
+--! include wake.lua
 -- Delete the recording if it is still the given turn's.
--- KEYS: header, recording. ARGV: nonce, principal, tenant, session_id, message_id, epoch.
+-- KEYS: header, recording, [wake channel]. ARGV: nonce, principal, tenant, session_id, message_id, epoch.
 -- Reply: {'ok', '1'} deleted, {'ok', '0'} not, or a refusal.
 local h, recording = KEYS[1], KEYS[2]
 local nonce, principal, tenant, session_id, message_id, epoch = unpack(ARGV, 1, 6)
@@ -14,6 +15,7 @@ local result = '0'
 if redis.call('HGET', recording, 'message_id') == message_id then
   redis.call('DEL', recording)
   result = '1'
+  wake(3)
 end
 commit(h, hd, principal, tenant, session_id, epoch, nonce, result)
 return {'ok', result}

@@ -1,8 +1,9 @@
 #!lua
 --! include header.lua
+--! include wake.lua
 -- Overwrite the recording, fenced by its own epoch too: an older turn's event never
 -- replaces a newer turn's, nor a later index of the same turn.
--- KEYS: header, recording. ARGV: nonce, principal, tenant, session_id, index, message
+-- KEYS: header, recording, [wake channel]. ARGV: nonce, principal, tenant, session_id, index, message
 -- (JSON), message_id, epoch. Reply: {'ok', '1'} stored, {'ok', '0'} older, or a refusal.
 local h, recording = KEYS[1], KEYS[2]
 local nonce, principal, tenant, session_id, index, message, message_id, epoch =
@@ -22,4 +23,5 @@ redis.call('HSET', recording, 'index', index, 'message', message, 'message_id', 
   'epoch', epoch)
 commit(h, hd, principal, tenant, session_id, epoch, nonce, '1')
 expire_with_header(hd, {recording})
+wake(3)
 return {'ok', '1'}

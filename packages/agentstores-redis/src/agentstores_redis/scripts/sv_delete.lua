@@ -1,7 +1,8 @@
 #!lua
 --! include header.lua
+--! include wake.lua
 -- Delete the supervision row if it is still the given turn's.
--- KEYS: header, supervision row. ARGV: nonce, principal, message_id, epoch.
+-- KEYS: header, supervision row, [wake channel]. ARGV: nonce, principal, message_id, epoch.
 -- Reply: {'ok', '1'} deleted, {'ok', '0'} not, or a refusal.
 local h, row = KEYS[1], KEYS[2]
 local nonce, principal, message_id, epoch = unpack(ARGV, 1, 4)
@@ -13,4 +14,5 @@ local r = redis.call('HMGET', row, 'message_id', 'epoch')
 if r[1] ~= message_id or r[2] ~= epoch then return {'ok', '0'} end
 redis.call('DEL', row)
 redis.call('HSET', h, 'last_write', nonce, 'last_result', '1')
+wake(3)
 return {'ok', '1'}

@@ -11,7 +11,7 @@ from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
 
 from agentstores_redis.lua import SV_CAS
-from agentstores_redis.stores import parse_url
+from agentstores_redis.stores import parse_url, pushes
 
 from ..bench.floor import RawFloor
 
@@ -26,15 +26,17 @@ class RedisFloor(RawFloor):
         self.nonce = secrets.token_hex(12)
 
     async def setup(self, url: str, clients: int) -> None:
-        driver_url, cluster, _opts = parse_url(url, {})
+        driver_url, cluster, opts = parse_url(url, {})
         if cluster:
             self.client = RedisCluster.from_url(driver_url, max_connections=clients, protocol=2)
         else:
             self.client = Redis.from_url(driver_url, max_connections=clients, protocol=2)
         self.script = self.client.register_script(SV_CAS.source)
         run = secrets.token_hex(4)
+        # the wake channel too where the adapter passes it (push on): the same script call
+        wake = ("w",) if pushes(cluster, opts) else ()
         self.keys = [
-            [f"asfloor-{run}:{{{client:08x}}}:h", f"asfloor-{run}:{{{client:08x}}}:sv"]
+            [f"asfloor-{run}:{{{client:08x}}}:{part}" for part in ("h", "sv", *wake)]
             for client in range(clients)
         ]
         for client in range(clients):

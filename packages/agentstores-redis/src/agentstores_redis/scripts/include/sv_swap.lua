@@ -1,6 +1,7 @@
 -- One supervision compare-and-swap (sv_cas's rule, shared with sv_cas_many): replace the
--- row only if its epoch is the expected one. Returns sv_cas's reply.
-local function sv_swap(h, row, now, nonce, principal, tenant, session_id, expected, status,
+-- row only if its epoch is the expected one; a swap wakes the key's listeners through
+-- wake(w) (w: the index of its wake channel in KEYS, or nil). Returns sv_cas's reply.
+local function sv_swap(h, row, w, now, nonce, principal, tenant, session_id, expected, status,
     message_id, epoch)
   local hd = read_header(h)
   if header_exists(hd) then
@@ -18,5 +19,6 @@ local function sv_swap(h, row, now, nonce, principal, tenant, session_id, expect
     'heartbeat_at', fmt(now))
   commit(h, hd, principal, tenant, session_id, epoch, nonce, '1')
   expire_with_header(hd, {row})
+  if w then wake(w) end
   return {'ok', '1'}
 end
