@@ -294,13 +294,21 @@ class Listener:
         await self._run(self._drop, keys)
 
     async def _run(self, sql: str, keys: Set[ConversationKey], *extra: Any) -> None:
+        """Run ``sql`` for ``keys`` under this connection's id. A failure counts as the
+        connection lost: its id's rows are then deleted whole once connected again (a
+        row left behind by a failed delete would otherwise be refreshed for good)."""
         async with self._busy:
             conn, listener = self._conn, self.listener_id
             if conn is None or conn.is_closed() or listener is None:
                 raise ConnectionError("the listening connection is down")
             tenants = [k.tenant for k in keys]
             sessions = [k.session_id for k in keys]
-            await conn.execute(sql, tenants, sessions, listener, *extra)
+            try:
+                await conn.execute(sql, tenants, sessions, listener, *extra)
+            except Exception:
+                if conn is self._conn:
+                    self._down()
+                raise
 
     # --- notifications ---------------------------------------------------------------
 
