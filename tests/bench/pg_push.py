@@ -8,7 +8,8 @@ alternate their order on one embedded PostgreSQL 18:
 - ``on``: push on, nobody following: every bundle listens, no key is followed;
 - ``on+1000``: push on and another bundle following 1,000 keys, none of them written;
 - ``on+written``: push on and that bundle following the written keys too, so every
-  write notifies (what a followed write costs).
+  write notifies (what a followed write costs; each of the ``clients + 1`` listening
+  connections reads every notification).
 
 Operations: ``cas`` (supervision CAS taking the next epoch), ``put`` (recording put of a
 ~1 KiB snapshot), ``append`` (one message). It reports throughput, p50 latency and each
@@ -36,6 +37,9 @@ from agentstores_postgres.stores import PostgresStores
 SETTINGS = ("off", "on", "on+1000", "on+written")
 OPS = ("cas", "put", "append")
 FOLLOWED = 1000
+SETTLE = 2.0
+"""Seconds of rest after an ``on+written`` window, whose notifications every listening
+connection still reads for a while afterwards."""
 SNAPSHOT = "x" * 1000
 P = "bench"
 
@@ -199,6 +203,10 @@ async def measure(
                         }.get(setting, [])
                         await follower.follow(followed)
                         got = await _window(group, op, seconds, warmup, postmaster)
+                        if setting == "on+written":
+                            # every listener reads every notification: let the backlog
+                            # drain before the next window
+                            await asyncio.sleep(SETTLE)
                         results.setdefault((n, op, setting), []).append(got)
                         print(
                             f"{n:>3} clients {op:<6} {setting:<10} {got['ops']:>8.0f} ops/s "
