@@ -56,6 +56,8 @@ async def _stores(url: str, **options: object) -> AsyncIterator[PostgresStores]:
 
 @contextlib.asynccontextmanager
 async def _proxy(pg: PgServer) -> AsyncIterator[FaultProxy]:
+    """A proxy to the server that can cut the next response on any connection (so a
+    bundle behind it runs with push off: the listener's beat must not be what it cuts)."""
     parts = urlsplit(pg.url)
     proxy = await FaultProxy(parts.hostname or "127.0.0.1", parts.port or 5432).start()
     try:
@@ -241,7 +243,7 @@ async def test_claim_killed_mid_call_is_resent_exactly_once(pg: PgServer) -> Non
 
 async def test_lost_responses_after_commit_are_reconciled(pg: PgServer) -> None:
     key = _key()
-    async with _proxy(pg) as proxy, _stores(_through(pg.url, proxy.port)) as stores:
+    async with _proxy(pg) as proxy, _stores(_through(pg.url, proxy.port), push=False) as stores:
         sup, conv = stores.supervision, stores.conversations
         # Each cut costs the pooled connection, and a new connection has an empty
         # statement cache: warm the call first so the cut hits its execution, not its
@@ -285,7 +287,7 @@ async def test_lost_response_of_a_committed_batch_is_reconciled_per_row(pg: PgSe
     swapped; the row that lost its compare (a stale expectation) is never reported as a
     success."""
     keys = [_key() for _ in range(3)]
-    async with _proxy(pg) as proxy, _stores(_through(pg.url, proxy.port)) as stores:
+    async with _proxy(pg) as proxy, _stores(_through(pg.url, proxy.port), push=False) as stores:
         sup = stores.supervision
         for k in keys:
             assert await sup.compare_and_swap(k, P, None, _row(1))
@@ -307,7 +309,7 @@ async def test_lost_response_of_a_committed_batch_is_reconciled_per_row(pg: PgSe
 
 async def test_lost_response_of_an_uncheckable_write_is_unknown(pg: PgServer) -> None:
     key = _key()
-    async with _proxy(pg) as proxy, _stores(_through(pg.url, proxy.port)) as stores:
+    async with _proxy(pg) as proxy, _stores(_through(pg.url, proxy.port), push=False) as stores:
         conv = stores.conversations
         await conv.append_messages(key, P, [Message(f"m{i}", "user", i) for i in range(4)])
         await conv.truncate(key, P, "m3")  # warm

@@ -64,6 +64,12 @@ async def _works(url: str) -> None:
         key = ConversationKey("t", "schema-check")
         row = SupervisionRow("running", "m", 1)
         assert await stores.supervision.compare_and_swap(key, "u", None, row)
+        with stores.wakeups.watch(key):  # push: the watch rows are written too
+            for _ in range(500):
+                if stores.wakeups.pushing(key):
+                    break
+                await asyncio.sleep(0.02)
+            assert stores.wakeups.pushing(key)
 
 
 async def test_missing_schema_is_refused_by_name(bare: Installation) -> None:
@@ -223,6 +229,7 @@ RELEASED_FINGERPRINTS = {
     1: "2de620ef9c3f24c5",
     3: "2377801cb3c8b702",
     8: "bf5e0758b982934d",
+    9: "ad3e049c3454ac34",
 }
 """What installed schemas record: a released migration file must never change."""
 
@@ -275,6 +282,7 @@ async def _install_over_previous_layout(pg: PgServer, bare: Installation, versio
     assert await _functions(pg.admin_url, bare.schema, bare.role) == {
         name: (1, True) for name in FUNCTIONS
     }
+    await _works(bare.url)  # a table a migration added is granted like the others
     again = await install(pg.admin_url, schema=bare.schema, runtime_role=bare.role)
     assert "nothing to migrate" in again and "functions unchanged" in again
 
@@ -480,8 +488,8 @@ async def test_the_functions_before_push_are_replaced_and_then_publish(
 ) -> None:
     """A schema at this version whose writing functions are the previous release's: the
     open is refused naming each (and the absent wake), install applies exactly those, and
-    the writes publish afterwards. A process of the previous release sets no push setting,
-    so the new functions publish nothing for it."""
+    the writes of a followed key publish afterwards. A process of the previous release sets
+    no push setting, so the new functions publish nothing for it."""
     from agentstores_postgres.listener import CHANNEL, digest
 
     await install(pg.admin_url, schema=bare.schema, runtime_role=bare.role)
@@ -510,25 +518,30 @@ async def test_the_functions_before_push_are_replaced_and_then_publish(
     assert await _functions(pg.admin_url, bare.schema, bare.role) == {
         name: (1, True) for name in FUNCTIONS
     }
-    key = ConversationKey("t", "pushed")
+    key, old_key = ConversationKey("t", "pushed"), ConversationKey("t", "old")
     heard: list[str] = []
     listening = await asyncpg.connect(pg.admin_url)
     try:
         await listening.add_listener(CHANNEL, lambda *args: heard.append(args[3]))
-        old = await asyncpg.connect(bare.url.split("?")[0])  # no push setting
-        try:
-            assert await old.fetchval(
-                f"SELECT {s}.sup_cas($1, $2, $3, NULL, 'running', 'm', 1, gen_random_uuid(), "
-                "interval '1 day')",
-                "t",
-                "old",
-                "u",
-            )
-        finally:
-            await old.close()
-        async with PostgresStores(bare.url + "&push=true") as stores:
-            row = SupervisionRow("running", "m", 1)
-            assert await stores.supervision.compare_and_swap(key, "u", None, row)
+        async with PostgresStores(bare.url) as stores:
+            with stores.wakeups.watch(key), stores.wakeups.watch(old_key):
+                for _ in range(500):
+                    if stores.wakeups.pushing(key) and stores.wakeups.pushing(old_key):
+                        break
+                    await asyncio.sleep(0.02)
+                old = await asyncpg.connect(bare.url.split("?")[0])  # no push setting
+                try:
+                    assert await old.fetchval(
+                        f"SELECT {s}.sup_cas($1, $2, $3, NULL, 'running', 'm', 1, "
+                        "gen_random_uuid(), interval '1 day')",
+                        old_key.tenant,
+                        old_key.session_id,
+                        "u",
+                    )
+                finally:
+                    await old.close()
+                row = SupervisionRow("running", "m", 1)
+                assert await stores.supervision.compare_and_swap(key, "u", None, row)
         await listening.fetchval("SELECT 1")
         await asyncio.sleep(0.1)
     finally:

@@ -13,7 +13,12 @@ from pathlib import Path
 
 import asyncpg
 
-from agentstores_postgres.migrations import grant_statements, quote_ident, render
+from agentstores_postgres.migrations import (
+    grant_statements,
+    present_tables,
+    quote_ident,
+    render,
+)
 
 FILES = sorted(Path(__file__).parent.glob("000*.sql"))
 
@@ -41,7 +46,8 @@ async def install_previous_layout(admin_url: str, schema: str, role: str, versio
                 version,
                 previous_fingerprint(version),
             )
-            for statement in grant_statements(schema, role):
+            tables = await present_tables(conn, schema)
+            for statement in grant_statements(schema, role, tables):
                 await conn.execute(statement)
     finally:
         await conn.close()

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any
@@ -38,6 +39,7 @@ DATA_TABLES = (
     "pause_tokens",
     "oauth_integrations",
     "oauth_clients",
+    "watches",
 )
 TABLE_PRIVILEGES = ("SELECT", "INSERT", "UPDATE", "DELETE")
 
@@ -176,14 +178,26 @@ async def migrate(conn: Any, schema: str, target: int) -> tuple[int, int, list[s
     return before, after, applied
 
 
-def grant_statements(schema: str, role: str) -> list[str]:
-    """Exactly what the runtime role needs, and nothing on the functions for PUBLIC."""
+async def present_tables(conn: Any, schema: str) -> list[str]:
+    """The data tables ``schema`` holds now (an older version lacks the newer ones)."""
+    rows = await conn.fetch(
+        "SELECT t FROM unnest($2::text[]) AS t "
+        "WHERE to_regclass(format('%I.%I', $1::text, t)) IS NOT NULL",
+        schema,
+        list(DATA_TABLES),
+    )
+    return [r["t"] for r in rows]
+
+
+def grant_statements(schema: str, role: str, tables: Sequence[str] = DATA_TABLES) -> list[str]:
+    """Exactly what the runtime role needs, and nothing on the functions for PUBLIC
+    (``tables``: the data tables the schema holds, by default all of this version's)."""
     s, r = quote_ident(schema), quote_ident(role)
-    tables = ", ".join(f"{s}.{quote_ident(t)}" for t in DATA_TABLES)
+    named = ", ".join(f"{s}.{quote_ident(t)}" for t in tables)
     return [
         f"GRANT USAGE ON SCHEMA {s} TO {r}",
         f"GRANT SELECT ON {s}.{MARKER} TO {r}",
-        f"GRANT {', '.join(TABLE_PRIVILEGES)} ON {tables} TO {r}",
+        f"GRANT {', '.join(TABLE_PRIVILEGES)} ON {named} TO {r}",
         f"REVOKE ALL ON ALL FUNCTIONS IN SCHEMA {s} FROM PUBLIC",
         f"GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA {s} TO {r}",
     ]

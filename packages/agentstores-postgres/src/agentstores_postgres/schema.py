@@ -26,6 +26,7 @@ from .migrations import (
     check_identifier,
     grant_statements,
     migrate,
+    present_tables,
     quote_ident,
 )
 from .urls import DEFAULT_SCHEMA, parse_url
@@ -79,7 +80,8 @@ async def install(
             if after == SCHEMA_VERSION:
                 functions = await install_functions(conn, schema)
             if runtime_role is not None:
-                for statement in grant_statements(schema, runtime_role):
+                tables = await present_tables(conn, schema)
+                for statement in grant_statements(schema, runtime_role, tables):
                     await conn.execute(statement)
     finally:
         await conn.close()

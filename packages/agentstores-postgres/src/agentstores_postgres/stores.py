@@ -30,7 +30,8 @@ class PostgresStores(Stores):
     write whose connection broke), ``pgbouncer`` (transaction pooling: no statement
     cache, no session state), ``tombstone_ttl`` (seconds or timedelta; 30 days),
     ``command_timeout`` (seconds, client-side; default none), ``push`` (default on:
-    writes publish wake-ups and one extra connection listens for other processes'; off
+    one extra connection listens for other processes' writes and subscribes to the keys
+    this bundle's followers watch, and writes of a followed key publish wake-ups; off
     behind pgbouncer).
 
     Opening checks the schema version and the role's privileges and runs no DDL; install

@@ -34,12 +34,16 @@ UPDATE __S__.supervision
    AND epoch <= $7 AND fence <= $7
 RETURNING 1
 """
-# The same swap publishing its wake-up (push on): the row updated, then one call of the
-# wake function per row swapped (none when nothing was), all in the one statement.
-_CAS_EXPECTING_WAKE = f"""
-WITH swapped AS ({_CAS_EXPECTING.strip()})
-SELECT 1 FROM swapped WHERE __S__.wake($1, $2)
-"""
+# The same swap publishing its wake-up (push on), in the one statement: for the row
+# swapped (none when nothing was), the key's watch rows are probed in the statement
+# itself, and only when a listener follows the key does the wake function run (probing
+# again and notifying). Always true. Unfollowed, the CAS pays one index probe: no
+# function call, no snapshot of its own.
+_CAS_EXPECTING_WAKE = _CAS_EXPECTING.replace(
+    "RETURNING 1",
+    "RETURNING NOT EXISTS (SELECT FROM __S__.watches w WHERE w.tenant = $1 "
+    "AND w.session_id = $2 AND w.expires_at > now()) OR __S__.wake($1, $2)",
+)
 _WHY = """
 SELECT owner, erased_at IS NOT NULL AS erased FROM __S__.keys
  WHERE tenant = $1 AND session_id = $2

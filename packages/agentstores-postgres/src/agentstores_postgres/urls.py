@@ -45,11 +45,11 @@ class Config:
     """Transaction pooling: no prepared-statement cache, no session state."""
     tombstone_ttl: timedelta = DEFAULT_TOMBSTONE_TTL
     command_timeout: float | None = None
-    push: bool = False
-    """Wake other processes' followers: the writes publish a notification, a listening
-    connection per bundle hears them. Off by default (PostgreSQL commits the writes that
-    notified one at a time: see the README's figures); off behind pgbouncer (it cannot
-    ``LISTEN``)."""
+    push: bool = True
+    """Wake other processes' followers: a listening connection per bundle subscribes to
+    the keys its followers watch, and a write to such a key publishes a notification (a
+    write nobody follows publishes nothing: see the README's figures). Off behind
+    pgbouncer (it cannot ``LISTEN``)."""
 
     @property
     def pushing(self) -> bool:
