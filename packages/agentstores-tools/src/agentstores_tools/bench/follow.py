@@ -389,7 +389,9 @@ async def _row(
             asyncio.create_task(_follow(stores, plan.key(sessions[f.conversation]), principal, f))
             for f in followers
         ]
-        counter.target = 2 * followers_n  # every follower's first look at row and recording
+        # A first look at each conversation's row and recording: followers of one answer
+        # share reads (agentstores.protocol.shared_reads), so not one per follower.
+        counter.target = 2 * conversations_n
         await asyncio.wait_for(counter.reached.wait(), START_TIMEOUT)
         await asyncio.sleep(0.5)  # and answered
         before = counter.count
