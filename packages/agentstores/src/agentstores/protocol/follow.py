@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import math
+import random
 from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 from typing import Literal
@@ -25,6 +26,9 @@ from .rehydrate import message_text
 from .shared_reads import shared_reads
 
 log = logging.getLogger(__name__)
+
+SPREAD = 1.2
+"""A follower waits ``poll`` (or ``safety_poll``) times a factor from 1 to this between reads."""
 
 FollowVerdict = Literal["done", "errored", "gone", "dead"]
 """How a followed turn ended (see :func:`follow`)."""
@@ -171,7 +175,8 @@ async def follow(
     first read. Each read is woken by the bundle's wake-ups (:mod:`agentstores.stores.wakeups`:
     a write to the key in this process, or in another one where the backend pushes
     changes), else comes ``poll`` seconds after the last (``safety_poll`` while the backend
-    pushes). A wake-up only triggers a read: a lost, repeated or late one delays an update
+    pushes), times a random factor from 1 to 1.2 so followers that began together do not
+    read in step. A wake-up only triggers a read: a lost, repeated or late one delays an update
     to the next poll at most, and never changes what is yielded. Followers of the same
     answer in one process share reads (:mod:`.shared_reads`): one write costs one read of
     each store however many follow it. Each read takes the row first and judges it on the
@@ -269,7 +274,14 @@ async def follow(
             if given_up:
                 yield progress.end("dead", None, target)
                 return
-            await watch.wait(safety_poll if watch.pushed else poll)
+            await watch.wait((safety_poll if watch.pushed else poll) * _spread())
+
+
+def _spread() -> float:
+    """A wait's factor, drawn anew each time from 1 to :data:`SPREAD`: followers that began
+    together (a page of tabs, every follower a reconnecting listener woke at once) drift
+    apart instead of reading the store in step, a burst per poll."""
+    return random.uniform(1.0, SPREAD)
 
 
 def _offer(
