@@ -17,6 +17,7 @@ from agentstores.errors import UsageError
 from agentstores.memory.stores import EphemeralStoreWarning
 from agentstores_tools.bench.follow import (
     FollowConfig,
+    Unavailable,
     _Follower,
     latencies,
     mode_url,
@@ -57,13 +58,13 @@ async def test_memory_measures_local_only_and_says_why_not_the_rest() -> None:
             assert "never leave the process" in row["unavailable"]
 
 
-async def test_file_polls_a_producer_in_another_process(tmp_path: Path) -> None:
-    """poll: the producers run in a process of their own; the file backend has no push
-    option, so push is reported unavailable with the backend's refusal."""
+async def test_file_pushes_and_polls_a_producer_in_another_process(tmp_path: Path) -> None:
+    """push and poll: the producers run in a process of their own, heard through the file
+    backend's change check (push=true) or only by the poll (push=false)."""
     cfg = FollowConfig(modes=("push", "poll"), shapes=((2, 2),), seconds=0.4, idle=0.4)
     result = await run_follow(f"file://{tmp_path}", "t-follow", cfg, lambda _: None)
     push, poll = result["rows"]
-    assert "push" in push["unavailable"]
+    _measured(push)
     _measured(poll)
     # another process's writes arrive only by the poll: an idle follower reads
     assert poll["idle_reads_per_follower_s"] > 0
@@ -95,6 +96,10 @@ def test_shapes_urls_and_config_are_checked() -> None:
     url = "postgresql://u@h/db?schema=s&push=false"
     assert with_push(url, True) == "postgresql://u@h/db?schema=s&push=true"
     assert mode_url("memory://x", "local") == "memory://x"
+    # a backend with no push option: push is not measured, with its refusal; poll is as given
+    refused = mode_url("template://x", "push")
+    assert isinstance(refused, Unavailable) and "no push option" in refused.reason
+    assert mode_url("template://x", "poll") == "template://x"
     # many conversations write less often each, under the rate
     assert FollowConfig(interval=0.1, rate=500, seconds=10).pace(1000) == (2.0, 5)
 
