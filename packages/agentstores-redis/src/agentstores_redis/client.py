@@ -21,7 +21,6 @@ here is built with retries off and this module decides instead:
 from __future__ import annotations
 
 import asyncio
-import collections
 import contextlib
 import hashlib
 import logging
@@ -174,17 +173,6 @@ class RedisClient:
         """Standalone connections this client took from the pool and holds, ready: taking
         one back costs a list pop, where the pool's checkout costs a lock, a condition,
         a timer and its metrics on every call (a third of a short script call's time)."""
-        self._out = 0
-        """Standalone connections taken from the pool and not released to it (held,
-        handed over or in use): below ``pool_size``, the pool has one or may open one."""
-        self._handoff: collections.deque[asyncio.Future[Connection]] = collections.deque()
-        """Calls waiting for a standalone connection while every one is out, first come
-        first served: a connection given back goes straight to the first (:meth:`_give`),
-        never to :attr:`_idle` while one waits. Not the pool's own queue: a waiter its
-        timeout cancels just as the pool's condition notifies it drops the notification,
-        stranding a free connection in the pool while the others wait (Python before
-        3.13), and connections held in :attr:`_idle` would never reach the pool's
-        waiters at all."""
         self._cluster: RedisCluster | None = None
         self._slots: asyncio.Semaphore | None = None
         self._refresh = False
@@ -231,10 +219,6 @@ class RedisClient:
         if self._standalone is not None:
             client, self._standalone = self._standalone, None
             idle, self._idle = self._idle, []
-            waiting, self._handoff = self._handoff, collections.deque()
-            for waiter in waiting:
-                if not waiter.done():
-                    waiter.set_exception(NotSent("the client is closed"))
             if self._pool is not None:
                 for conn in idle:
                     await self._pool.release(conn)
@@ -242,7 +226,6 @@ class RedisClient:
             if self._pool is not None:
                 await self._pool.disconnect()
                 self._pool = None
-            self._out = 0
 
     @property
     def redis(self) -> Redis | RedisCluster:
@@ -296,12 +279,22 @@ class RedisClient:
         o = self.options
         if not self.cluster:
             assert self._pool is not None
-            while True:
-                conn = await self._standalone_connection()
+            while self._idle:
+                conn = self._idle.pop()
                 if await _still_ready(conn):
                     return conn, self._keep
-                self._out -= 1
                 await self._pool.release(conn)  # the pool's checkout reconnects it
+            try:
+                conn = await self._pool.get_connection()  # type: ignore[no-untyped-call]
+            except Exception as exc:
+                if isinstance(exc.__cause__, TimeoutError):
+                    raise NotSent(
+                        f"connection pool exhausted: all {o.pool_size} connections stayed "
+                        f"busy for {o.pool_timeout} s (options pool_size, pool_timeout)",
+                        exhausted=True,
+                    ) from exc
+                raise NotSent(f"cannot connect: {exc}") from exc
+            return conn, self._keep
         assert node is not None and self._slots is not None
         slots = self._slots
         try:
@@ -337,68 +330,12 @@ class RedisClient:
 
         return conn, release_cluster
 
-    async def _standalone_connection(self) -> Connection:
-        """A held connection (:attr:`_idle`), else one from the pool while it has one or
-        may open one, else the next one given back (:attr:`_handoff`), waiting at most
-        ``pool_timeout``. Not checked ready: the caller does."""
-        o = self.options
-        assert self._pool is not None
-        if self._idle:
-            return self._idle.pop()
-        if self._out < o.pool_size:
-            # decided and counted before any await: two calls cannot both take the last
-            self._out += 1
-            try:
-                conn: Connection = await self._pool.get_connection()  # type: ignore[no-untyped-call]
-            except BaseException as exc:
-                self._out -= 1
-                if isinstance(exc.__cause__, TimeoutError):  # another user of the pool
-                    raise self._exhausted() from exc
-                if isinstance(exc, Exception):
-                    raise NotSent(f"cannot connect: {exc}") from exc
-                raise
-            return conn
-        waiter: asyncio.Future[Connection] = asyncio.get_running_loop().create_future()
-        self._handoff.append(waiter)
-        try:
-            async with asyncio.timeout(o.pool_timeout):
-                return await waiter
-        except BaseException as exc:
-            # handed a connection just as the wait timed out or was cancelled: pass it on
-            if waiter.done() and not waiter.cancelled() and waiter.exception() is None:
-                self._give(waiter.result())
-            if isinstance(exc, TimeoutError):
-                raise self._exhausted() from exc
-            raise
-        finally:
-            with contextlib.suppress(ValueError):
-                self._handoff.remove(waiter)
-
-    def _exhausted(self) -> NotSent:
-        o = self.options
-        return NotSent(
-            f"connection pool exhausted: all {o.pool_size} connections stayed "
-            f"busy for {o.pool_timeout} s (options pool_size, pool_timeout)",
-            exhausted=True,
-        )
-
-    def _give(self, conn: Connection) -> None:
-        """A standalone connection back: to the first call waiting, else into :attr:`_idle`."""
-        while self._handoff:
-            waiter = self._handoff.popleft()
-            if not waiter.done():
-                waiter.set_result(conn)
-                return
-        self._idle.append(conn)
-
     async def _keep(self, conn: Connection) -> None:
-        """Release a standalone connection to a waiting call or into :attr:`_idle` (a
-        dropped one is reconnected by the pool when it is next taken; once closing, back
-        to the pool)."""
+        """Release a standalone connection into :attr:`_idle` (a dropped one is
+        reconnected by the pool when it is next taken; once closing, back to the pool)."""
         if self._standalone is not None:
-            self._give(conn)
+            self._idle.append(conn)
         elif self._pool is not None:
-            self._out -= 1
             await self._pool.release(conn)
         else:
             await _drop(conn)
