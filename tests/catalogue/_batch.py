@@ -2,28 +2,59 @@
 
 ``python -m tests.catalogue._batch PROFILE SEED NAME...`` prints one JSON line per entry:
 ``{"name": ..., "report": ...}`` (or ``"error"``), so the start-up cost is paid once.
+
+An entry that runs longer than :data:`ENTRY_LIMIT` is a hang, not a slow machine (one
+takes seconds): a watchdog prints every thread's stack and every running event loop's
+tasks to stderr, then exits with :data:`HUNG`, so the caller names the entry and where it
+waited instead of timing out the whole batch blind.
 """
 
 from __future__ import annotations
 
+import asyncio
+import faulthandler
+import gc
 import json
+import os
 import sys
+import threading
 import traceback
 
 import agentstores.memory.data as memory_data
 from agentstores_contract import validate
 from tests.catalogue.catalogue import CONTROL, MUTANTS
 
+ENTRY_LIMIT = float(os.environ.get("AGENTSTORES_CATALOGUE_ENTRY_LIMIT", "600"))
+HUNG = 3
+
+
+def _report_hang(name: str) -> None:
+    print(f"catalogue entry {name!r} still running after {ENTRY_LIMIT:.0f} s", file=sys.stderr)
+    faulthandler.dump_traceback(file=sys.stderr, all_threads=True)
+    for loop in [o for o in gc.get_objects() if isinstance(o, asyncio.AbstractEventLoop)]:
+        if not loop.is_running():
+            continue
+        for task in list(asyncio.all_tasks(loop)):
+            print(f"--- {task!r}", file=sys.stderr)
+            task.print_stack(limit=12, file=sys.stderr)
+    sys.stderr.flush()
+    os._exit(HUNG)
+
 
 def main(profile: str, seed: int, names: list[str]) -> None:
     by_name = {m.name: m for m in [CONTROL, *MUTANTS]}
     for name in names:
         before = set(memory_data._registry)
+        watchdog = threading.Timer(ENTRY_LIMIT, _report_hang, args=(name,))
+        watchdog.daemon = True
+        watchdog.start()
         try:
             report = validate(factory=by_name[name].factory, profile=profile, seed=seed)
             line = {"name": name, "report": report.to_dict()}
         except Exception:
             line = {"name": name, "error": traceback.format_exc()[-3000:]}
+        finally:
+            watchdog.cancel()
         for used in set(memory_data._registry) - before:
             memory_data.forget(used)  # each run's data is garbage once it reported
         print(json.dumps(line), flush=True)

@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from agentstores_contract import Report, seeds
+from tests.catalogue._batch import HUNG
 from tests.catalogue.catalogue import CONTROL, MUTANTS, Mutant
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -54,6 +55,11 @@ def run_batch(seed: int, names: list[str]) -> Reports:
         text=True,
         timeout=TIMEOUT,
     )
+    if proc.returncode == HUNG:
+        done = [json.loads(line)["name"] for line in proc.stdout.splitlines()]
+        raise AssertionError(
+            f"a catalogue entry hung (seed {seed}; finished first: {done}):\n{proc.stderr[-12000:]}"
+        )
     out: Reports = {}
     for line in proc.stdout.splitlines():
         entry = json.loads(line)

@@ -401,6 +401,25 @@ async def test_client_kill_storm(url: str, request: pytest.FixtureRequest) -> No
 # --- pool exhaustion ---------------------------------------------------------------
 
 
+async def test_calls_waiting_on_a_full_pool_are_served_not_starved(
+    valkey_server: ValkeyServer,
+) -> None:
+    """More concurrent callers than pooled connections: a connection a finished call
+    leaves goes to the caller that has waited longest, not to one arriving later, so every
+    caller is served (none times out while others keep the connections)."""
+    callers, reads = 12, 20
+    k = key()
+    async with RedisStores(with_prefix(valkey_server.url), pool_size=2, pool_timeout=2.0) as s:
+
+        async def reader() -> int:
+            for _ in range(reads):
+                await s.supervision.read(k, "p")
+            return reads
+
+        assert await asyncio.gather(*(reader() for _ in range(callers))) == [reads] * callers
+        await s.purge()
+
+
 @pytest.mark.parametrize("server", ["valkey", "valkey-cluster"])
 async def test_pool_exhaustion_waits_then_fails_clearly(
     server: str, request: pytest.FixtureRequest

@@ -175,6 +175,12 @@ class RedisClient:
         a timer and its metrics on every call (a third of a short script call's time)."""
         self._cluster: RedisCluster | None = None
         self._slots: asyncio.Semaphore | None = None
+        """One permit per pooled connection, taken before a connection and given back
+        after it: callers wait here, first come first served, never on the pool itself.
+        (redis-py's pool waits on a condition, and before Python 3.13 a waiter its timeout
+        cancelled as it was notified dropped the notification; and a standalone connection
+        kept in :attr:`_idle` never reached a caller waiting in the pool, so with more
+        callers than connections the waiters starved until ``pool_timeout``.)"""
         self._refresh = False
         self._refresh_lock = asyncio.Lock()
         self._waits = self._wait_commands()
@@ -183,6 +189,7 @@ class RedisClient:
 
     async def open(self) -> None:
         o = self.options
+        self._slots = asyncio.Semaphore(o.pool_size)
         common: dict[str, Any] = {
             # replies are bounded by asyncio.timeout around each exchange (_pipeline): the
             # driver's own socket timeout would start a task for every send
@@ -200,7 +207,6 @@ class RedisClient:
                 require_full_coverage=True,
                 **common,
             )
-            self._slots = asyncio.Semaphore(o.pool_size)
             try:
                 await self._cluster.initialize()
             except Exception as exc:
@@ -276,39 +282,16 @@ class RedisClient:
         self, node: ClusterNode | None
     ) -> tuple[Connection, Callable[[Connection], Awaitable[None]]]:
         """A connected connection and its release; every failure here is :class:`NotSent`."""
-        o = self.options
-        if not self.cluster:
-            assert self._pool is not None
-            while self._idle:
-                conn = self._idle.pop()
-                if await _still_ready(conn):
-                    return conn, self._keep
-                await self._pool.release(conn)  # the pool's checkout reconnects it
-            try:
-                conn = await self._pool.get_connection()  # type: ignore[no-untyped-call]
-            except Exception as exc:
-                if isinstance(exc.__cause__, TimeoutError):
-                    raise NotSent(
-                        f"connection pool exhausted: all {o.pool_size} connections stayed "
-                        f"busy for {o.pool_timeout} s (options pool_size, pool_timeout)",
-                        exhausted=True,
-                    ) from exc
-                raise NotSent(f"cannot connect: {exc}") from exc
-            return conn, self._keep
-        assert node is not None and self._slots is not None
+        assert self._slots is not None
         slots = self._slots
-        try:
-            if slots.locked():
-                async with asyncio.timeout(o.pool_timeout):
-                    await slots.acquire()
-            else:
-                await slots.acquire()  # free: returns at once, no timer needed
-        except TimeoutError as exc:
-            raise NotSent(
-                f"connection pool exhausted: all {o.pool_size} connections stayed busy "
-                f"for {o.pool_timeout} s (options pool_size, pool_timeout)",
-                exhausted=True,
-            ) from exc
+        await self._take_slot(slots)
+        if not self.cluster:
+            try:
+                return await self._standalone_connection(), self._keep
+            except BaseException:
+                slots.release()
+                raise
+        assert node is not None
         try:
             conn = node.acquire_connection()
         except Exception as exc:
@@ -330,15 +313,51 @@ class RedisClient:
 
         return conn, release_cluster
 
+    async def _take_slot(self, slots: asyncio.Semaphore) -> None:
+        """A permit for one connection, waiting up to ``pool_timeout`` in arrival order."""
+        o = self.options
+        try:
+            if slots.locked():
+                async with asyncio.timeout(o.pool_timeout):
+                    await slots.acquire()
+            else:
+                await slots.acquire()  # free: returns at once, no timer needed
+        except TimeoutError as exc:
+            raise NotSent(
+                f"connection pool exhausted: all {o.pool_size} connections stayed busy "
+                f"for {o.pool_timeout} s (options pool_size, pool_timeout)",
+                exhausted=True,
+            ) from exc
+
+    async def _standalone_connection(self) -> Connection:
+        """A ready connection for a caller holding a permit: a kept one, else the pool's
+        (which never waits: no more connections are out than permits)."""
+        assert self._pool is not None
+        while self._idle:
+            conn = self._idle.pop()
+            if await _still_ready(conn):
+                return conn
+            await self._pool.release(conn)  # the pool's checkout reconnects it
+        try:
+            fresh: Connection = await self._pool.get_connection()  # type: ignore[no-untyped-call]
+        except Exception as exc:
+            raise NotSent(f"cannot connect: {exc}") from exc
+        return fresh
+
     async def _keep(self, conn: Connection) -> None:
         """Release a standalone connection into :attr:`_idle` (a dropped one is
-        reconnected by the pool when it is next taken; once closing, back to the pool)."""
-        if self._standalone is not None:
-            self._idle.append(conn)
-        elif self._pool is not None:
-            await self._pool.release(conn)
-        else:
-            await _drop(conn)
+        reconnected by the pool when it is next taken; once closing, back to the pool),
+        then its permit."""
+        try:
+            if self._standalone is not None:
+                self._idle.append(conn)
+            elif self._pool is not None:
+                await self._pool.release(conn)
+            else:
+                await _drop(conn)
+        finally:
+            if self._slots is not None:
+                self._slots.release()
 
     async def _connect(
         self, key: str | None, node: ClusterNode | None = None
