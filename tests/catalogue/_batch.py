@@ -26,18 +26,22 @@ from tests.catalogue.catalogue import CONTROL, MUTANTS
 
 ENTRY_LIMIT = float(os.environ.get("AGENTSTORES_CATALOGUE_ENTRY_LIMIT", "600"))
 HUNG = 3
+_STDERR = os.fdopen(os.dup(2), "w")
+"""The process's stderr, kept aside: while the suite runs, pytest captures fd 2."""
 
 
 def _report_hang(name: str) -> None:
-    print(f"catalogue entry {name!r} still running after {ENTRY_LIMIT:.0f} s", file=sys.stderr)
-    faulthandler.dump_traceback(file=sys.stderr, all_threads=True)
+    out = _STDERR
+    print(f"catalogue entry {name!r} still running after {ENTRY_LIMIT:.0f} s", file=out)
+    out.flush()
+    faulthandler.dump_traceback(file=out, all_threads=True)
     for loop in [o for o in gc.get_objects() if isinstance(o, asyncio.AbstractEventLoop)]:
         if not loop.is_running():
             continue
         for task in list(asyncio.all_tasks(loop)):
-            print(f"--- {task!r}", file=sys.stderr)
-            task.print_stack(limit=12, file=sys.stderr)
-    sys.stderr.flush()
+            print(f"--- {task!r}", file=out)
+            task.print_stack(limit=12, file=out)
+    out.flush()
     os._exit(HUNG)
 
 

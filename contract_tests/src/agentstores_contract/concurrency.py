@@ -6,6 +6,7 @@ connections) race one key from behind a barrier.
 
 from __future__ import annotations
 
+import itertools
 import random
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
@@ -237,9 +238,20 @@ class ConcurrencyContract(ContractBase):
                         await s.conversations.append_messages(key, "p", batch)
                         appended.extend(m.id for m in batch)
 
+                # A correct backend refuses a pop as stale only after another writer moved
+                # the tail, so no pop is refused more times in a row than the race writes;
+                # a broken one could refuse it forever (a livelock, not a verdict).
+                writes = 2 * n * per
+
                 async def popper(s: Stores) -> None:
                     for _ in range(per):
-                        while True:
+                        for attempt in itertools.count():
+                            assert attempt <= writes, (
+                                f"a pop's truncate was refused as stale {attempt} times in a "
+                                f"row, more than the race's {writes} writes could move the "
+                                "tail: the tail `tail()` reads and the one truncate checks "
+                                "disagree"
+                            )
                             found = await s.conversations.tail(key, "p", 1)
                             assert found is not None, "tail of a live conversation returned None"
                             if not found.messages:

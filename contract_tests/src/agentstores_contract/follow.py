@@ -54,6 +54,8 @@ POLL = 0.02
 FAR = 10 * PATIENCE
 """Polls this far apart never come within a test: only a wake-up makes the follower read."""
 FAULTS = ("dropped", "repeated", "late")
+ENDLESS = 10_000
+"""More events than any test's follow yields: one that goes on is broken, not slow."""
 STEADY = LONG.dead_after
 """``dead_after`` of followers that must never judge a producer dead on a slow machine."""
 
@@ -81,6 +83,7 @@ async def _rest(events: Follow) -> list[FollowEvent]:
     """Every remaining event, checking the follow stops after its FollowEnd."""
     out: list[FollowEvent] = []
     while True:
+        assert len(out) < ENDLESS, f"the follow yielded {len(out)} events and did not end"
         try:
             out.append(await _next(events))
         except StopAsyncIteration:

@@ -17,6 +17,8 @@ from .promises import promise
 from .scenarios import fenced, raises, stale
 
 OWNER, READER, STRANGER = "owner", "reader", "stranger"
+CLOCK_PATIENCE = 30.0
+"""Seconds a store clock may take to move past a stamp before the suite calls it stuck."""
 EPOCH = 5
 SCRIPT = [
     Message("u0", "user", "q0"),
@@ -35,8 +37,11 @@ async def _info(stores: Stores, key: ConversationKey) -> ConversationInfo:
 async def _after(stores: Stores, stamp: datetime) -> datetime:
     """Wait (briefly) until the store clock is past ``stamp``, so a write that wrongly
     moves ``updated_at`` is seen to move it; returns the store's time then."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + CLOCK_PATIENCE
     now = await stores.now()
     while now <= stamp:
+        assert loop.time() < deadline, f"the store clock stayed at or before {stamp}"
         await asyncio.sleep(0.001)
         now = await stores.now()
     return now
