@@ -46,7 +46,7 @@ on servers and on the suite's own short sleeps, so two lanes fill two cores)."""
 MINUTES = {"tests-core": 13, "tests-s3": 12, "tests-postgres": 6, "tests-mongo": 5}
 MINUTES |= {"tests-redis": 4, "tests-zav": 4, "tests-redis-floor": 3, "tests-file": 2}
 MINUTES |= {"tests-wheels": 3, "typecheck": 1, "tests-langgraph": 3, "tests-openai-agents": 3}
-MINUTES |= {"tests-adk": 3, "tests-pydantic-ai": 2}
+MINUTES |= {"tests-adk": 3, "tests-pydantic-ai": 2, "tests-web": 2, "tests-asgi": 1}
 """Rough minutes per session on two cores, to balance the lanes (others count 1)."""
 TAIL_LINES = 60
 """How many of a failing lane's last lines the run repeats at its end."""
