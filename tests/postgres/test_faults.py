@@ -499,6 +499,30 @@ async def test_calls_waiting_on_a_full_pool_are_served_not_starved(pg: PgServer)
         assert await asyncio.gather(*(reader() for _ in range(callers))) == [reads] * callers
 
 
+async def test_a_full_pool_serves_callers_in_arrival_order(pg: PgServer) -> None:
+    """Callers waiting for a full pool are served first come, first served: between the
+    moment a caller asks and the moment it is served, each other caller is served at most
+    once (a caller that asks again joins the back). Waiting on asyncpg's queue, a caller
+    woken for a connection could find it taken by a later arrival and wait again: the
+    tail of a busy pool's latency."""
+    callers, rounds = 6, 30
+    served, worst = 0, 0
+    async with _stores(pg.url, pool_max_size=1, acquire_timeout=10.0) as stores:
+
+        async def caller() -> None:
+            nonlocal served, worst
+            for _ in range(rounds):
+                asked = served
+                async with stores.db.connection() as conn:
+                    worst = max(worst, served - asked)
+                    served += 1
+                    await conn.fetchval("SELECT 1")
+
+        await asyncio.gather(*(caller() for _ in range(callers)))
+    assert served == callers * rounds
+    assert worst <= callers - 1, f"a caller waited while {worst} others were served"
+
+
 async def test_unreachable_server_is_backend_unavailable() -> None:
     from tests.servers.postgres import free_port
 

@@ -84,12 +84,14 @@ class Database:
         by a call that completed (no transaction open, not closed). Taking one back is a
         list pop; asyncpg's release runs in a task of its own (``asyncio.shield``) and its
         acquire through a queue, about a fifth of a short call's time. The pool still
-        counts them as in use, so its ``pool_max_size`` bounds them too. While a call
-        waits on the pool's queue none is kept: each goes back to the pool, which hands it
-        to the waiter (kept here, it would serve only calls arriving later, and a waiter
-        could starve until its ``acquire_timeout``)."""
-        self._waiting = 0
-        """Calls waiting on the pool's queue for a connection now."""
+        counts them as in use, so its ``pool_max_size`` bounds them too."""
+        self._permits: asyncio.Semaphore | None = None
+        """One permit per pooled connection, taken before a connection (kept or the
+        pool's) and given back after it: callers wait here, first come first served, so
+        a connection a call leaves goes to the caller that waited longest. (Waiting on the
+        pool's queue instead, a caller could watch later arrivals take the kept
+        connections: the tail of a busy pool's latency, and starvation until
+        ``acquire_timeout``.) The pool itself then never makes a caller wait."""
         self.backend_starts: dict[int, Any] = {}
         """Server pid -> that backend's start time, recorded when each connection opens:
         a pid alone may be reused by a later backend once the first has exited."""
@@ -99,6 +101,7 @@ class Database:
     async def open(self) -> None:
         import asyncpg
 
+        self._permits = asyncio.Semaphore(self.config.pool_max_size)
         options: dict[str, Any] = {
             "min_size": self.config.pool_min_size,
             "max_size": self.config.pool_max_size,
@@ -177,9 +180,36 @@ class Database:
             await self._release(conn, clean=clean)
 
     async def _acquire(self, wait_at_most: float | None = None) -> Conn:
-        pool = self.pool
-        if pool is None:
+        pool, permits = self.pool, self._permits
+        if pool is None or permits is None:
             raise BackendUnavailableError("the PostgreSQL stores are not open (use async with)")
+        wait = self.config.acquire_timeout if wait_at_most is None else max(wait_at_most, 0.001)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + wait
+        try:
+            if permits.locked():
+                async with asyncio.timeout(wait):
+                    await permits.acquire()
+            else:
+                await permits.acquire()  # free: returns at once, no timer needed
+        except TimeoutError as exc:
+            most = pool.get_max_size()
+            raise BackendUnavailableError(
+                f"PostgreSQL pool exhausted: all {most} pooled connections stayed busy for "
+                f"{wait:g}s; raise pool_max_size or acquire_timeout, or lower the concurrency",
+                pool_max_size=most,
+                waited=wait,
+            ) from exc
+        try:
+            return await self._connection(pool, deadline, wait)
+        except BaseException:
+            permits.release()
+            raise
+
+    async def _connection(self, pool: Any, deadline: float, wait: float) -> Conn:
+        """A connection for a caller holding a permit: a kept one, else the pool's (idle,
+        or opened now: no more are out than permits, so the pool's queue never makes it
+        wait for another caller)."""
         held = self._held
         while held:
             conn = held.pop()
@@ -187,9 +217,7 @@ class Database:
                 return conn
             with contextlib.suppress(Exception):
                 await pool.release(conn)  # the pool replaces a closed one
-        wait = self.config.acquire_timeout if wait_at_most is None else max(wait_at_most, 0.001)
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + wait
         delay = 0.05
         while True:
             try:
@@ -199,23 +227,14 @@ class Database:
                     # timeout, so skip arming a timer on the hot path.
                     return await pool.acquire()
                 # asyncio.timeout, not acquire(timeout=): no extra task per call.
-                self._waiting += 1
-                try:
-                    async with asyncio.timeout(max(deadline - loop.time(), 0.001)):
-                        return await pool.acquire()
-                finally:
-                    self._waiting -= 1
+                async with asyncio.timeout(max(deadline - loop.time(), 0.001)):
+                    return await pool.acquire()
             except TimeoutError as exc:
-                size, idle, most = pool.get_size(), pool.get_idle_size(), pool.get_max_size()
-                if size >= most and idle == 0:
-                    reason = (
-                        f"all {most} pooled connections stayed busy for {wait:g}s; raise "
-                        "pool_max_size or acquire_timeout, or lower the concurrency"
-                    )
-                else:
-                    reason = f"no connection to PostgreSQL could be opened within {wait:g}s"
                 raise BackendUnavailableError(
-                    f"PostgreSQL pool exhausted: {reason}", pool_max_size=most, waited=wait
+                    f"PostgreSQL pool exhausted: no connection to PostgreSQL could be opened "
+                    f"within {wait:g}s",
+                    pool_max_size=pool.get_max_size(),
+                    waited=wait,
                 ) from exc
             except Exception as exc:
                 # A server restarting refuses connections for a moment: wait it out
@@ -226,17 +245,21 @@ class Database:
                 delay = min(delay * 2, 0.5)
 
     async def _release(self, conn: Conn, *, clean: bool = False) -> None:
-        """Give ``conn`` back: kept in :attr:`_held` when the call using it completed
-        (``clean``) and left no transaction open, else to the pool, which resets it (or
-        waits out a cancelled query, or replaces a broken connection)."""
+        """Give ``conn`` back, then its permit: kept in :attr:`_held` when the call using
+        it completed (``clean``) and left no transaction open, else to the pool, which
+        resets it (or waits out a cancelled query, or replaces a broken connection)."""
         pool = self.pool
-        if pool is None:
-            return
-        if clean and not self._waiting and _open_and_idle(conn):
-            self._held.append(conn)
-            return
-        with contextlib.suppress(Exception):
-            await pool.release(conn)
+        try:
+            if pool is None:
+                return
+            if clean and _open_and_idle(conn):
+                self._held.append(conn)
+                return
+            with contextlib.suppress(Exception):
+                await pool.release(conn)
+        finally:
+            if self._permits is not None:
+                self._permits.release()
 
     # --- reads and writes ------------------------------------------------------------
 
