@@ -32,8 +32,12 @@ the last follower's end (every thread; with ``local``, the producers' share incl
 near 100, the followers' process is saturated and queueing shows in the latency.
 ``load_1m``, the machine's load average when the row ends, says how much else ran.
 
-Followers use ``follow()``'s defaults (``poll`` 0.3 s, ``safety_poll`` 2 s). Times are
-``time.monotonic_ns``, one clock for every process of the machine.
+Followers use ``follow()``'s defaults (``poll`` 0.3 s, ``safety_poll`` 2 s). They arrive
+spread evenly over one safety poll, as independent users do: started in the same instant,
+their polls would stay nearly in step and read the store in bursts, a write landing in one
+waiting behind it (a reconnect storm, which ``follow()``'s random stretch of each wait
+dissolves only over a few polls). Times are ``time.monotonic_ns``, one clock for every
+process of the machine.
 """
 
 from __future__ import annotations
@@ -215,7 +219,11 @@ class _Follower:
     error: str | None = None
 
 
-async def _follow(stores: Stores, key: ConversationKey, principal: str, f: _Follower) -> None:
+async def _follow(
+    stores: Stores, key: ConversationKey, principal: str, f: _Follower, after: float = 0.0
+) -> None:
+    """Follow ``key`` from ``after`` seconds on, logging each update into ``f``."""
+    await asyncio.sleep(after)
     _FOLLOWING.set(True)
     try:
         async for event in follow(
@@ -385,14 +393,25 @@ async def _row(
         note(f"follow {mode} {followers_n}x{conversations_n}: claimed; starting followers")
         per = followers_n // conversations_n
         followers = [_Follower(i // per, []) for i in range(followers_n)]
+        arrivals = SAFETY_POLL if followers_n > 1 else 0.0
+        all_in = time.monotonic() + arrivals
         tasks = [
-            asyncio.create_task(_follow(stores, plan.key(sessions[f.conversation]), principal, f))
-            for f in followers
+            asyncio.create_task(
+                _follow(
+                    stores,
+                    plan.key(sessions[f.conversation]),
+                    principal,
+                    f,
+                    after=arrivals * i / followers_n,
+                )
+            )
+            for i, f in enumerate(followers)
         ]
         # A first look at each conversation's row and recording: followers of one answer
         # share reads (agentstores.protocol.shared_reads), so not one per follower.
         counter.target = 2 * conversations_n
         await asyncio.wait_for(counter.reached.wait(), START_TIMEOUT)
+        await asyncio.sleep(max(0.0, all_in - time.monotonic()))  # every follower in
         await asyncio.sleep(0.5)  # and answered
         before = counter.count
         started = time.monotonic()
