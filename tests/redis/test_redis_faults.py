@@ -32,6 +32,7 @@ from agentstores import (
 )
 from agentstores.stores import Capability
 from agentstores_redis.stores import RedisStores
+from tests.servers.netfault import NetFaultProxy
 from tests.servers.valkey import ValkeyCluster, ValkeyServer, redis_version
 from tests.servers.variants import not_run
 
@@ -180,6 +181,31 @@ async def test_request_lost_before_the_server_is_unknown(relay: Relay) -> None:
         view = await s.supervision.read(k, "p")
         assert view.row is not None and view.row.epoch == 1
         await s.purge()
+
+
+async def test_a_blackholed_server_ends_the_call_as_unknown(valkey_server: ValkeyServer) -> None:
+    """A server that swallows every byte and never closes (a blackhole) must not hold a
+    call forever: the write's reply times out, and the reconciling read's new connection,
+    whose handshake is swallowed too, times out as well. The write raises
+    UnknownOutcomeError and, the network healed, the bundle works again."""
+    proxy = await NetFaultProxy("127.0.0.1", valkey_server.port).start()
+    url = with_prefix(f"redis://127.0.0.1:{proxy.port}/0?socket_timeout=1&connect_timeout=1")
+    k = key()
+    try:
+        async with RedisStores(url, pool_size=4, reconnect_window=0.5) as s:
+            await s.conversations.append_messages(k, "p", [Message("m0", "user", 0)])
+            proxy.blackhole()
+            # a hang detector, not a timing check: the bounds add up to a few seconds
+            with pytest.raises(UnknownOutcomeError):
+                await asyncio.wait_for(
+                    s.conversations.append_messages(k, "p", [Message("m1", "user", 1)]), 60
+                )
+            proxy.heal()
+            ids = [m.id for m in await s.conversations.read_messages(k, "p")]
+            assert ids == ["m0"], "a swallowed request cannot have landed"
+            await s.purge()
+    finally:
+        await proxy.close()
 
 
 # --- a batch of swaps (heartbeats) whose pipeline lost its reply or its request -----

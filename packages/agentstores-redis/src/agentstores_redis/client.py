@@ -298,7 +298,8 @@ class RedisClient:
             slots.release()
             raise NotSent(f"no connection to {node.name}: {exc}") from exc
         try:
-            await _ensure_ready(conn)
+            async with asyncio.timeout(self.options.connect_timeout):  # as standalone
+                await _ensure_ready(conn)
         except BaseException as exc:
             node.release(conn)
             slots.release()
@@ -339,7 +340,13 @@ class RedisClient:
                 return conn
             await self._pool.release(conn)  # the pool's checkout reconnects it
         try:
-            fresh: Connection = await self._pool.get_connection()  # type: ignore[no-untyped-call]
+            # The handshake's replies have no socket timeout (replies are bounded per
+            # exchange): bound the whole connect, or a server that accepted the
+            # connection and then went silent would hold the call forever.
+            async with asyncio.timeout(self.options.connect_timeout):
+                fresh: Connection = await self._pool.get_connection()  # type: ignore[no-untyped-call]
+        except TimeoutError as exc:
+            raise NotSent(f"no handshake within {self.options.connect_timeout} s") from exc
         except Exception as exc:
             raise NotSent(f"cannot connect: {exc}") from exc
         return fresh
