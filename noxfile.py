@@ -487,6 +487,18 @@ def drill(session: nox.Session) -> None:
 
 
 @nox.session(python=PYTHON)
+def netfaults(session: nox.Session) -> None:
+    """The history workload through a fault-injecting TCP proxy (delays, lost replies,
+    connections cut mid-call, blackholes, partitions and heals) on PostgreSQL, Valkey,
+    MongoDB (nx-27017) and S3 (moto), each on a private server; counts calls, unknown
+    outcomes and how each settled, duplicates and acknowledged writes lost. Writes
+    ``docs/netfaults.md`` and ``docs/bench/netfaults.json`` (posargs: ``--seconds 20``,
+    ``--only postgres,redis``, ``--seed 7``, ``--out DIR``; long: not part of `tests`)."""
+    _sync(session, "core", "postgres", "redis", "mongo", "s3", *SERVERS, "nx-27017", "test")
+    session.run("python", "-m", "tests.netfaults", *session.posargs)
+
+
+@nox.session(python=PYTHON)
 def bench(session: nox.Session) -> None:
     """Benchmarks: each adapter beside its raw driver floor, in the same run.
 
