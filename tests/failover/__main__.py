@@ -120,7 +120,9 @@ def main(argv: list[str] | None = None) -> None:
     # asyncpg logs every failed reconnection of a pool's floor while no server answers
     logging.getLogger("asyncpg").setLevel(logging.CRITICAL)
     report = asyncio.run(run(args))
-    report["machine"] = f"{platform.system()} {platform.machine()}, Python {platform.python_version()}"
+    report["machine"] = (
+        f"{platform.system()} {platform.machine()}, Python {platform.python_version()}"
+    )
     rows = [d["summary"] for d in report["drills"].values()]
     text = table(rows)
     print(text)

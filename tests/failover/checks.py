@@ -114,7 +114,9 @@ def _count_conversation(n: int, calls: list[Call], final: Final, counts: Counts)
         if w.op not in WRITES:
             continue
         later = [
-            c for c in claims if c.epoch > w.epoch and c.completed is not None and c.completed < w.invoked
+            c
+            for c in claims
+            if c.epoch > w.epoch and c.completed is not None and c.completed < w.invoked
         ]
         if later:
             counts.fenced_accepted += 1

@@ -73,7 +73,7 @@ def crash(server: EmbeddedPostgres) -> int:
         with contextlib.suppress(ProcessLookupError):
             os.kill(target, signal.SIGKILL)
             killed += 1
-    server._running = False  # noqa: SLF001 - it is gone; cleanup must not wait for it
+    server._running = False  # it is gone: cleanup must not wait for it to stop
     return killed
 
 
@@ -87,11 +87,11 @@ async def _sql(url: str, *statements: str) -> list[Any]:
         await conn.close()
 
 
-async def _wait_streaming(primary: EmbeddedPostgres, *, sync: bool, timeout: float = 60) -> None:
+async def _wait_streaming(primary: EmbeddedPostgres, *, sync: bool, within: float = 60) -> None:
     """Wait until the standby streams from the primary (as a synchronous standby if
     ``sync``)."""
     wanted = "sync" if sync else "async"
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + within
     while True:
         (state,) = await _sql(
             primary.url,

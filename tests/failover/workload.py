@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import random
@@ -157,9 +158,13 @@ class Client:
             call.error = type(exc).__name__
             return call
         except AgentStoresError as exc:  # a typed refusal: nothing changed
-            call.completed, call.outcome, call.error = time.monotonic(), "refused", type(exc).__name__
+            call.completed, call.outcome, call.error = (
+                time.monotonic(),
+                "refused",
+                type(exc).__name__,
+            )
             return call
-        except (Exception, asyncio.TimeoutError) as exc:  # an error whose effect is unknown
+        except Exception as exc:  # a timeout or another error: its effect is unknown
             call.error = type(exc).__name__
             return call
         call.completed = time.monotonic()
@@ -218,7 +223,9 @@ class Client:
                 return
             state = {"epoch": epoch, "seq": seq, "writer": f"p{self.process}-c{self.client}"}
             saved = await self._call(
-                "state", epoch, self.stores.state.save(self.key, PRINCIPAL, state, epoch=epoch),
+                "state",
+                epoch,
+                self.stores.state.save(self.key, PRINCIPAL, state, epoch=epoch),
                 item=seq,
             )
             if saved.outcome != "ok":
@@ -252,7 +259,7 @@ async def run_clients(
     return calls
 
 
-class _bundles:  # noqa: N801 - used as a context manager, like open_stores
+class _bundles:
     """``count`` bundles of ``url``, each opened with :func:`open_stores`."""
 
     def __init__(self, url: str, count: int) -> None:
@@ -269,10 +276,8 @@ class _bundles:  # noqa: N801 - used as a context manager, like open_stores
 
     async def __aexit__(self, *exc: object) -> None:
         for manager in reversed(self.managers):
-            try:
+            with contextlib.suppress(Exception):  # it may fail to close after a failover
                 await manager.__aexit__(None, None, None)
-            except Exception:  # noqa: BLE001 - a bundle may fail to close after a failover
-                pass
 
 
 async def _prepare(url: str, tenant: str, conversations: int) -> None:
