@@ -31,6 +31,8 @@ DRILLS: dict[str, str] = {
     "postgres-async": "tests.failover.postgres:async_drill",
     "postgres-sync": "tests.failover.postgres:sync_drill",
     "postgres-remote-apply": "tests.failover.postgres:remote_apply_drill",
+    "postgres-async-link": "tests.failover.postgres:async_link_drill",
+    "postgres-sync-link": "tests.failover.postgres:sync_link_drill",
 }
 """Every drill, by name: ``"module:function"`` (see the module docstring)."""
 

@@ -27,6 +27,7 @@ from urllib.parse import quote
 from tests.servers.postgres import SYSTEM_USER, EmbeddedPostgres, Installation, _traversable
 
 from .drills import Target
+from .link import DelayedLink
 
 MODES = {"async": None, "sync": "on", "remote_apply": "remote_apply"}
 """Each replication mode and the ``synchronous_commit`` it runs with (None: asynchronous)."""
@@ -37,9 +38,13 @@ class Standby(EmbeddedPostgres):
     """A streaming standby of ``primary``: its data directory is a ``pg_basebackup -R``
     over the replication slot ``slot`` instead of an ``initdb``."""
 
-    def __init__(self, primary: EmbeddedPostgres, slot: str) -> None:
+    def __init__(
+        self, primary: EmbeddedPostgres, slot: str, *, upstream: int | None = None
+    ) -> None:
         super().__init__(bindir=None if primary.owns_binaries else primary.bin)
         self.primary, self.slot = primary, slot
+        self.upstream = upstream or primary.port
+        """The port the standby streams from: the primary's, or a link's in front of it."""
 
     def _prepare(self) -> None:
         if os.geteuid() == 0:
@@ -48,7 +53,7 @@ class Standby(EmbeddedPostgres):
             shutil.chown(self.root, SYSTEM_USER, SYSTEM_USER)
         self._run(
             "pg_basebackup",
-            *("-D", str(self.pgdata), "-h", "127.0.0.1", "-p", str(self.primary.port)),
+            *("-D", str(self.pgdata), "-h", "127.0.0.1", "-p", str(self.upstream)),
             *("-U", "postgres", "-R", "-S", self.slot, "-X", "stream", "-c", "fast"),
             timeout=120,
         )
@@ -114,18 +119,25 @@ def multi_host_url(installation: Installation, *servers: EmbeddedPostgres) -> st
 
 
 @contextlib.asynccontextmanager
-async def replicated(mode: str, *, promote_after: float = 0.2) -> AsyncIterator[Target]:
+async def replicated(
+    mode: str, *, link_delay: float = 0.0, promote_after: float = 0.2
+) -> AsyncIterator[Target]:
     """A primary and its standby in replication ``mode`` (:data:`MODES`), a fresh schema,
-    and the fault that crashes the primary and promotes the standby."""
+    and the fault that crashes the primary and promotes the standby. With ``link_delay``
+    the standby streams through a :class:`~tests.failover.link.DelayedLink` (seconds
+    each way), as from another machine."""
     if mode not in MODES:
         raise ValueError(f"unknown replication mode {mode!r}; expected one of {sorted(MODES)}")
     commit = MODES[mode]
     primary = EmbeddedPostgres(settings={"wal_level": "replica", "max_wal_senders": "5"})
     standby: Standby | None = None
+    link: DelayedLink | None = None
     try:
         await asyncio.to_thread(primary.start)
         await _sql(primary.url, f"SELECT pg_create_physical_replication_slot('{SLOT}')")
-        standby = Standby(primary, SLOT)
+        if link_delay:
+            link = DelayedLink(primary.port, link_delay).start()
+        standby = Standby(primary, SLOT, upstream=link.port if link else None)
         await asyncio.to_thread(standby.start)
         if commit is not None:
             await _sql(
@@ -151,8 +163,11 @@ async def replicated(mode: str, *, promote_after: float = 0.2) -> AsyncIterator[
                 "seconds": round(time.monotonic() - started, 3),
             }
 
-        yield Target(url=url, fault=fault, description=f"PostgreSQL 18, {mode} standby")
+        over = f", {link_delay * 1000:g} ms link" if link_delay else ", loopback"
+        yield Target(url=url, fault=fault, description=f"PostgreSQL 18, {mode} standby{over}")
     finally:
+        if link is not None:
+            link.close()
         for server in (standby, primary):
             if server is not None:
                 await asyncio.to_thread(server.cleanup)
@@ -171,3 +186,18 @@ def sync_drill() -> contextlib.AbstractAsyncContextManager[Target]:
 def remote_apply_drill() -> contextlib.AbstractAsyncContextManager[Target]:
     """Synchronous replication, ``synchronous_commit=remote_apply``."""
     return replicated("remote_apply")
+
+
+LINK_DELAY = 0.005
+"""Seconds each way on the link drills' replication stream (10 ms round trip: another
+availability zone, or a loaded network)."""
+
+
+def async_link_drill() -> contextlib.AbstractAsyncContextManager[Target]:
+    """Asynchronous replication over a link with latency."""
+    return replicated("async", link_delay=LINK_DELAY)
+
+
+def sync_link_drill() -> contextlib.AbstractAsyncContextManager[Target]:
+    """Synchronous replication (``on``) over a link with latency."""
+    return replicated("sync", link_delay=LINK_DELAY)
