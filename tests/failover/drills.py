@@ -57,6 +57,7 @@ async def run_once(name: str, config: Config | None = None) -> tuple[Counts, dic
         info = {
             "description": target.description,
             "fault": result.fault,
+            "acked_after_fault": result.acked_after_fault(),
             "workers_failed": result.workers_failed,
         }
         return counts, info

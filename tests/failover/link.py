@@ -5,7 +5,8 @@ Used between a primary and its replica so that replication lags as it does over 
 network (over loopback a replica receives the WAL within microseconds, and a failover
 almost never catches a write in flight). The link runs its own event loop in a thread,
 so a busy drill process does not stretch the delay. Bytes on the way when one side
-dies are still delivered, as packets already on the wire are.
+dies are still delivered, as packets already on the wire are; :meth:`DelayedLink.sever`
+drops them instead and cuts every connection, as when a host is lost with its network.
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ class DelayedLink:
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
         self._server: asyncio.Server | None = None
+        self._writers: set[asyncio.StreamWriter] = set()
+        self.severed = False
 
     def start(self) -> Self:
         """Listen on a free loopback port (:attr:`port`) and serve from a thread."""
@@ -46,6 +49,11 @@ class DelayedLink:
         except OSError:
             client_w.close()
             return
+        if self.severed:
+            client_w.close()
+            server_w.close()
+            return
+        self._writers.update({client_w, server_w})
         await asyncio.gather(
             self._pump(client_r, server_w), self._pump(server_r, client_w), return_exceptions=True
         )
@@ -62,6 +70,8 @@ class DelayedLink:
                 wait = due - time.monotonic()
                 if wait > 0:
                     await asyncio.sleep(wait)
+                if self.severed:
+                    return
                 writer.write(data)
                 await writer.drain()
 
@@ -77,6 +87,18 @@ class DelayedLink:
             sender.cancel()
             with contextlib.suppress(Exception):
                 writer.close()
+
+    def sever(self) -> None:
+        """Cut every connection at once, dropping every byte still on the way, and refuse
+        new ones: the far side gets nothing more of what was sent."""
+
+        async def cut() -> None:
+            self.severed = True
+            for writer in list(self._writers):
+                with contextlib.suppress(Exception):
+                    writer.transport.abort()
+
+        asyncio.run_coroutine_threadsafe(cut(), self._loop).result(timeout=10)
 
     def close(self) -> None:
         """Stop listening, drop every connection and stop the thread."""

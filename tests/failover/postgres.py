@@ -153,6 +153,8 @@ async def replicated(
 
         async def fault() -> dict[str, Any]:
             started = time.monotonic()
+            if link is not None:  # the host is lost: what it sent and was not received too
+                link.sever()
             killed = await asyncio.to_thread(crash, primary)
             await asyncio.sleep(promote_after)
             await asyncio.to_thread(promoted.promote)
@@ -163,7 +165,11 @@ async def replicated(
                 "seconds": round(time.monotonic() - started, 3),
             }
 
-        over = f", {link_delay * 1000:g} ms link" if link_delay else ", loopback"
+        over = (
+            f", {link_delay * 1000:g} ms link, host lost"
+            if link_delay
+            else ", loopback, processes killed"
+        )
         yield Target(url=url, fault=fault, description=f"PostgreSQL 18, {mode} standby{over}")
     finally:
         if link is not None:

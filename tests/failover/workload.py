@@ -114,10 +114,20 @@ class Result:
     conversations: int
     calls: list[Call] = field(default_factory=list)
     fault: dict[str, Any] = field(default_factory=dict)
+    fault_window: tuple[float, float] | None = None
+    """When the fault started and returned (``time.monotonic()``)."""
     workers_failed: list[str] = field(default_factory=list)
 
     def key(self, conversation: int) -> ConversationKey:
         return conversation_key(self.tenant, conversation)
+
+    def acked_after_fault(self) -> int:
+        """Calls acknowledged that started after the fault returned: the clients carried
+        on (0 without a fault)."""
+        if self.fault_window is None:
+            return 0
+        end = self.fault_window[1]
+        return sum(1 for c in self.calls if c.outcome == "ok" and c.invoked > end)
 
 
 def conversation_key(tenant: str, conversation: int) -> ConversationKey:
@@ -305,7 +315,9 @@ async def run_workload(url: str, fault: Fault | None, config: Config | None = No
     async def inject() -> None:
         await asyncio.sleep(max(0.0, start + config.fault_at - time.monotonic()))
         if fault is not None:
+            began = time.monotonic()
             result.fault = await fault()
+            result.fault_window = (began, time.monotonic())
 
     own, _ = await asyncio.gather(
         run_clients(url, tenant, 0, config.bundles, config, deadline), inject()
