@@ -2,8 +2,8 @@
 
 ``python -m tests.failover [--drills a,b] [--runs N] [--seconds S] [--out DOCS]``:
 every drill of :data:`~tests.failover.drills.DRILLS` by default. Writes
-``DOCS/bench/failover.json`` (every run's counts) and the table between the markers of
-``DOCS/failover.md``.
+``DOCS/bench/failover.json`` (every run's counts; a drill not run this time keeps its
+figures from the last file) and the table between the markers of ``DOCS/failover.md``.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import json
 import logging
 import platform
 import time
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -88,7 +89,7 @@ def write_table(page: Path, text: str) -> None:
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     config = Config(duration=args.seconds, fault_at=args.seconds * 0.4)
-    report: dict[str, Any] = {"config": config.__dict__, "drills": {}}
+    report: dict[str, Any] = {"drills": {}}
     for name in args.drills:
         runs = []
         for n in range(args.runs):
@@ -106,7 +107,11 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             )
             for example in c.examples[:5]:
                 print(f"    {example}", flush=True)
-        report["drills"][name] = {"summary": summarize(name, runs), "runs": runs}
+        report["drills"][name] = {
+            "summary": summarize(name, runs),
+            "config": asdict(config),
+            "runs": runs,
+        }
     return report
 
 
@@ -123,11 +128,17 @@ def main(argv: list[str] | None = None) -> None:
     report["machine"] = (
         f"{platform.system()} {platform.machine()}, Python {platform.python_version()}"
     )
-    rows = [d["summary"] for d in report["drills"].values()]
-    text = table(rows)
+    saved = args.out / "bench" / "failover.json"
+    if saved.exists():  # drills not run this time keep their last figures
+        earlier = json.loads(saved.read_text()).get("drills", {})
+        report["drills"] = {**earlier, **report["drills"]}
+    order = [name for name in DRILLS if name in report["drills"]]
+    order += [name for name in report["drills"] if name not in DRILLS]
+    report["drills"] = {name: report["drills"][name] for name in order}
+    text = table([d["summary"] for d in report["drills"].values()])
     print(text)
-    (args.out / "bench").mkdir(parents=True, exist_ok=True)
-    (args.out / "bench" / "failover.json").write_text(json.dumps(report, indent=1) + "\n")
+    saved.parent.mkdir(parents=True, exist_ok=True)
+    saved.write_text(json.dumps(report, indent=1) + "\n")
     write_table(args.out / "failover.md", text)
 
 
