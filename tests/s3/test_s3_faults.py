@@ -6,19 +6,20 @@ their body."""
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 from botocore.exceptions import ClientError, ConnectionClosedError, ResponseStreamingError
 
-from agentstores.errors import BackendUnavailableError
+from agentstores.errors import BackendUnavailableError, UnknownOutcomeError
 from agentstores.keys import ConversationKey
 from agentstores.models import Message, SupervisionRow
 from agentstores_s3 import S3Stores
 from agentstores_s3.client import CONFLICT_RETRIES
 
-from .conftest import client_for
+from .conftest import BUCKET, client_for
 
 
 def _error(code: str, status: int) -> ClientError:
@@ -102,6 +103,66 @@ def test_a_resend_answered_412_after_the_first_landed_is_a_success(url: str) -> 
         assert [r.id for r in rows] == ["a", "b"], "a write reported lost was applied twice"
 
     _run(url, resend, body)
+
+
+def test_a_resend_answered_412_after_another_writer_replaced_the_header_is_unknown(
+    url: str,
+) -> None:
+    """The first attempt lands, its reply is lost, another writer replaces the header
+    (raising the fence), then botocore's resend comes back 412. The nonce is gone from
+    the header, which proves nothing: the append did land. Taking the 412 for a refusal
+    and retrying from a fresh read answered FencedError for a write that was applied
+    (found by the network-fault run); the outcome is unknown."""
+    armed = [False]
+
+    def landed_then_replaced(send: Callable[[], Any]) -> Any:
+        if not armed[0]:
+            return send()
+        armed[0] = False
+        send()  # lands; its reply is lost
+        head_key = faulty.last_key
+        head = json.loads(real.get_object(Bucket=BUCKET, Key=head_key)["Body"].read())
+        head["fence"], head["w"] = 5, "another-writer"
+        real.put_object(Bucket=BUCKET, Key=head_key, Body=json.dumps(head).encode())
+        try:
+            return send()
+        except ClientError as exc:  # botocore counts its own resends here
+            exc.response["ResponseMetadata"]["RetryAttempts"] = 1
+            raise
+
+    async def body(stores: S3Stores) -> None:
+        await stores.conversations.append_messages(KEY, "p", [Message("a", "user", 1)], epoch=1)
+        armed[0] = True
+        with pytest.raises(UnknownOutcomeError):
+            await stores.conversations.append_messages(
+                KEY, "p", [Message("b", "user", 2)], epoch=1
+            )
+        assert not armed[0], "the fault did not fire"
+        rows = await stores.conversations.get_transcript(KEY, "p")
+        assert [r.id for r in rows] == ["a", "b"], "the append landed once"
+
+    real = client_for(url)
+    faulty = _KeyedFaulty(real, landed_then_replaced)
+
+    async def main() -> None:
+        async with S3Stores(url, client=faulty) as stores:
+            await body(stores)
+
+    try:
+        asyncio.run(main())
+    finally:
+        real.close()
+
+
+class _KeyedFaulty(Faulty):
+    """:class:`Faulty` that remembers the object key of the header write in flight."""
+
+    last_key = ""
+
+    def put_object(self, **kwargs: Any) -> Any:
+        if kwargs["Key"].endswith("/h"):
+            self.last_key = kwargs["Key"]
+        return super().put_object(**kwargs)
 
 
 def test_a_409_storm_is_retried_until_it_passes(url: str) -> None:

@@ -130,6 +130,17 @@ def _status(exc: ClientError) -> int:
     return int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0)
 
 
+def resent(exc: ClientError) -> bool:
+    """Whether botocore sent the request more than once before this answer: an earlier
+    attempt, whose reply was lost or timed out, may have landed."""
+    return bool(exc.response.get("ResponseMetadata", {}).get("RetryAttempts", 0))
+
+
+class RefusedAfterResend(Exception):
+    """A conditional write's precondition failed on a resend: the write itself may have
+    landed on an earlier attempt (then the precondition fails against it)."""
+
+
 class ServerClock:
     """The server's clock as seen through ``Date`` headers: a lower bound of its offset
     from the local clock, raised by every response; monotonic within a process."""
@@ -315,8 +326,10 @@ class S3IO:
         *,
         if_match: str | None = None,
         if_none_match: bool = False,
+        strict: bool = False,
     ) -> str | None:
-        """Write ``body``; the new ETag, or None when the precondition did not hold."""
+        """Write ``body``; the new ETag, or None when the precondition did not hold
+        (``strict``: :class:`RefusedAfterResend` when it failed on a resend)."""
         kwargs: dict[str, Any] = {"Bucket": self.bucket, "Key": self.prefix + name, "Body": body}
         if if_match is not None:
             kwargs["IfMatch"] = self._if_match(if_match)
@@ -326,11 +339,13 @@ class S3IO:
             response = self._call("puts", "put_object", **kwargs)
         except ClientError as exc:
             code = error_code(exc)
-            if code in _PRECONDITION or _status(exc) == 412:
-                return None
-            if if_match is not None and (code in _MISSING or _status(exc) == 404):
-                return None
-            raise
+            refused = code in _PRECONDITION or _status(exc) == 412
+            refused = refused or (if_match is not None and (code in _MISSING or _status(exc) == 404))
+            if not refused:
+                raise
+            if strict and resent(exc):
+                raise RefusedAfterResend(code) from exc
+            return None
         return str(response["ETag"])
 
     def delete(self, name: str, *, if_match: str | None = None) -> bool:
@@ -383,8 +398,10 @@ __all__ = [
     "CONFLICT_RETRIES",
     "DEFAULT_RECONNECT_WINDOW",
     "S3IO",
+    "RefusedAfterResend",
     "RequestStats",
     "ServerClock",
     "error_code",
     "grouped",
+    "resent",
 ]

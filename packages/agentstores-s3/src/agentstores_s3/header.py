@@ -49,7 +49,7 @@ from agentstores.errors import (
 from agentstores.keys import ConversationKey, encode_component
 from agentstores.stores import kit
 
-from .client import S3IO
+from .client import S3IO, RefusedAfterResend, resent
 
 T = TypeVar("T")
 Head = dict[str, Any]
@@ -311,16 +311,32 @@ class Root:
         self.forget(key)
         try:
             if etag is None:
-                put = self.io.put(name, body, if_none_match=True)
+                put = self.io.put(name, body, if_none_match=True, strict=True)
             else:
-                put = self.io.put(name, body, if_match=etag)
+                put = self.io.put(name, body, if_match=etag, strict=True)
         except BackendUnavailableError:
             raise
-        except ClientError:
+        except RefusedAfterResend as exc:
+            # The precondition failed on botocore's resend: against our own earlier
+            # attempt (whose reply was lost) or another writer's. Our nonce in the header
+            # proves the first; its absence proves nothing, for a writer may have replaced
+            # our header since. Retrying from a fresh read could apply the call twice.
+            if self._landed(key, nonce):
+                return True
+            raise UnknownOutcomeError(
+                "the S3 write was sent more than once (a reply was lost) and the header "
+                "has changed since: it may or may not have taken effect"
+            ) from exc
+        except ClientError as exc:
             # S3 answered: the write was refused, unless an earlier attempt of botocore's
             # (whose reply was lost) landed.
             if self._landed(key, nonce):
                 return True
+            if resent(exc):
+                raise UnknownOutcomeError(
+                    f"the S3 write was sent more than once (a reply was lost), then "
+                    f"failed: it may or may not have taken effect: {exc}"
+                ) from exc
             raise
         except Exception as exc:
             if self._landed(key, nonce):
