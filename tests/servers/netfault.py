@@ -183,6 +183,19 @@ class NetFaultProxy(Relay):
             sink.write(data)
             await sink.drain()
 
+    async def close(self) -> None:
+        """Stop listening and reset every connection; the handlers end by themselves (a
+        handler cancelled from outside makes asyncio log a spurious error)."""
+        if self.server is None:
+            return
+        self.server.close()
+        for link in list(self._links):
+            self._kill(link)
+        handlers = list(self._handlers)
+        if handlers:
+            await asyncio.wait(handlers, timeout=5)
+        await super().close()
+
     def _close(self, link: _Link) -> None:
         """Close both sides of ``link`` in order (FIN)."""
         for writer in (link.client, link.server):
