@@ -12,8 +12,11 @@ refusals that landed anyway).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
+import sys
 import time
+from collections.abc import AsyncIterator
 from typing import Any
 
 from tests.failover.checks import Final, count
@@ -31,9 +34,11 @@ async def run_once(
     seed: int,
     config: Config,
     faults: tuple[str, ...] = FAULTS,
+    options: str = "",
 ) -> dict[str, Any]:
-    """Run the workload on ``target`` through a proxy under faults; the report (counts,
-    settlement, the faults switched on and what they struck)."""
+    """Run the workload on ``target`` through a proxy under faults (``options``: more
+    URL options for the clients); the report (counts, settlement, the faults switched
+    on and what they struck)."""
     proxy = await NetFaultProxy("127.0.0.1", target.port).start()
     schedule = FaultSchedule(proxy, seed, REPLY_TIMEOUT, faults=faults)
     # faults stop a little before the clients do, so the last calls meet a healed network
@@ -47,10 +52,14 @@ async def run_once(
 
     started = time.monotonic()
     try:
-        result = await run_workload(target.through(proxy.port), fault, config)
+        async with _watchdog(config.duration + HANG_SLACK):
+            result = await run_workload(
+                target.through(proxy.port, options=options), fault, config
+            )
     finally:
         await proxy.close()
-    finals = await read_back(target.direct, result)
+    async with _watchdog(HANG_SLACK):
+        finals = await read_back(target.direct, result)
     counts = count(
         result, {n: Final(frozenset(f.ids), f.state) for n, f in finals.items()}
     )
@@ -67,4 +76,34 @@ async def run_once(
     }
 
 
-__all__ = ["run_once"]
+HANG_SLACK = 120.0
+"""Seconds past the workload's end after which a run counts as hung: every client call is
+abandoned by the workload after ``call_timeout``, so only a hang outside the calls (a
+bundle that never closes, say) can get here."""
+
+
+@contextlib.asynccontextmanager
+async def _watchdog(seconds: float) -> AsyncIterator[None]:
+    """Fail with every task's await chain on stderr when the body outlives ``seconds``."""
+    try:
+        async with asyncio.timeout(seconds):
+            yield
+    except TimeoutError:
+        for task in asyncio.all_tasks():
+            print(f"task {task.get_name()}:", *_chain(task), sep="\n    ", file=sys.stderr)
+        raise RuntimeError(f"the run hung: still going {seconds:g} s on (stacks above)") from None
+
+
+def _chain(task: asyncio.Task[Any]) -> list[str]:
+    """Where ``task`` waits: its coroutines, outermost first."""
+    out, coro = [], task.get_coro()
+    while coro is not None:
+        frame = getattr(coro, "cr_frame", None) or getattr(coro, "ag_frame", None)
+        frame = frame or getattr(coro, "gi_frame", None)
+        if frame is not None:
+            out.append(f"{frame.f_code.co_filename}:{frame.f_lineno} {frame.f_code.co_name}")
+        coro = getattr(coro, "cr_await", None) or getattr(coro, "gi_yieldfrom", None)
+    return out
+
+
+__all__ = ["HANG_SLACK", "run_once"]

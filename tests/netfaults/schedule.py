@@ -1,7 +1,8 @@
 """A fault schedule: a task that keeps breaking the network between clients and their
 server, from a seed, while a workload runs.
 
-Each step picks one fault, holds it, then lets the network pass for a while: a delay
+Each step takes the next fault of a shuffled cycle of all of them (so a short run meets
+every kind), holds it, then lets the network pass for a while: a delay
 (tens to hundreds of milliseconds per chunk), lost replies, connections cut mid-call, a
 blackhole shorter than the client's timeout (so a waiting call ends by its timeout, not
 by the hole closing) and a partition of a few seconds, then healed. The same seed gives
@@ -50,9 +51,12 @@ class FaultSchedule:
         """Cycle faults until cancelled or ``until`` is set; always ends healed."""
         rng = random.Random(self.seed)
         loop = asyncio.get_running_loop()
+        cycle: list[str] = []
         try:
             while until is None or not until.is_set():
-                fault = rng.choice(self.faults)
+                if not cycle:  # every fault once per cycle, in a shuffled order
+                    cycle = rng.sample(self.faults, len(self.faults))
+                fault = cycle.pop()
                 hold = self._switch(fault, rng)
                 self.steps[fault] += 1
                 self.log.append((loop.time(), fault))

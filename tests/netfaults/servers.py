@@ -44,9 +44,10 @@ class Target:
     direct: str
     port: int
 
-    def through(self, proxy_port: int, *, timeouts: bool = True) -> str:
+    def through(self, proxy_port: int, *, timeouts: bool = True, options: str = "") -> str:
         """The store URL with its host and port replaced by the proxy's; with the run's
-        reply timeout unless ``timeouts`` is false (the adapter's defaults then)."""
+        reply timeout unless ``timeouts`` is false (the adapter's defaults then), and
+        ``options`` (``name=value&...``) added."""
         parts = urlsplit(self.direct)
         if self.backend == "s3":
             query = parts.query.replace(f"127.0.0.1:{self.port}", f"127.0.0.1:{proxy_port}")
@@ -55,9 +56,8 @@ class Target:
             netloc = parts.netloc.replace(f"127.0.0.1:{self.port}", f"127.0.0.1:{proxy_port}")
             assert netloc != parts.netloc, f"no 127.0.0.1:{self.port} in the URL"
             url = urlunsplit(parts._replace(netloc=netloc))
-        if not timeouts:
-            return url
-        return f"{url}{'&' if '?' in url else '?'}{_TIMEOUT_OPTIONS[self.backend]}"
+        extra = "&".join(o for o in (_TIMEOUT_OPTIONS[self.backend] if timeouts else "", options) if o)
+        return f"{url}{'&' if '?' in url else '?'}{extra}" if extra else url
 
 
 @contextlib.contextmanager

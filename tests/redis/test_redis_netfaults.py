@@ -1,0 +1,24 @@
+"""A few seconds of the shared recorded workload on Valkey through the fault proxy
+(delays, lost replies, cuts, blackholes, partitions), every promise checked on the
+history: see tests/netfaults/ci.py. The long run is ``python -m tests.netfaults``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from tests.netfaults.ci import run_and_check
+from tests.netfaults.servers import Target, served
+
+
+@pytest.fixture(scope="module")
+def target() -> Iterator[Target]:
+    with served("redis") as t:
+        yield t
+
+
+@pytest.mark.timeout(240)
+def test_faults_leave_every_outcome_reported_and_settled(target: Target) -> None:
+    run_and_check(target, seed=28, options="")
