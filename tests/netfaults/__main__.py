@@ -152,7 +152,8 @@ def main(argv: list[str] | None = None) -> None:
     for backend in args.only:
         runs = run_backend(backend, args, config)
         report["backends"][backend] = {"summary": summarize(runs), "runs": runs}
-    report["machine"] = f"{platform.system()} {platform.machine()}, Python {platform.python_version()}"
+    machine = f"{platform.system()} {platform.machine()}, Python {platform.python_version()}"
+    report["machine"] = machine
     report["reply_timeout"] = REPLY_TIMEOUT
     saved = args.out / "bench" / "netfaults.json"
     if saved.exists():  # backends not run this time keep their last figures

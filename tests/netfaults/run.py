@@ -53,16 +53,12 @@ async def run_once(
     started = time.monotonic()
     try:
         async with _watchdog(config.duration + HANG_SLACK):
-            result = await run_workload(
-                target.through(proxy.port, options=options), fault, config
-            )
+            result = await run_workload(target.through(proxy.port, options=options), fault, config)
     finally:
         await proxy.close()
     async with _watchdog(HANG_SLACK):
         finals = await read_back(target.direct, result)
-    counts = count(
-        result, {n: Final(frozenset(f.ids), f.state) for n, f in finals.items()}
-    )
+    counts = count(result, {n: Final(frozenset(f.ids), f.state) for n, f in finals.items()})
     settlement = settle(result, finals)
     return {
         "backend": target.backend,

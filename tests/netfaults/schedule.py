@@ -13,6 +13,7 @@ timing).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 from collections import Counter
 from dataclasses import dataclass, field
@@ -89,10 +90,8 @@ class FaultSchedule:
         if until is None:
             await asyncio.sleep(seconds)
             return
-        try:
+        with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(until.wait(), seconds)
-        except TimeoutError:
-            pass
 
 
 __all__ = ["FAULTS", "FaultSchedule"]

@@ -56,7 +56,8 @@ class Target:
             netloc = parts.netloc.replace(f"127.0.0.1:{self.port}", f"127.0.0.1:{proxy_port}")
             assert netloc != parts.netloc, f"no 127.0.0.1:{self.port} in the URL"
             url = urlunsplit(parts._replace(netloc=netloc))
-        extra = "&".join(o for o in (_TIMEOUT_OPTIONS[self.backend] if timeouts else "", options) if o)
+        timeout = _TIMEOUT_OPTIONS[self.backend] if timeouts else ""
+        extra = "&".join(o for o in (timeout, options) if o)
         return f"{url}{'&' if '?' in url else '?'}{extra}" if extra else url
 
 

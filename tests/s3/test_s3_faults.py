@@ -134,9 +134,7 @@ def test_a_resend_answered_412_after_another_writer_replaced_the_header_is_unkno
         await stores.conversations.append_messages(KEY, "p", [Message("a", "user", 1)], epoch=1)
         armed[0] = True
         with pytest.raises(UnknownOutcomeError):
-            await stores.conversations.append_messages(
-                KEY, "p", [Message("b", "user", 2)], epoch=1
-            )
+            await stores.conversations.append_messages(KEY, "p", [Message("b", "user", 2)], epoch=1)
         assert not armed[0], "the fault did not fire"
         rows = await stores.conversations.get_transcript(KEY, "p")
         assert [r.id for r in rows] == ["a", "b"], "the append landed once"

@@ -340,7 +340,8 @@ class S3IO:
         except ClientError as exc:
             code = error_code(exc)
             refused = code in _PRECONDITION or _status(exc) == 412
-            refused = refused or (if_match is not None and (code in _MISSING or _status(exc) == 404))
+            if if_match is not None and (code in _MISSING or _status(exc) == 404):
+                refused = True
             if not refused:
                 raise
             if strict and resent(exc):
