@@ -92,7 +92,8 @@ async def _watchdog(seconds: float) -> AsyncIterator[None]:
 
 def _chain(task: asyncio.Task[Any]) -> list[str]:
     """Where ``task`` waits: its coroutines, outermost first."""
-    out, coro = [], task.get_coro()
+    out: list[str] = []
+    coro: Any = task.get_coro()
     while coro is not None:
         frame = getattr(coro, "cr_frame", None) or getattr(coro, "ag_frame", None)
         frame = frame or getattr(coro, "gi_frame", None)

@@ -75,10 +75,11 @@ def served(backend: str) -> Iterator[Target]:
         with ValkeyServer() as server:
             yield Target(backend, f"{server.url}?key_prefix=nf", server.port)
     elif backend == "mongo":
-        from tests.servers.mongo import Installation, NxServer
+        from tests.servers.mongo import Installation as MongoInstallation
+        from tests.servers.mongo import NxServer
 
-        with NxServer() as nx, Installation(nx.url) as inst:
-            yield Target(backend, inst.url, nx.port)
+        with NxServer() as nx, MongoInstallation(nx.url) as mongo:
+            yield Target(backend, mongo.url, nx.port)
     elif backend == "s3":
         from tests.s3.conftest import BUCKET, make_bucket
         from tests.servers.moto import MotoServer, use_test_credentials
