@@ -128,6 +128,8 @@ def run_backend(backend: str, args: argparse.Namespace, config: Config) -> list[
                 f"faults {report['faults']} ({report['seconds']} s)",
                 flush=True,
             )
+            for failed in report["workers_failed"]:
+                print(f"    {failed[-300:]}", flush=True)
             for example in (c["examples"] + s["examples"])[:5]:
                 print(f"    {example}", flush=True)
             runs.append(report)
@@ -147,7 +149,8 @@ def main(argv: list[str] | None = None) -> None:
         parser.error(f"unknown backends {sorted(unknown)}; choose from {', '.join(BACKENDS)}")
     # asyncpg logs every failed reconnection of a pool's floor while the network is down
     logging.getLogger("asyncpg").setLevel(logging.CRITICAL)
-    config = Config(duration=args.seconds, fault_at=0.5, call_timeout=60.0)
+    # faults begin once every bundle (and the worker process's) has had time to open
+    config = Config(duration=args.seconds, fault_at=3.0, call_timeout=60.0)
     report: dict[str, Any] = {"backends": {}}
     for backend in args.only:
         runs = run_backend(backend, args, config)

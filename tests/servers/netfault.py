@@ -5,7 +5,7 @@ clients use it: the faults a real network deals a client between it and its serv
     url = f"redis://127.0.0.1:{proxy.port}"
     proxy.delay(50)            # every chunk waits 50 ms, both ways
     proxy.drop_replies()       # the next reply on each connection is lost, the connection closed
-    proxy.cut(100)             # each connection is reset after 100 more bytes, mid-call
+    proxy.cut(100)             # each connection's next chunk cut after 100 bytes, then RST
     proxy.blackhole()          # every byte vanishes; connections stay open, nothing answers
     proxy.partition()          # existing connections reset, new ones refused
     proxy.heal()               # back to passing bytes through (``pass_through`` alike)
@@ -83,8 +83,9 @@ class NetFaultProxy(Relay):
         self._switch("drop_replies")
 
     def cut(self, after: int = 0) -> None:
-        """Each connection forwards ``after`` more bytes (either direction), then both of
-        its sides are reset (RST): a connection dying mid-request or mid-reply."""
+        """The next chunk on each connection (either direction) is forwarded only up to
+        its first ``after`` bytes, then both sides are reset (RST): a connection dying
+        mid-request or mid-reply."""
         if after < 0:
             raise ValueError(f"cut needs after >= 0 bytes, got {after}")
         self.cut_after = after
