@@ -28,6 +28,7 @@ from agentstores.errors import (
 from agentstores.keys import ConversationKey
 from agentstores.models import Message, SupervisionRow, Swap, SwapOutcome
 from agentstores_postgres.stores import PostgresStores
+from tests.servers.netfault import NetFaultProxy
 
 from .conftest import PgServer
 from .faultproxy import FaultProxy
@@ -529,3 +530,33 @@ async def test_unreachable_server_is_backend_unavailable() -> None:
     stores = PostgresStores(f"postgresql://nobody@127.0.0.1:{free_port()}/db", acquire_timeout=0.5)
     with pytest.raises(BackendUnavailableError):
         await stores.open()
+
+
+async def test_a_blackholed_server_ends_the_call_as_unknown_with_command_timeout(
+    pg: PgServer,
+) -> None:
+    """A call whose bytes vanish (a server or middlebox that keeps the connection open
+    and answers nothing) ends by ``command_timeout`` as UnknownOutcomeError once the
+    reconciliation gives up, and the bundle works again once the network heals. (Unset,
+    the default, nothing bounds the wait: see docs/netfaults.md.)"""
+    parts = urlsplit(pg.url)
+    proxy = await NetFaultProxy("127.0.0.1", parts.port or 5432).start()
+    k = _key()
+    try:
+        async with _stores(
+            _through(pg.url, proxy.port),
+            command_timeout=1,
+            reconcile_timeout=2,
+            pool_max_size=2,
+            push=False,
+        ) as s:
+            await s.conversations.append_messages(k, "p", [Message("m0", "user", 0)])
+            proxy.blackhole()
+            with pytest.raises(UnknownOutcomeError):
+                await asyncio.wait_for(  # a hang detector, not a timing check
+                    s.conversations.append_messages(k, "p", [Message("m1", "user", 1)]), 60
+                )
+            proxy.heal()
+            assert [m.id for m in await s.conversations.read_messages(k, "p")] == ["m0"]
+    finally:
+        await proxy.close()
