@@ -14,6 +14,7 @@ import random
 import uuid
 from collections.abc import AsyncIterator
 from datetime import timedelta
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
@@ -29,6 +30,7 @@ from agentstores.keys import ConversationKey
 from agentstores.models import Message, SupervisionRow, Swap, SwapOutcome
 from agentstores_postgres.stores import PostgresStores
 from tests.servers.netfault import NetFaultProxy
+from tests.servers.relay import Relay
 
 from .conftest import PgServer
 from .faultproxy import FaultProxy
@@ -530,6 +532,32 @@ async def test_unreachable_server_is_backend_unavailable() -> None:
     stores = PostgresStores(f"postgresql://nobody@127.0.0.1:{free_port()}/db", acquire_timeout=0.5)
     with pytest.raises(BackendUnavailableError):
         await stores.open()
+
+
+class _LoseSchemaCheck(Relay):
+    """Drops the reply to the schema check ``open()`` runs, closing its connection."""
+
+    def request(self, data: bytes, marks: list[Any]) -> bool:
+        if b"SELECT version, fingerprint" in data:
+            marks.append("check")
+        return True
+
+    async def reply(self, data: bytes, mark: Any | None) -> bool:
+        return mark != "check"
+
+
+async def test_a_connection_lost_while_opening_is_backend_unavailable(pg: PgServer) -> None:
+    """The connection breaking during open()'s schema check is a typed
+    BackendUnavailableError, as a failed connect is (the network-fault run saw asyncpg's
+    ConnectionDoesNotExistError escape open_stores)."""
+    parts = urlsplit(pg.url)
+    relay = await _LoseSchemaCheck("127.0.0.1", parts.port or 5432).start()
+    try:
+        stores = PostgresStores(_through(pg.url, relay.port), push=False, acquire_timeout=2)
+        with pytest.raises(BackendUnavailableError):
+            await stores.open()
+    finally:
+        await relay.close()
 
 
 async def test_a_blackholed_server_ends_the_call_as_unknown_with_command_timeout(

@@ -134,8 +134,11 @@ class Database:
         try:
             async with self.connection() as conn:
                 await schema_check.check(conn, self.schema)
-        except BaseException:
+        except BaseException as exc:
             await self.close()
+            if isinstance(exc, Exception) and is_connection_loss(exc):
+                # the connection broke during the check: typed, as a failed connect is
+                raise self._unreachable(exc) from exc
             raise
 
     async def _identify(self, conn: Conn) -> None:
