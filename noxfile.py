@@ -134,6 +134,7 @@ def tests_core(session: nox.Session) -> None:
         "tests/bench",
         "tests/tools",
         "tests/template",
+        "tests/netfaults/test_settle.py",
     )
 
 

@@ -150,7 +150,7 @@ def main(argv: list[str] | None = None) -> None:
     # asyncpg logs every failed reconnection of a pool's floor while the network is down
     logging.getLogger("asyncpg").setLevel(logging.CRITICAL)
     # faults begin once every bundle (and the worker process's) has had time to open
-    config = Config(duration=args.seconds, fault_at=6.0, call_timeout=60.0)
+    config = Config(duration=args.seconds, fault_at=10.0, call_timeout=60.0)
     report: dict[str, Any] = {"backends": {}}
     for backend in args.only:
         runs = run_backend(backend, args, config)

@@ -148,6 +148,17 @@ def _settle_conversation(n: int, calls: list[Call], final: Readback, s: Settleme
     reached = _reached(calls, final)
     acked_claims = Counter(c.epoch for c in calls if c.op == "claim" and c.outcome == "ok")
     open_claims = Counter(c.epoch for c in calls if c.op == "claim" and c.outcome == "unknown")
+    # A claim to a reached E that only one unknown claim can explain landed, so its
+    # expected epoch was reached too (the row went through it on the way to E).
+    grew = True
+    while grew:
+        grew = False
+        for c in calls:
+            sole = c.op == "claim" and c.outcome == "unknown" and c.epoch in reached
+            sole = sole and acked_claims[c.epoch] == 0 and open_claims[c.epoch] == 1
+            if sole and c.expected is not None and c.expected not in reached:
+                reached.add(c.expected)
+                grew = True
     for c in calls:
         if c.outcome == "ok" or (c.outcome == "refused" and c.op != "append" and c.op != "claim"):
             continue
