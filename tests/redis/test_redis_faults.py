@@ -33,6 +33,7 @@ from agentstores import (
 from agentstores.stores import Capability
 from agentstores_redis.stores import RedisStores
 from tests.servers.netfault import NetFaultProxy
+from tests.servers.relay import Relay as BaseRelay
 from tests.servers.valkey import ValkeyCluster, ValkeyServer, redis_version
 from tests.servers.variants import not_run
 
@@ -181,6 +182,33 @@ async def test_request_lost_before_the_server_is_unknown(relay: Relay) -> None:
         view = await s.supervision.read(k, "p")
         assert view.row is not None and view.row.epoch == 1
         await s.purge()
+
+
+class _LoseScriptLoad(BaseRelay):
+    """Drops the reply to the SCRIPT LOAD a bundle sends while opening."""
+
+    def request(self, data: bytes, marks: list[Any]) -> bool:
+        if b"SCRIPT" in data:
+            marks.append("load")
+        return True
+
+    async def reply(self, data: bytes, mark: Any | None) -> bool:
+        return mark != "load"
+
+
+async def test_a_connection_lost_while_opening_is_backend_unavailable(
+    valkey_server: ValkeyServer,
+) -> None:
+    """A connection lost while the bundle loads its scripts is BackendUnavailableError,
+    never the client's internal exception (the network-fault run saw it escape
+    open_stores)."""
+    relay = await _LoseScriptLoad("127.0.0.1", valkey_server.port).start()
+    try:
+        with pytest.raises(BackendUnavailableError):
+            async with RedisStores(with_prefix(f"redis://127.0.0.1:{relay.port}/0"), push=False):
+                pass
+    finally:
+        await relay.close()
 
 
 async def test_a_blackholed_server_ends_the_call_as_unknown(valkey_server: ValkeyServer) -> None:

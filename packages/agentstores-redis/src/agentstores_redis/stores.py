@@ -37,7 +37,7 @@ from agentstores.stores.kit import DEFAULT_TOMBSTONE_TTL, from_micros, url_optio
 from agentstores.urls import redact_url
 
 from ._base import Context
-from .client import ClientOptions, NotSent, RedisClient
+from .client import ClientOptions, NotSent, RedisClient, Uncertain
 from .conversations import RedisConversationStore
 from .errors import translate
 from .keys import KeySpace
@@ -234,7 +234,9 @@ class RedisStores(Stores):
                 await self._check_push()
                 self.listener = PushListener(self.client, self.ctx.keys, self.wakeups)
                 await self.listener.open()
-        except NotSent as exc:
+        except (NotSent, Uncertain) as exc:
+            # Uncertain: a connection lost while opening (loading the scripts); opening
+            # writes nothing a caller could be unsure of, so it is plainly unavailable
             await self._close()
             raise BackendUnavailableError(f"cannot open {redact_url(self.url)}: {exc}") from exc
         except BaseException:
