@@ -30,7 +30,7 @@ from agentstores.models import (
     StoredMessage,
     TranscriptMessage,
 )
-from agentstores.stores import Stores
+from agentstores.stores import ConversationStore, Stores
 
 from .backend import BackendUnderTest
 from .base import ContractBase
@@ -69,6 +69,10 @@ def _plain(value: Any) -> Hashable:
     return repr(value)
 
 
+def _conv(stores: Stores) -> ConversationStore:
+    return stores.conversations
+
+
 class _Both:
     """Runs each call on the backend and on the reference, and compares the answers."""
 
@@ -76,7 +80,8 @@ class _Both:
         self.sides = (stores, reference)
         self.calls = 0
 
-    async def __call__(self, what: str, call: Callable[[Stores], Awaitable[Any]]) -> Any:
+    async def __call__(self, what: str, call: Callable[..., Awaitable[Any]]) -> Any:
+        """``call(stores)`` on each side; the answers (or errors), backend's first."""
         self.calls += 1
         answers = []
         for side in self.sides:
@@ -93,31 +98,30 @@ class _Both:
 
 async def _reads(both: _Both, key: ConversationKey, count: int, label: str, *, every: bool) -> None:
     """Windows at the awkward offsets; ``every``: the whole-transcript reads too."""
-    conv = lambda s: s.conversations  # noqa: E731
-    await both(f"{label}: get_conversation", lambda s: conv(s).get_conversation(key, OWNER))
+    await both(f"{label}: get_conversation", lambda s: _conv(s).get_conversation(key, OWNER))
     for start, limit in ((0, 1), (31, 3), (250, 300), (511, 2), (999, 4), (count - 1, 5)):
         await both(
             f"{label}: read_messages start={start} limit={limit}",
-            lambda s, a=start, b=limit: conv(s).read_messages(key, OWNER, start=a, limit=b),
+            lambda s, a=start, b=limit: _conv(s).read_messages(key, OWNER, start=a, limit=b),
         )
     for limit in (1, 20, 257):
-        await both(f"{label}: recent {limit}", lambda s, n=limit: conv(s).recent(key, OWNER, n))
-        await both(f"{label}: tail {limit}", lambda s, n=limit: conv(s).tail(key, OWNER, n))
+        await both(f"{label}: recent {limit}", lambda s, n=limit: _conv(s).recent(key, OWNER, n))
+        await both(f"{label}: tail {limit}", lambda s, n=limit: _conv(s).tail(key, OWNER, n))
     if not every:
         return
-    await both(f"{label}: read_messages", lambda s: conv(s).read_messages(key, OWNER))
-    await both(f"{label}: recent 1000", lambda s: conv(s).recent(key, OWNER, 1000))
-    await both(f"{label}: tail 1000", lambda s: conv(s).tail(key, OWNER, 1000))
-    await both(f"{label}: history", lambda s: conv(s).history(key, OWNER))
+    await both(f"{label}: read_messages", lambda s: _conv(s).read_messages(key, OWNER))
+    await both(f"{label}: recent 1000", lambda s: _conv(s).recent(key, OWNER, 1000))
+    await both(f"{label}: tail 1000", lambda s: _conv(s).tail(key, OWNER, 1000))
+    await both(f"{label}: history", lambda s: _conv(s).history(key, OWNER))
     for index, speaker in ((0, "all"), (33, "user"), (1001, "all"), (-1, "assistant"),
                            (-300, "user"), (count, "all")):  # fmt: skip
         await both(
             f"{label}: get_transcript index={index} speaker={speaker}",
-            lambda s, i=index, sp=speaker: conv(s).get_transcript(key, OWNER, index=i, speaker=sp),
+            lambda s, i=index, sp=speaker: _conv(s).get_transcript(key, OWNER, index=i, speaker=sp),
         )
     await both(
         f"{label}: get_transcript limit=700 speaker=user",
-        lambda s: conv(s).get_transcript(key, OWNER, speaker="user", limit=700),
+        lambda s: _conv(s).get_transcript(key, OWNER, speaker="user", limit=700),
     )
 
 
@@ -151,14 +155,13 @@ class LongTranscriptContract(ContractBase):
 
 
 async def _drive(both: _Both, key: ConversationKey, batches: tuple[int, ...]) -> None:
-    conv = lambda s: s.conversations  # noqa: E731
     count = 0
     for size in batches:
         batch = [_message(i) for i in range(count, count + size)]
         expected = None if count == 0 else f"m{count - 1}"
         await both(
             f"append {size} after {count}",
-            lambda s, b=batch, e=expected: conv(s).append_messages(key, OWNER, b, expected_tail=e),
+            lambda s, b=batch, e=expected: _conv(s).append_messages(key, OWNER, b, expected_tail=e),
         )
         count += size
         if size in (33, 129):
@@ -166,45 +169,47 @@ async def _drive(both: _Both, key: ConversationKey, batches: tuple[int, ...]) ->
     await _reads(both, key, count, f"at {count}", every=True)
     middle, late = count // 2, count - count // 4
     await both(
-        "re-append the first id", lambda s: conv(s).append_messages(key, OWNER, [_message(0)])
+        "re-append the first id", lambda s: _conv(s).append_messages(key, OWNER, [_message(0)])
     )
     await both(
         "re-append an id from the middle, conditionally on an old tail",
-        lambda s: conv(s).append_messages(key, OWNER, [_message(middle)], expected_tail="m3"),
+        lambda s: _conv(s).append_messages(key, OWNER, [_message(middle)], expected_tail="m3"),
     )
     await both(
         "re-append ids of every batch",
-        lambda s: conv(s).append_messages(
+        lambda s: _conv(s).append_messages(
             key, OWNER, [_message(i) for i in (2, 64, middle, count - 1)]
         ),
     )
     await both(
         "append on an old tail",
-        lambda s: conv(s).append_messages(key, OWNER, [_message(0, "n")], expected_tail=f"m{late}"),
+        lambda s: _conv(s).append_messages(
+            key, OWNER, [_message(0, "n")], expected_tail=f"m{late}"
+        ),
     )
     await both(
         "append with an old id among new ones",
-        lambda s: conv(s).append_messages(key, OWNER, [_message(1, "n"), _message(5)]),
+        lambda s: _conv(s).append_messages(key, OWNER, [_message(1, "n"), _message(5)]),
     )
     for at in ("m10", f"m{middle}", f"m{count - 1}"):
-        made = await both(f"branch at {at}", lambda s, a=at: conv(s).branch(key, OWNER, a))
+        made = await both(f"branch at {at}", lambda s, a=at: _conv(s).branch(key, OWNER, a))
         forks = dict(zip(both.sides, made, strict=True))
         await both(f"the branch at {at}", lambda s, f=forks: _contents(s, f[s]))
     await both(
-        f"truncate after m{late}", lambda s: conv(s).truncate(key, OWNER, f"m{late}", cut="after")
+        f"truncate after m{late}", lambda s: _conv(s).truncate(key, OWNER, f"m{late}", cut="after")
     )
     await _reads(both, key, late + 1, f"cut to {late + 1}", every=False)
-    await both("truncate at m60", lambda s: conv(s).truncate(key, OWNER, "m60"))
+    await both("truncate at m60", lambda s: _conv(s).truncate(key, OWNER, "m60"))
     await _reads(both, key, 61, "cut to 60", every=False)
     await both(
         "append past the cut again, with removed ids",
-        lambda s: conv(s).append_messages(key, OWNER, [_message(i) for i in range(59, 140)]),
+        lambda s: _conv(s).append_messages(key, OWNER, [_message(i) for i in range(59, 140)]),
     )
     await _reads(both, key, 140, "regrown", every=True)
-    await both("erase", lambda s: conv(s).delete(key, OWNER))
-    await both("read after erasure", lambda s: conv(s).read_messages(key, OWNER))
+    await both("erase", lambda s: _conv(s).delete(key, OWNER))
+    await both("read after erasure", lambda s: _conv(s).read_messages(key, OWNER))
     await both(
-        "append after erasure", lambda s: conv(s).append_messages(key, OWNER, [_message(0, "z")])
+        "append after erasure", lambda s: _conv(s).append_messages(key, OWNER, [_message(0, "z")])
     )
 
 
