@@ -1,6 +1,7 @@
 """Run failover drills N times each and write the table.
 
-``python -m tests.failover [--drills a,b] [--runs N] [--seconds S] [--out DOCS]``:
+``python -m tests.failover [--drills a,b] [--runs N] [--seconds S] [--out DOCS]
+[--render]``:
 every drill of :data:`~tests.failover.drills.DRILLS` by default. Writes
 ``DOCS/bench/failover.json`` (every run's counts; a drill not run this time keeps its
 figures from the last file) and the table between the markers of ``DOCS/failover.md``.
@@ -26,8 +27,8 @@ END = "<!-- failover-table:end -->"
 COLUMNS = (
     "runs",
     "failovers",
-    "acked writes",
-    "acked writes lost",
+    "acknowledged calls",
+    "acknowledged writes lost",
     "runs losing writes",
     "double winners",
     "fenced writes accepted",
@@ -121,7 +122,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--seconds", type=float, default=8.0)
     parser.add_argument("--out", type=Path, default=Path("docs"))
+    parser.add_argument(
+        "--render", action="store_true", help="run nothing: write the table from the JSON"
+    )
     args = parser.parse_args(argv)
+    if args.render:
+        args.drills = []
     # asyncpg logs every failed reconnection of a pool's floor while no server answers
     logging.getLogger("asyncpg").setLevel(logging.CRITICAL)
     report = asyncio.run(run(args))
