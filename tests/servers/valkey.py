@@ -23,6 +23,7 @@ import socket
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -344,7 +345,14 @@ class ValkeySentinelGroup:
         appendfsync: str = "everysec",
         down_after_ms: int = 1000,
         failover_timeout_ms: int = 4000,
+        front: Callable[[int], int] | None = None,
     ) -> None:
+        self.front = front
+        """Given the first primary's port, the port everyone reaches it on instead (a
+        link with latency in front of it, as on another machine): the replicas replicate
+        from it and the Sentinels announce it. None: its own port."""
+        self.fronts: dict[int, int] = {}
+        """Front port -> the data node's own port."""
         self.replica_count = replicas
         self.sentinel_count = sentinels
         self.appendonly = appendonly
@@ -360,12 +368,12 @@ class ValkeySentinelGroup:
         hosts = ",".join(f"127.0.0.1:{s.port}" for s in self.sentinels)
         return f"redis+sentinel://{hosts}/{self.service}/0"
 
-    def _node(self, i: int, primary: ValkeyServer | None) -> ValkeyServer:
+    def _node(self, i: int, primary_port: int | None) -> ValkeyServer:
         node_dir = self.directory / f"node{i}"
         node_dir.mkdir(exist_ok=True)
         extra = ["--repl-diskless-sync", "yes", "--repl-diskless-sync-delay", "0"]
-        if primary is not None:
-            extra += ["--replicaof", "127.0.0.1", str(primary.port)]
+        if primary_port is not None:
+            extra += ["--replicaof", "127.0.0.1", str(primary_port)]
         return ValkeyServer(
             appendonly=self.appendonly,
             appendfsync=self.appendfsync,
@@ -376,14 +384,18 @@ class ValkeySentinelGroup:
     def start(self, timeout: float = 30.0) -> ValkeySentinelGroup:
         first = self._node(0, None).start()
         self.nodes.append(first)
+        reached = first.port
+        if self.front is not None:
+            reached = self.front(first.port)
+            self.fronts[reached] = first.port
         for i in range(self.replica_count):
-            self.nodes.append(self._node(i + 1, first).start())
+            self.nodes.append(self._node(i + 1, reached).start())
         for i in range(self.sentinel_count):
             sentinel_dir = self.directory / f"sentinel{i}"
             sentinel_dir.mkdir()
             sentinel = ValkeySentinel(
                 service=self.service,
-                primary_port=first.port,
+                primary_port=reached,
                 quorum=self.sentinel_count // 2 + 1,
                 down_after_ms=self.down_after_ms,
                 failover_timeout_ms=self.failover_timeout_ms,
@@ -415,6 +427,7 @@ class ValkeySentinelGroup:
         for sentinel in self.sentinels:
             port = sentinel.primary_port_now()
             if port is not None:
+                port = self.fronts.get(port, port)
                 return next((n for n in self.nodes if n.port == port), None)
         return None
 
@@ -449,7 +462,8 @@ class ValkeySentinelGroup:
         found: list[ValkeyServer] = []
 
         def announced() -> bool:
-            ports = {s.primary_port_now() for s in self.sentinels if s.process is not None}
+            announced = {s.primary_port_now() for s in self.sentinels if s.process is not None}
+            ports = {self.fronts.get(p, p) if p is not None else None for p in announced}
             if len(ports) != 1 or old.port in ports:
                 return False
             (port,) = ports

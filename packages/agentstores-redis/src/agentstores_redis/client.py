@@ -261,7 +261,7 @@ class RedisClient:
             asked["password"] = target.sentinel_password
         self._sentinels = Sentinel(target.sentinels, sentinel_kwargs=asked)
         node.pop("connection_class", None)
-        return SentinelConnectionPool(
+        return SentinelConnectionPool(  # type: ignore[no-untyped-call]
             target.service_name,
             self._sentinels,
             max_connections=o.pool_size,
@@ -285,7 +285,7 @@ class RedisClient:
         pool = self._pool
         if isinstance(pool, SentinelConnectionPool):
             with contextlib.suppress(Exception):  # the next connect asks them again
-                await pool.get_master_address()
+                await pool.get_master_address()  # type: ignore[no-untyped-call]
 
     async def close(self) -> None:
         if self._cluster is not None:
@@ -863,7 +863,7 @@ class RedisClient:
         if self.sentinel is None or not isinstance(pool, SentinelConnectionPool):
             return True
         try:
-            address = await pool.get_master_address()
+            address = await pool.get_master_address()  # type: ignore[no-untyped-call]
         except Exception:
             return True
         return (getattr(conn, "host", None), getattr(conn, "port", None)) == tuple(address)
