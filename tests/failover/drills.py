@@ -36,6 +36,8 @@ DRILLS: dict[str, str] = {
     "redis-async": "tests.failover.redis:async_drill",
     "redis-wait": "tests.failover.redis:wait_drill",
     "redis-waitaof": "tests.failover.redis:waitaof_drill",
+    "redis-async-far": "tests.failover.redis:async_far_drill",
+    "redis-wait-far": "tests.failover.redis:wait_far_drill",
 }
 """Every drill, by name: ``"module:function"`` (see the module docstring)."""
 

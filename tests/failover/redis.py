@@ -176,6 +176,21 @@ async def sentinel_group(mode: str, *, link_delay: float = LINK_DELAY) -> AsyncI
             link.close()
 
 
+FAR_DELAY = 0.05
+"""Seconds each way to replicas in another region: the window in which an acknowledged
+write exists on the primary only is ten times the near drills'."""
+
+
+def async_far_drill() -> contextlib.AbstractAsyncContextManager[Target]:
+    """No wait, replicas 50 ms away."""
+    return sentinel_group("async", link_delay=FAR_DELAY)
+
+
+def wait_far_drill() -> contextlib.AbstractAsyncContextManager[Target]:
+    """``wait_replicas=1``, replicas 50 ms away."""
+    return sentinel_group("wait", link_delay=FAR_DELAY)
+
+
 def async_drill() -> contextlib.AbstractAsyncContextManager[Target]:
     """No wait: acknowledged once the primary ran the write."""
     return sentinel_group("async")

@@ -1,4 +1,4 @@
-"""``RedisStores``: every store on one Redis / Valkey deployment, standalone or cluster.
+"""``RedisStores``: every store on one Redis / Valkey deployment: standalone, cluster or Sentinel.
 
 URLs (the scheme picks the topology, the rest is redis-py's URL syntax)::
 
