@@ -161,10 +161,11 @@ def tests_postgres(session: nox.Session) -> None:
 
 @nox.session(name="tests-redis", python=PYTHON, tags=["tests"])
 def tests_redis(session: nox.Session) -> None:
-    """Redis: Valkey 9 standalone and cluster, the machine's own redis-server (started
-    privately) when installed, and $AGENTSTORES_TEST_REDIS_URL when set."""
+    """Redis: Valkey 9 standalone, cluster and behind Sentinel, the machine's own
+    redis-server (started privately) when installed, and $AGENTSTORES_TEST_REDIS_URL when
+    set; and one short Sentinel failover under the recorded workload (tests/failover)."""
     _sync(session, "core", "tools", "redis", "valkey", "test")
-    _pytest(session, "tests/redis")
+    _pytest(session, "tests/redis", "tests/failover/test_redis_failover.py")
 
 
 @nox.session(name="tests-asgi", python=PYTHON, tags=["tests"])
@@ -190,10 +191,11 @@ def tests_asgi(session: nox.Session) -> None:
 def tests_redis_floor(session: nox.Session) -> None:
     """Redis on the oldest redis-py the adapter admits (7.2.0; tests-redis runs the newest
     the lock pins): the adapter reads replies through redis-py's private parser. Valkey
-    standalone and cluster only: what varies here is the client, not the server."""
+    standalone and cluster only: what varies here is the client, not the server (Sentinel
+    through its failover tests, not the whole suite again)."""
     _sync(session, "core", "tools", "redis-floor", "valkey", "test")
     session.run("python", "-c", "import redis; assert redis.__version__ == '7.2.0'", silent=True)
-    _pytest(session, "tests/redis", "-k", "not machine")
+    _pytest(session, "tests/redis", "-k", "not machine and not TestValkeySentinel")
 
 
 @nox.session(name="tests-mongo", python=PYTHON, tags=["tests"])

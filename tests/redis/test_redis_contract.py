@@ -1,5 +1,6 @@
-"""The whole contract suite against Valkey 9 standalone, a Valkey 9 cluster, the machine's
-own Redis (7.0 here) when installed, and the server $AGENTSTORES_TEST_REDIS_URL names.
+"""The whole contract suite against Valkey 9 standalone, a Valkey 9 cluster, a Valkey
+primary found through Sentinel, the machine's own Redis (7.0 here) when installed, and the
+server $AGENTSTORES_TEST_REDIS_URL names.
 
 On Valkey (AOF on) every write waits for its fsync (``wait_aof_local=1``), so the bundle
 declares ``durable`` and the durability test runs; Redis 7.0 has no WAITAOF, so there the
@@ -19,7 +20,8 @@ import pytest
 
 from agentstores_contract import BackendUnderTest, ContractSuite
 from agentstores_contract.follow import FollowContract
-from tests.servers.valkey import ValkeyCluster, ValkeyServer
+from agentstores_contract.profiles import PROFILES, Profile
+from tests.servers.valkey import ValkeyCluster, ValkeySentinelGroup, ValkeyServer
 
 from .conftest import EXTERNAL, MACHINE, purge, with_prefix
 
@@ -38,6 +40,26 @@ class TestValkeyCluster(ContractSuite):
     @classmethod
     def backend(cls, valkey_cluster: ValkeyCluster) -> Iterator[BackendUnderTest]:
         url = with_prefix(valkey_cluster.url) + "&wait_aof_local=1&push=true"
+        yield BackendUnderTest.from_url(url)
+        purge(url)
+
+
+class TestValkeySentinel(ContractSuite):
+    """Through ``redis+sentinel://``: the same client over redis-py's Sentinel pool, every
+    write waiting for its fsync, push on. The ``quick`` profile for its own rounds: what
+    differs from standalone is how connections find the primary, not the scripts
+    (test_redis_sentinel.py fails the primary over; the failover drill measures
+    ``wait_replicas``, which here would wait on two replicas fsyncing the suite's 64 MB
+    appends on a loaded machine for longer than ``socket_timeout``)."""
+
+    @property
+    def profile(self) -> Profile:
+        return PROFILES["quick"]
+
+    @pytest.fixture(scope="class")
+    @classmethod
+    def backend(cls, valkey_sentinel: ValkeySentinelGroup) -> Iterator[BackendUnderTest]:
+        url = with_prefix(valkey_sentinel.url) + "&wait_aof_local=1&push=true"
         yield BackendUnderTest.from_url(url)
         purge(url)
 

@@ -52,6 +52,10 @@ PROMISES: dict[str, str] = {
     "keys.max_length": "ids of exactly MAX_ID_BYTES bytes work in every store",
     "keys.isolation": "distinct keys (near-collisions included) never see each other's writes",
     "keys.tenant_scope": "a tenant's listing never includes another tenant's conversations",
+    # two replicas
+    "replicas.visibility": "every write through one bundle (claims, snapshots, state, "
+    "messages, titles, metadata, shares, truncation, erasure, pause tokens, OAuth records) "
+    "is what another bundle of the same store reads next, cleared fields included",
     # hostile input, refused with UsageError before any backend sees it
     "input.json_depth": "JSON nested deeper than MAX_JSON_DEPTH is a UsageError in every "
     "store that takes JSON and changes nothing; exactly that depth round-trips",
@@ -137,6 +141,9 @@ PROMISES: dict[str, str] = {
         "set_metadata and append(metadata=) inside a lease carry its epoch and are fenced "
         "after a takeover"
     ),
+    "conversations.long": "a transcript grown past every length the backend declares "
+    "(transcript_thresholds, at least 128) in batches of every awkward size answers every "
+    "read, re-append, conditional append, branch, truncate and erasure as the reference does",
     "conversations.truncate": "truncate at a user message removes it; at others keeps it",
     "conversations.truncate.cut": (
         "truncate with cut='before' removes the message and all after, 'after' keeps it and "
@@ -247,6 +254,8 @@ PROMISES: dict[str, str] = {
         "a write on an erased key raises ErasedError, not a plain absence; its until is the "
         "erase time + tombstone_ttl (UTC, store clock) and its message names it"
     ),
+    "erasure.default_lifetime": "a bundle opened without options keeps a tombstone for the "
+    "documented default, DEFAULT_TOMBSTONE_TTL (30 days) on the store clock",
     "erasure.spares_others": "deleting a key erases what it has and no other key's data",
     "conversations.truncate_views": "after truncate, speaker views and recent hold what is left",
     "listing.last_page": "a listing's last page has no cursor",

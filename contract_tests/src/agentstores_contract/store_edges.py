@@ -148,6 +148,24 @@ class StoreEdgesContract(ContractBase):
 
         asyncio.run(_in(bundle, body))
 
+    @promise("erasure.default_lifetime")
+    def test_tombstones_last_the_documented_default(self, backend: BackendUnderTest) -> None:
+        """A bundle opened without options keeps a tombstone for DEFAULT_TOMBSTONE_TTL (30
+        days), whatever lifetime other bundles of the backend were opened with."""
+        key = self.key()
+
+        async def body(stores: Stores) -> None:
+            await _conversation(stores, key, "u1")
+            before = await stores.now()
+            assert await stores.conversations.delete(key, USER)
+            after = await stores.now()
+            with pytest.raises(ErasedError) as raised:
+                await stores.state.save(key, USER, {"late": True})
+            lapse = (before + DEFAULT_TOMBSTONE_TTL, after + DEFAULT_TOMBSTONE_TTL)
+            _says_until(raised.value, "state.save", *lapse)
+
+        self.run(backend, body)
+
     @promise("erasure.spares_others")
     def test_deleting_a_key_spares_other_keys(self, backend: BackendUnderTest) -> None:
         tenant = self.tenant()

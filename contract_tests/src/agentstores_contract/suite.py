@@ -13,6 +13,7 @@ from .hostile_input import HostileInputContract
 from .isolation import KeyContract
 from .lease_lifecycle import LeaseLifecycleContract
 from .lifetimes import LifetimeContract
+from .long_transcripts import LongTranscriptContract
 from .metadata import MetadataContract
 from .multi_record import MultiRecordContract
 from .multiprocess import MultiProcessContract
@@ -22,6 +23,7 @@ from .pause_tokens import PauseTokenContract
 from .protocol import ProtocolContract
 from .recording import RecordingContract
 from .regions import RegionContract
+from .replicas import ReplicaContract
 from .state import StateContract
 from .store_edges import StoreEdgesContract
 from .supervision import SupervisionContract
@@ -38,6 +40,7 @@ class ContractSuite(
     RecordingContract,
     StateContract,
     ConversationContract,
+    LongTranscriptContract,
     ConversationMetadataContract,
     PauseTokenContract,
     OAuthContract,
@@ -59,6 +62,7 @@ class ContractSuite(
     StoreEdgesContract,
     HostileInputContract,
     UrlContract,
+    ReplicaContract,
 ):
     """The whole contract: every area's class above, in one. Subclass it (or one area's
     class, to adopt the contract area by area) with a name starting with ``Test`` and

@@ -18,7 +18,7 @@ from agentstores.errors import BackendUnavailableError, UsageError
 from agentstores.stores import Stores, kit
 
 from ._base import DEFAULT_WORKERS, Runner
-from .conversations import FileConversationStore
+from .conversations import COPY_CHUNK, FileConversationStore
 from .fsio import FileIO, IOStats
 from .header import FileRoot
 from .oauth import FileOAuthStore
@@ -28,6 +28,7 @@ from .push import ChangeWatcher
 from .recording import FileRecordingStore
 from .state import FileAgentStateStore
 from .supervision import FileSupervisionStore
+from .transcript import PROBE_CHUNK, TABLE_MIN
 
 
 def path_from_url(url: str) -> str:
@@ -97,6 +98,7 @@ class FileStores(Stores):
 
     backend = "file"
     capabilities = BACKEND.capabilities
+    transcript_thresholds = (PROBE_CHUNK, TABLE_MIN, COPY_CHUNK)
     root_class: type[FileRoot] = FileRoot
     """The root directory's locks, headers and recovery every store shares; a subclass
     may swap it (tests do, to plant a known flaw)."""

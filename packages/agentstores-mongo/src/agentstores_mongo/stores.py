@@ -37,8 +37,9 @@ from agentstores.urls import redact_url
 
 from ._base import Context
 from .changes import ChangeListener, Unsupported
-from .conversations import MongoConversationStore
+from .conversations import COPY_CHUNK, MongoConversationStore
 from .errors import translate_error
+from .header import CUT_CHUNK
 from .oauth import MongoOAuthStore
 from .pause_tokens import MongoPauseTokenStore
 from .plugin import BACKEND
@@ -46,6 +47,7 @@ from .recording import MongoRecordingStore
 from .schema import check
 from .state import MongoAgentStateStore
 from .supervision import MongoSupervisionStore
+from .transcript import PAGE
 
 log = logging.getLogger(__name__)
 
@@ -143,6 +145,7 @@ class MongoStores(Stores):
 
     backend = BACKEND.name
     capabilities = BACKEND.capabilities
+    transcript_thresholds = (PAGE, COPY_CHUNK, CUT_CHUNK)
 
     def __init__(self, url: Any = "mongodb://127.0.0.1:27017", **options: Any) -> None:
         from pymongo import AsyncMongoClient, ReadPreference, WriteConcern

@@ -8,7 +8,7 @@ from typing import Any
 from agentstores.stores import Stores
 from agentstores.urls import redact_url
 
-from .conversations import PostgresConversationStore
+from .conversations import PURGE_BATCH, PostgresConversationStore
 from .database import Conn, Database
 from .listener import Listener
 from .migrations import check_identifier
@@ -40,6 +40,7 @@ class PostgresStores(Stores):
 
     backend = "postgres"
     capabilities = BACKEND.capabilities
+    transcript_thresholds = (PURGE_BATCH,)
     listener: Listener | None = None
     """The connection hearing other processes' writes while open with push on."""
 

@@ -1,5 +1,6 @@
-"""The connection layer: one redis-py asyncio client (standalone or cluster), scripts
-registered once and run with EVALSHA, and an exact account of what a failure means.
+"""The connection layer: one redis-py asyncio client (standalone, cluster, or the primary
+Sentinel names), scripts registered once and run with EVALSHA, and an exact account of
+what a failure means.
 
 redis-py retries a command after a connection error by default. For a script that
 writes, a retry after the first attempt landed would apply it twice, so every client
@@ -16,6 +17,17 @@ here is built with retries off and this module decides instead:
 - ``NOSCRIPT`` (a restarted or failed-over server) means the script did not run: it is
   loaded on that connection and sent again;
 - read-only scripts and idempotent index commands are simply sent once more.
+
+Behind Sentinel the client is the standalone one, over redis-py's
+``SentinelConnectionPool``: each new connection asks the Sentinels for the primary's
+address, so after a failover a dropped connection reconnects to the new primary (within
+``reconnect_window``, as after a restart), and an exchange broken by the failover is
+:class:`Uncertain` like any other. A demoted primary that keeps its clients (a
+coordinated failover) refuses writes with ``READONLY`` before running them: that
+connection is dropped, the Sentinels are asked again, and the write is sent again on a
+connection to the new primary (not run, so safe to send); a kept connection whose address
+is no longer the primary's is dropped before it is used, so reads do not stay on the old
+primary either.
 """
 
 from __future__ import annotations
@@ -30,8 +42,9 @@ from typing import Any, NoReturn
 
 from redis.asyncio import BlockingConnectionPool, Redis
 from redis.asyncio.cluster import ClusterNode, RedisCluster
-from redis.asyncio.connection import AbstractConnection, Connection
+from redis.asyncio.connection import AbstractConnection, Connection, ConnectionPool, parse_url
 from redis.asyncio.retry import Retry
+from redis.asyncio.sentinel import Sentinel, SentinelConnectionPool, SentinelManagedConnection
 from redis.backoff import NoBackoff
 from redis.exceptions import (
     AskError,
@@ -39,12 +52,15 @@ from redis.exceptions import (
     DataError,
     MovedError,
     NoScriptError,
+    ReadOnlyError,
     ResponseError,
     TryAgainError,
 )
 from redis.exceptions import ConnectionError as RedisConnectionError
 
 from agentstores.urls import redact_url
+
+from .sentinel import SentinelTarget, is_sentinel_url, parse_sentinel_url
 
 # redis-py's private hiredis parser: a reply already buffered is taken from its reader
 # directly (see _pipeline), which saves a few microseconds per reply of every MULTI/EXEC.
@@ -167,8 +183,14 @@ class RedisClient:
         self.cluster = cluster
         self.options = options
         self.scripts = {s.name: s for s in scripts}
+        self.sentinel = parse_sentinel_url(url) if is_sentinel_url(url) else None
+        """Where the Sentinels are and the service they name (a ``redis+sentinel://`` URL)."""
+        self._sentinels: Sentinel | None = None
         self._standalone: Redis | None = None
-        self._pool: BlockingConnectionPool | None = None
+        self._pool: ConnectionPool | None = None
+        """Standalone: a ``BlockingConnectionPool``; behind Sentinel redis-py's
+        ``SentinelConnectionPool`` (which never has to block: a caller takes a connection
+        only holding one of :attr:`_slots`, one per pooled connection)."""
         self._idle: list[Connection] = []
         """Standalone connections this client took from the pool and holds, ready: taking
         one back costs a list pop, where the pool's checkout costs a lock, a condition,
@@ -211,12 +233,59 @@ class RedisClient:
                 await self._cluster.initialize()
             except Exception as exc:
                 raise NotSent(f"cannot reach the cluster at {redact_url(self.url)}: {exc}") from exc
+        elif self.sentinel is not None:
+            self._pool = self._sentinel_pool(self.sentinel, common)
+            self._standalone = Redis(connection_pool=self._pool)
         else:
             self._pool = BlockingConnectionPool.from_url(
                 self.url, max_connections=o.pool_size, timeout=o.pool_timeout, **common
             )
             self._standalone = Redis(connection_pool=self._pool)
         await self.load_scripts()
+
+    def _sentinel_pool(self, target: SentinelTarget, common: dict[str, Any]) -> ConnectionPool:
+        """redis-py's pool of connections to the primary ``target``'s Sentinels name; the
+        data nodes' settings are read from the URL by redis-py's own parser."""
+        o = self.options
+        node = {k: v for k, v in parse_url(target.node_url).items() if k not in ("host", "port")}
+        asked = {
+            # a Sentinel that does not answer is skipped for the next: bounded like a connect
+            "socket_timeout": o.connect_timeout,
+            "socket_connect_timeout": o.connect_timeout,
+            "client_name": f"{o.client_name}-sentinel",
+            "protocol": 2,
+        }
+        if target.sentinel_username is not None:
+            asked["username"] = target.sentinel_username
+        if target.sentinel_password is not None:
+            asked["password"] = target.sentinel_password
+        self._sentinels = Sentinel(target.sentinels, sentinel_kwargs=asked)
+        node.pop("connection_class", None)
+        return SentinelConnectionPool(  # type: ignore[no-untyped-call]
+            target.service_name,
+            self._sentinels,
+            max_connections=o.pool_size,
+            connection_class=_PrimaryConnection,
+            **{**node, **common},
+        )
+
+    def _on_primary(self, conn: Connection) -> bool:
+        """Whether a kept connection still goes to the primary the Sentinels last named
+        (any new connection asks them; always True without Sentinel)."""
+        if self.sentinel is None:
+            return True
+        address = getattr(self._pool, "master_address", None)
+        return address is None or (conn.host, conn.port) == tuple(address)
+
+    async def _demoted(self, conn: Connection) -> None:
+        """``conn``'s server refused a write as a replica (``READONLY``): a failover moved
+        the primary. Drop the connection and ask the Sentinels again, so kept connections
+        to the old primary are dropped too (:meth:`_on_primary`)."""
+        await _drop(conn)
+        pool = self._pool
+        if isinstance(pool, SentinelConnectionPool):
+            with contextlib.suppress(Exception):  # the next connect asks them again
+                await pool.get_master_address()  # type: ignore[no-untyped-call]
 
     async def close(self) -> None:
         if self._cluster is not None:
@@ -232,6 +301,10 @@ class RedisClient:
             if self._pool is not None:
                 await self._pool.disconnect()
                 self._pool = None
+        if self._sentinels is not None:
+            sentinels, self._sentinels = self._sentinels, None
+            for asked in sentinels.sentinels:  # Sentinel.aclose is not in redis-py 7.2
+                await asked.aclose()
 
     @property
     def redis(self) -> Redis | RedisCluster:
@@ -337,7 +410,9 @@ class RedisClient:
         while self._idle:
             conn = self._idle.pop()
             if await _still_ready(conn):
-                return conn
+                if self._on_primary(conn):
+                    return conn
+                await _drop(conn)  # to the old primary: reconnected through the Sentinels
             await self._pool.release(conn)  # the pool's checkout reconnects it
         try:
             # The handshake's replies have no socket timeout (replies are bounded per
@@ -398,12 +473,16 @@ class RedisClient:
         have run: callers treat it like a lost connection)."""
         limit = self.options.socket_timeout
         if limit is None:
-            return await _pipeline(conn, request, buffered)
-        try:
-            async with asyncio.timeout(limit):
-                return await _pipeline(conn, request, buffered)
-        except TimeoutError as exc:
-            raise ReplyTimeout(f"no reply within {limit} s (socket_timeout)") from exc
+            replies = await _pipeline(conn, request, buffered)
+        else:
+            try:
+                async with asyncio.timeout(limit):
+                    replies = await _pipeline(conn, request, buffered)
+            except TimeoutError as exc:
+                raise ReplyTimeout(f"no reply within {limit} s (socket_timeout)") from exc
+        if self.sentinel is not None and any(type(r) is ReadOnlyError for r in replies):
+            await self._demoted(conn)
+        return replies
 
     async def _lost(self, conn: Connection, exc: BaseException, during: str = "") -> NoReturn:
         """After ``exc`` broke an exchange on ``conn`` once its commands were sent: drop
@@ -429,7 +508,10 @@ class RedisClient:
         """Run a writing script once. Raises :class:`NotSent`, :class:`Uncertain`,
         :class:`NotDurable` (WAIT/WAITAOF short) or the server's error reply."""
         request = packed([("EVALSHA", script.sha, len(keys), *keys, *args), *self._waits])
-        for attempt in range(3):
+        loop = asyncio.get_running_loop()
+        demoted_until = loop.time() + self.options.reconnect_window
+        attempt = 0
+        while attempt < 3:
             conn, release = await self._connect(keys[0])
             try:
                 try:
@@ -443,13 +525,21 @@ class RedisClient:
                     except BaseException:
                         await _drop(conn)
                         raise
+                    attempt += 1
                     continue
             finally:
                 await release(conn)
+            if isinstance(first, ReadOnlyError) and self.sentinel is not None:
+                # not run: a demoted primary; the Sentinels name the new one meanwhile
+                if loop.time() + 0.05 > demoted_until:
+                    raise NotSent(f"the primary stayed read-only (a failover): {first}")
+                await asyncio.sleep(0.05)
+                continue
+            attempt += 1
             if isinstance(first, (MovedError, AskError, TryAgainError, ClusterDownError)):
                 self._refresh = True
-                if attempt < 2:
-                    await asyncio.sleep(0.05 * (attempt + 1))
+                if attempt < 3:
+                    await asyncio.sleep(0.05 * attempt)
                     continue
                 raise NotSent(f"cluster redirection did not settle: {first}")
             if isinstance(first, Exception):
@@ -528,6 +618,8 @@ class RedisClient:
             if isinstance(reply, (MovedError, AskError, TryAgainError, ClusterDownError)):
                 self._refresh = True
                 out.append(NotSent(f"cluster redirection: {reply}"))
+            elif isinstance(reply, ReadOnlyError) and self.sentinel is not None:
+                out.append(NotSent(f"a demoted primary (a failover) refused it: {reply}"))
             elif isinstance(reply, Exception):
                 out.append(reply)
             else:
@@ -659,6 +751,9 @@ class RedisClient:
                         if attempt == 0:
                             retry.append(i)
                             continue
+                    if isinstance(reply, ReadOnlyError) and attempt == 0 and self.sentinel:
+                        retry.append(i)  # a demoted primary: on a connection to the new one
+                        continue
                     results[i] = reply
             if not retry:
                 break
@@ -739,7 +834,7 @@ class RedisClient:
 
     def servers(self) -> list[str]:
         """The names of the servers writes go to: every primary of a cluster, or the one
-        server (named ``server``)."""
+        server (named ``server``; behind Sentinel, whichever is primary when connecting)."""
         if self._cluster is None:
             return [STANDALONE]
         return [node.name for node in self._cluster.get_primaries()]
@@ -763,6 +858,22 @@ class RedisClient:
                 raise NotSent(f"no cluster node {server!r}")
             kind, kwargs = node.connection_class, node.connection_kwargs
         return kind(**{**kwargs, "client_name": client_name})
+
+    async def still_primary(self, conn: AbstractConnection) -> bool:
+        """Whether ``conn`` (a listener's, from :meth:`new_connection`) still goes to the
+        primary: behind Sentinel, to the address the Sentinels name now (a coordinated
+        failover demotes the old primary without closing its connections, and a demoted
+        server answers ``PING`` and ``SSUBSCRIBE`` but never hears the new primary's
+        publishes). Always True otherwise, and when no Sentinel answers (the listener's
+        ``PING`` decides then)."""
+        pool = self._pool
+        if self.sentinel is None or not isinstance(pool, SentinelConnectionPool):
+            return True
+        try:
+            address = await pool.get_master_address()  # type: ignore[no-untyped-call]
+        except Exception:
+            return True
+        return (getattr(conn, "host", None), getattr(conn, "port", None)) == tuple(address)
 
     async def on_primaries(self, *args: EncodableT) -> list[Any]:
         """One command on every primary (administration and tests)."""
@@ -907,6 +1018,16 @@ def _hiredis_reader(conn: Connection) -> Any:
     if _NOT_ENOUGH_DATA is None or not isinstance(parser, _AsyncHiredisParser):
         return None
     return getattr(parser, "_reader", None)
+
+
+class _PrimaryConnection(SentinelManagedConnection):
+    """A connection to the primary the Sentinels name. redis-py's turns a ``READONLY``
+    reply into a connection error (after dropping the connection), which would make a
+    write that did not run look like one that may have; here the reply stays the error
+    reply it is, and the client drops the connection itself (:meth:`RedisClient._demoted`)."""
+
+    async def read_response(self, *args: Any, **kwargs: Any) -> Any:
+        return await Connection.read_response(self, *args, **kwargs)
 
 
 class ReplyTimeout(Exception):

@@ -19,7 +19,9 @@ Each bundle keeps one :class:`PushListener`: one connection per primary outside 
 (:class:`.pubsub_link.Link`), subscribed to exactly the wake channels of the keys this
 process follows (:class:`~agentstores.stores.subscriptions.KeySubscriptions`: a key counts
 as pushed once the server confirmed its ``SSUBSCRIBE``, and its followers read once then).
-Every link is checked with ``PING`` every :data:`HEALTH_INTERVAL` seconds. When a link
+Every link is checked with ``PING`` every :data:`HEALTH_INTERVAL` seconds (behind
+Sentinel, also that it still goes to the primary the Sentinels name: a coordinated
+failover demotes the old primary without closing its connections). When a link
 fails (the connection drops or is killed, a ``PING`` goes unanswered, a ``MOVED`` reply,
 the server dropping a slot's subscriptions after the slot moved) every link is closed,
 ``wakeups.remote`` turns False and every follower is woken, so it polls again at once;
@@ -168,9 +170,14 @@ class PushListener(KeySubscriptions):
                 delay = min(delay * 2, BACKOFF_MAX)
 
     async def _healthy(self) -> bool:
+        """Every link answers ``PING`` and still goes to a primary (behind Sentinel, the
+        one the Sentinels name: :meth:`.client.RedisClient.still_primary`)."""
         links = tuple(self._links.values())
         answers = await asyncio.gather(*(link.ping(HEALTH_TIMEOUT) for link in links))
-        return bool(links) and all(answers)
+        if not (links and all(answers)):
+            return False
+        placed = await asyncio.gather(*(self.client.still_primary(link.conn) for link in links))
+        return all(placed)
 
     # --- KeySubscriptions ------------------------------------------------------------
 

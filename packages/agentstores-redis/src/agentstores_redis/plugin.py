@@ -28,12 +28,16 @@ BACKEND = BackendInfo(
         "rediss+cluster",
         "valkey+cluster",
         "valkeys+cluster",
+        "redis+sentinel",
+        "valkey+sentinel",
+        "rediss+sentinel",
+        "valkeys+sentinel",
     ),
     factory="agentstores_redis.stores:RedisStores",
     capabilities=frozenset({Capability.MULTI_PROCESS, Capability.NATIVE_TTL, Capability.CLUSTER}),
     distribution="agentstores-redis",
     description=(
-        "Redis / Valkey (standalone or cluster) via redis-py asyncio; one Lua "
+        "Redis / Valkey (standalone, cluster or Sentinel) via redis-py asyncio; one Lua "
         "script per write, server TIME, native expiry"
     ),
     durability=DURABILITY,

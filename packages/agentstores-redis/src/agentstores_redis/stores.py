@@ -1,4 +1,4 @@
-"""``RedisStores``: every store on one Redis / Valkey deployment, standalone or cluster.
+"""``RedisStores``: every store on one Redis / Valkey deployment: standalone, cluster or Sentinel.
 
 URLs (the scheme picks the topology, the rest is redis-py's URL syntax)::
 
@@ -6,6 +6,9 @@ URLs (the scheme picks the topology, the rest is redis-py's URL syntax)::
     rediss://...                                standalone over TLS (valkeys:// too)
     redis+cluster://host:port                   a cluster, from any seed node
     rediss+cluster://host:port                  a cluster over TLS (valkey[s]+cluster://)
+    redis+sentinel://host:port[,host:port...]/service_name[/db]
+                                                the primary Sentinel names (valkey+sentinel://),
+                                                followed through failovers (sentinel.py)
 
 Options, as keyword arguments or URL query parameters (``?key_prefix=app1&pool_size=64``):
 ``key_prefix`` (default ``as``), ``pool_size`` (32 connections), ``pool_timeout`` (5 s to
@@ -47,12 +50,25 @@ from .oauth import RedisOAuthStore
 from .pause_tokens import RedisPauseTokenStore
 from .plugin import BACKEND
 from .recording import RedisRecordingStore
+from .sentinel import (
+    SENTINEL_OPTIONS,
+    SENTINEL_SCHEMES,
+    TLS_SENTINEL_SCHEMES,
+    is_sentinel_url,
+    parse_sentinel_url,
+)
 from .state import RedisAgentStateStore
 from .supervision import RedisSupervisionStore
 
 STANDALONE_SCHEMES = {"redis": "redis", "rediss": "rediss", "valkey": "redis", "valkeys": "rediss"}
 CLUSTER_SCHEMES = {f"{s}+cluster": t for s, t in STANDALONE_SCHEMES.items()}
-SCHEMES = tuple(STANDALONE_SCHEMES) + tuple(CLUSTER_SCHEMES)
+SCHEMES = (
+    tuple(STANDALONE_SCHEMES)
+    + tuple(CLUSTER_SCHEMES)
+    + tuple(SENTINEL_SCHEMES)
+    + TLS_SENTINEL_SCHEMES
+)
+"""Every scheme the plugin registers (the TLS Sentinel ones only to refuse them by name)."""
 
 _INT_OPTIONS = (
     "pool_size",
@@ -105,25 +121,32 @@ DEFAULT_EXPIRY_GRACE = timedelta(hours=1)
 
 
 def parse_url(url: str, options: dict[str, Any]) -> tuple[str, bool, dict[str, Any]]:
-    """``(redis-py URL, cluster?, options)``: our query parameters are taken out of the
-    URL and merged under the keyword options."""
-    parts = urlsplit(url)
-    scheme = parts.scheme.lower()
-    if scheme in STANDALONE_SCHEMES:
+    """``(driver URL, cluster?, options)``: our query parameters are taken out of the
+    URL and merged under the keyword options. The driver URL is redis-py's, or for
+    Sentinel a ``redis+sentinel://`` URL (:mod:`.sentinel`) the client reads."""
+    scheme = url.partition("://")[0].lower()
+    sentinel = is_sentinel_url(url)
+    if sentinel:
+        parse_sentinel_url(url)  # a TLS or malformed Sentinel URL fails first, by name
+        cluster, driver_scheme = False, scheme
+    elif scheme in STANDALONE_SCHEMES:
         cluster, driver_scheme = False, STANDALONE_SCHEMES[scheme]
     elif scheme in CLUSTER_SCHEMES:
         cluster, driver_scheme = True, CLUSTER_SCHEMES[scheme]
     else:
         raise UsageError(f"not a Redis URL: {redact_url(url)!r} (schemes: {', '.join(SCHEMES)})")
+    # the query by hand: urlsplit refuses a Sentinel host list holding an IPv6 address
+    before, _, query = url.partition("#")[0].partition("?")
     merged: dict[str, Any] = {}
     rest = []
     tls = driver_scheme == "rediss"
-    for name, _ in parse_qsl(parts.query, keep_blank_values=True):
+    for name, _ in parse_qsl(query, keep_blank_values=True):
         if name in _REFUSED:
             raise UsageError(f"the redis option {name!r} is fixed by the adapter: {_REFUSED[name]}")
     known = {*OPTIONS, *DRIVER_OPTIONS, *(TLS_OPTIONS if tls else ())}
+    known |= set(SENTINEL_OPTIONS) if sentinel else set()
     hint = "" if tls else " (TLS options need rediss://)"
-    for name, value in url_options(url, known, backend="redis", hint=hint):
+    for name, value in url_options(f"redis://?{query}", known, backend="redis", hint=hint):
         if name in OPTIONS:
             merged[name] = value
         else:
@@ -144,6 +167,10 @@ def parse_url(url: str, options: dict[str, Any]) -> tuple[str, bool, dict[str, A
                 merged[name] = _flag(name, merged[name])
     except (TypeError, ValueError) as exc:
         raise UsageError(f"bad redis option value: {exc}") from exc
+    if sentinel:
+        driver = f"{driver_scheme}://{before.partition('://')[2]}"
+        return driver + (f"?{urlencode(rest)}" if rest else ""), cluster, merged
+    parts = urlsplit(url)
     driver = urlunsplit((driver_scheme, parts.netloc, parts.path, urlencode(rest), ""))
     return driver, cluster, merged
 

@@ -47,6 +47,7 @@ from .plugin import BACKEND
 from .recording import S3RecordingStore
 from .state import S3AgentStateStore
 from .supervision import S3SupervisionStore
+from .transcript import WINDOW
 
 URL_OPTIONS = (
     "region",
@@ -210,6 +211,7 @@ class S3Stores(Stores):
 
     backend = BACKEND.name
     capabilities = BACKEND.capabilities
+    transcript_thresholds = (WINDOW,)
     root_class: type[Root] = Root
     """The root every store of the bundle shares (the tests plant known flaws in one)."""
 

@@ -30,6 +30,10 @@ class Stores(ABC):
 
     backend: str = ""
     capabilities: frozenset[Capability] = frozenset()
+    transcript_thresholds: tuple[int, ...] = ()
+    """Transcript lengths (in messages) at which this backend's code takes another path:
+    windows, page, chunk and batch sizes. The contract suite grows a transcript past the
+    largest, so each path is tested; declare every one."""
 
     supervision: SupervisionStore
     recording: RecordingStore
