@@ -66,10 +66,16 @@ async def run_once(
         "seconds": round(time.monotonic() - started, 1),
         "config": dataclasses.asdict(config),
         "faults": result.fault,
-        "workers_failed": result.workers_failed,
+        # the error each failed worker ended with (its traceback names local paths)
+        "workers_failed": [_last_line(failure) for failure in result.workers_failed],
         "counts": counts.as_dict(),
         "settlement": settlement.as_dict(),
     }
+
+
+def _last_line(text: str) -> str:
+    lines = [line for line in text.splitlines() if line.strip()]
+    return lines[-1] if lines else text
 
 
 HANG_SLACK = 120.0
