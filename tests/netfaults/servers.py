@@ -22,7 +22,7 @@ BACKENDS = ("postgres", "redis", "mongo", "s3")
 REPLY_TIMEOUT = 2.0
 """Seconds a client waits for a reply in these runs (each adapter's own option)."""
 DEFAULT_TIMEOUTS = {
-    "postgres": "none: command_timeout is unset by default",
+    "postgres": "command_timeout 30 s",
     "redis": "socket_timeout 10 s",
     "mongo": "socketTimeoutMS 20 s",
     "s3": "read_timeout 30 s",

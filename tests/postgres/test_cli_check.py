@@ -66,3 +66,10 @@ def test_anything_else_would_reach_the_server_as_a_setting_so_it_is_refused() ->
     with pytest.raises(UsageError, match=r"'connect_timeout'.*options=-c name=value") as refused:
         parse_url("postgresql://u@h/db?connect_timeout=5")
     assert refused.value.context["option"] == "connect_timeout"
+
+
+def test_every_call_has_a_reply_timeout_by_default() -> None:
+    """A server that keeps the connection open and answers nothing (a blackholed network)
+    must not hold a call forever: statements time out after 30 s unless the URL says."""
+    assert parse_url("postgresql://u@h/db").command_timeout == 30.0
+    assert parse_url("postgresql://u@h/db?command_timeout=2.5").command_timeout == 2.5

@@ -29,7 +29,7 @@ class PostgresStores(Stores):
     a free pooled connection), ``reconcile_timeout`` (15 s: learning the outcome of a
     write whose connection broke), ``pgbouncer`` (transaction pooling: no statement
     cache, no session state), ``tombstone_ttl`` (seconds or timedelta; 30 days),
-    ``command_timeout`` (seconds, client-side; default none), ``push`` (default on:
+    ``command_timeout`` (seconds, client-side; default 30), ``push`` (default on:
     one extra connection listens for other processes' writes and subscribes to the keys
     this bundle's followers watch, and writes of a followed key publish wake-ups; off
     behind pgbouncer).

@@ -44,7 +44,10 @@ class Config:
     pgbouncer: bool = False
     """Transaction pooling: no prepared-statement cache, no session state."""
     tombstone_ttl: timedelta = DEFAULT_TOMBSTONE_TTL
-    command_timeout: float | None = None
+    command_timeout: float | None = 30.0
+    """Seconds one statement may wait for its answer (asyncpg, client-side): a server
+    that stops answering without closing the connection (a blackholed network) ends the
+    call as an unknown outcome instead of holding it forever."""
     push: bool = True
     """Wake other processes' followers: a listening connection per bundle subscribes to
     the keys its followers watch, and a write to such a key publishes a notification (a
