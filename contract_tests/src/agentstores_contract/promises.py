@@ -52,6 +52,9 @@ PROMISES: dict[str, str] = {
     "keys.max_length": "ids of exactly MAX_ID_BYTES bytes work in every store",
     "keys.isolation": "distinct keys (near-collisions included) never see each other's writes",
     "keys.tenant_scope": "a tenant's listing never includes another tenant's conversations",
+    "keys.siblings": "a heartbeat, takeover, release or erasure of one key moves no other "
+    "key's row, fence, pause tokens or messages (siblings in its tenant, its session id in "
+    "another tenant, leased at the same epoch), and an owner's counts are per tenant",
     # two replicas
     "replicas.visibility": "every write through one bundle (claims, snapshots, state, "
     "messages, titles, metadata, shares, truncation, erasure, pause tokens, OAuth records) "
@@ -144,6 +147,8 @@ PROMISES: dict[str, str] = {
     "conversations.long": "a transcript grown past every length the backend declares "
     "(transcript_thresholds, at least 128) in batches of every awkward size answers every "
     "read, re-append, conditional append, branch, truncate and erasure as the reference does",
+    "conversations.speakers": "a message appended alone under a tail check is found by its "
+    "speaker (recent, get_transcript by speaker and index), and a time window honours limit",
     "conversations.truncate": "truncate at a user message removes it; at others keeps it",
     "conversations.truncate.cut": (
         "truncate with cut='before' removes the message and all after, 'after' keeps it and "

@@ -24,6 +24,7 @@ from .protocol import ProtocolContract
 from .recording import RecordingContract
 from .regions import RegionContract
 from .replicas import ReplicaContract
+from .siblings import SiblingContract
 from .state import StateContract
 from .store_edges import StoreEdgesContract
 from .supervision import SupervisionContract
@@ -35,6 +36,7 @@ from .urls import UrlContract
 
 class ContractSuite(
     KeyContract,
+    SiblingContract,
     SupervisionContract,
     SupervisionBatchContract,
     RecordingContract,

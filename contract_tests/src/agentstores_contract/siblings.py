@@ -1,0 +1,152 @@
+"""Siblings: what a write does to one key it does to no other.
+
+Near-collision tests give every key its own epoch, so a rule that matched a row by tenant
+alone (or by session id alone) still picked the right one. Here the siblings are alike
+on purpose: two keys of one tenant and the same session id in another tenant, leased at
+the same epoch, holding tokens of the same id, owned by the same principal. Then one of
+them is heartbeaten, taken over, released and erased, and the others must not notice.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from agentstores.errors import FencedError
+from agentstores.keys import ConversationKey
+from agentstores.models import Message, RecordedEvent, SupervisionRow
+from agentstores.stores import OverCap, Stores
+
+from .backend import BackendUnderTest
+from .base import ContractBase
+from .promises import promise
+from .scenarios import raises
+
+OWNER = "p"
+
+
+async def _rows(stores: Stores, keys: list[ConversationKey]) -> list[object]:
+    out: list[object] = []
+    for key in keys:
+        view = await stores.supervision.read(key, OWNER)
+        out.append(view.row and (view.row.message_id, view.row.epoch))
+    return out
+
+
+async def _writes_at(
+    stores: Stores, key: ConversationKey, epoch: int, mark: str, index: int
+) -> None:
+    """Every fenced write at ``epoch``: each must be accepted."""
+    await stores.state.save(key, OWNER, {"mark": mark}, epoch=epoch)
+    await stores.conversations.append_messages(
+        key, OWNER, [Message(mark, "assistant", mark)], epoch=epoch
+    )
+    assert await stores.recording.put(key, OWNER, RecordedEvent(index, mark, mark, epoch)), (
+        f"a snapshot at epoch {epoch} on {key} was refused: another key's fence reached it"
+    )
+
+
+class SiblingContract(ContractBase):
+    @promise("keys.siblings")
+    def test_one_keys_lease_and_erasure_leave_its_siblings_alone(
+        self, backend: BackendUnderTest
+    ) -> None:
+        t1, t2 = self.tenant("sib"), self.tenant("sib")
+        a, b, c = ConversationKey(t1, "s1"), ConversationKey(t1, "s2"), ConversationKey(t2, "s1")
+        siblings = [b, c]
+
+        async def body(stores: Stores) -> None:
+            later = await stores.now() + timedelta(hours=1)
+            for key in (b, c, a):  # a last, at a higher epoch than its siblings'
+                epoch = 3 if key == a else 1
+                await stores.conversations.append_messages(key, OWNER, [Message("u", "user", 0)])
+                assert await stores.supervision.compare_and_swap(
+                    key, OWNER, None, SupervisionRow("running", f"m-{key.session_id}", epoch)
+                )
+                await stores.pause_tokens.put("tok", key, OWNER, key.tenant, later)
+            before = await _rows(stores, siblings)
+            for key in siblings:
+                await _writes_at(stores, key, 1, "after-claim", 1)
+            assert await stores.supervision.compare_and_swap(
+                a, OWNER, 3, SupervisionRow("running", "beat", 3)
+            ), "a heartbeat at the lease's own epoch was refused"
+            assert await _rows(stores, siblings) == before, "a heartbeat moved another key's row"
+            assert await stores.supervision.compare_and_swap(
+                a, OWNER, 3, SupervisionRow("running", "taken", 5)
+            )
+            assert await _rows(stores, siblings) == before, "a takeover moved another key's row"
+            for key in siblings:
+                await _writes_at(stores, key, 1, "after-takeover", 2)
+            await raises(
+                FencedError, stores.state.save(a, OWNER, {}, epoch=1), "the taken-over key"
+            )
+            assert await stores.supervision.delete(a, OWNER, "taken", 5)
+            assert await _rows(stores, siblings) == before, "a release removed another key's row"
+            for key in siblings:
+                await _writes_at(stores, key, 1, "after-release", 3)
+            assert await stores.conversations.delete(a, OWNER)
+            for key in siblings:
+                assert await stores.pause_tokens.claim("tok", key, OWNER) == key.tenant, (
+                    f"erasing {a} took {key}'s pause token"
+                )
+                assert len(await stores.conversations.read_messages(key, OWNER)) == 4
+
+        self.run(backend, body)
+
+    @promise("keys.siblings")
+    def test_an_owners_counts_are_per_tenant(self, backend: BackendUnderTest) -> None:
+        t1, t2 = self.tenant("cap"), self.tenant("cap")
+
+        async def body(stores: Stores) -> None:
+            async def create(tenant: str, session_id: str) -> None:
+                await stores.conversations.append_messages(
+                    ConversationKey(tenant, session_id), OWNER, [Message("u", "user", 0)]
+                )
+
+            # Created in this order, so updated_at and session id order them alike; the
+            # owner holds one conversation in t2 while the first erasure in t1 runs.
+            await create(t2, "s1")
+            for s in ("s1", "s2", "s3"):
+                await create(t1, s)
+            assert await stores.conversations.delete(ConversationKey(t1, "s1"), OWNER)
+            await create(t2, "s2")
+            await create(t2, "s3")
+            assert await stores.conversations.delete(ConversationKey(t1, "s2"), OWNER)
+            ours = {t1, t2}
+            over = [
+                k
+                for k in await stores.conversations.find_sweepable(OverCap(2), limit=1000)
+                if k.tenant in ours
+            ]
+            assert over == [ConversationKey(t2, "s1")], (
+                f"over a cap of 2, with one conversation left in {t1} and three in {t2}, "
+                f"the sweep offers {over}: an erasure in one tenant moved the owner's count "
+                "in another"
+            )
+
+        self.run(backend, body)
+
+    @promise("conversations.speakers")
+    def test_a_reply_appended_alone_is_found_by_speaker(self, backend: BackendUnderTest) -> None:
+        key = self.key()
+
+        async def body(stores: Stores) -> None:
+            conv = stores.conversations
+            await conv.append_messages(key, OWNER, [Message("u1", "user", "q")])
+            await conv.append_messages(
+                key, OWNER, [Message("a1", "assistant", "r")], expected_tail="u1"
+            )
+            await conv.append_messages(key, OWNER, [Message("t1", "tool", "x")], expected_tail="a1")
+            await conv.append_messages(
+                key, OWNER, [Message("u2", "user", "q2")], expected_tail="t1"
+            )
+            assert [m.id for m in await conv.recent(key, OWNER, 10)] == ["u1", "a1", "u2"]
+            said = await conv.get_transcript(key, OWNER, speaker="assistant")
+            assert [m.id for m in said] == ["a1"], f"by speaker: {said}"
+            last = await conv.get_transcript(key, OWNER, index=-1, speaker="assistant")
+            assert [m.id for m in last] == ["a1"], f"the last assistant message: {last}"
+            now = await stores.now()
+            window = (now - timedelta(hours=1), now + timedelta(hours=1))
+            two = await conv.get_transcript(key, OWNER, time_range=window, speaker="user", limit=1)
+            assert len(two) == 1, f"a time window with limit=1 returned {len(two)} messages"
+
+        self.run(backend, body)
