@@ -1,9 +1,10 @@
 """The score of the adapters' mutants, written to docs/mutation-adapters.md.
 
 The score is killed / (mutants run - equivalent ones); a timeout counts as killed (see
-:mod:`tests.mutation.adapters.run`), an error (a run that proved nothing) counts as
-neither and is listed. Equivalent mutants are the ones ``equivalent.toml`` lists, each with
-why it behaves like the original; one listed there that a run kills is reported as stale.
+:mod:`tests.mutation.adapters.run`), an error (a run that proved nothing) and an invalid
+mutant (its text the server refused) count as neither and are listed. Equivalent
+mutants are the ones ``equivalent.toml`` lists, each with why it behaves like the
+original; one listed there that a run kills is reported as stale.
 Its ``[escapes]`` table notes, per survivor, which promise it escapes.
 """
 
@@ -117,6 +118,7 @@ def score_section() -> tuple[str, list[str]]:
             key=lambda k: (results[k]["path"], results[k]["line"]),
         )
         errors = sorted(k for k, v in results.items() if v["verdict"] == "error")
+        invalid = sorted(k for k, v in results.items() if v["verdict"] == "invalid")
         problems += [f"{k}: the run errored" for k in errors]
         scored = killed + len(survivors)
         pct = f"{100 * killed / scored:.1f}%" if scored else "n/a"
@@ -129,7 +131,8 @@ def score_section() -> tuple[str, list[str]]:
         details.append(
             f"{len(results)} of {len(current)} mutants run (profile {', '.join(profiles)}): "
             f"{killed} killed ({verdicts['timeout']} by timeout), {len(equiv)} equivalent, "
-            f"{len(survivors)} survivors, {len(errors)} errors.\n"
+            f"{len(survivors)} survivors, {len(errors)} errors, {len(invalid)} invalid (the "
+            "server refused the mutated text at install or load: not counted).\n"
         )
         if survivors:
             details.append("Survivors (and the promise each escapes, where noted):\n")

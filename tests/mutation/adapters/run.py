@@ -164,6 +164,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout-factor", type=float, default=3.0)
     parser.add_argument("--min-timeout", type=float, default=120.0)
     parser.add_argument("--fresh", action="store_true", help="forget earlier results")
+    parser.add_argument(
+        "--rerun", action="append", default=[], help="run again the mutants with this verdict"
+    )
     parser.add_argument("--list", action="store_true", help="print the mutants and stop")
     args = parser.parse_args(argv)
     from tests.mutation.adapters.report import write_report
@@ -182,7 +185,11 @@ def main(argv: list[str] | None = None) -> int:
         )
         digest = _digest(adapter)
         results = {} if args.fresh else load_results(adapter)
-        results = {k: v for k, v in results.items() if v.get("digest") == digest}
+        results = {
+            k: v
+            for k, v in results.items()
+            if v.get("digest") == digest and v.get("verdict") not in args.rerun
+        }
         todo = [m for m in chosen if m.id not in results]
         print(
             f"{name}: {len(mutants)} mutants, {len(chosen)} chosen, {len(todo)} to run", flush=True
