@@ -69,13 +69,13 @@ ADAPTERS: dict[str, Adapter] = {
             "mongo",
             "agentstores_mongo",
             ("*.py",),
-            ("tests/mongo/test_mongo_contract.py",),
+            ("tests/mongo/test_mongo_contract.py::TestNx27017",),
         ),
         Adapter(
             "s3",
             "agentstores_s3",
             ("*.py",),
-            ("tests/s3/test_s3_contract.py",),
+            ("tests/s3/test_s3_contract.py::TestMoto",),
         ),
     )
 }

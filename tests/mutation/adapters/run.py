@@ -128,7 +128,7 @@ def run_suite(
         "verdict": verdict,
         "seconds": seconds,
         "by": failed[0] if failed else "",
-        "tail": "" if verdict != "error" else output[-2000:],
+        "tail": "" if verdict == "survived" else output[-2000:],
     }
 
 
