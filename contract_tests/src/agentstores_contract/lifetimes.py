@@ -112,6 +112,10 @@ class Tombstone(Lifetime):
             self.key("source"), OWNER, [Message("m", "user", 1)]
         )
         await populate(stores, key, OWNER, 7)
+        # a sibling erased just before, so its tombstone lapses first: reusing one key
+        # must leave the other's lapsed tombstone alone
+        await populate(stores, self.key("erased-too"), OWNER, 3)
+        assert await stores.conversations.delete(self.key("erased-too"), OWNER)
         erased_from = await stores.now()
         assert await stores.conversations.delete(key, OWNER), "setting up: delete failed"
         erased_by = await stores.now()
@@ -166,7 +170,17 @@ class Tombstone(Lifetime):
         outcome = await _outcome(stores.pause_tokens.claim(TOKEN, key, heir))
         if outcome != "raised NotFoundError":
             problems.append(f"after the TTL the erased pause token {outcome}")
+        sibling = self.key("erased-too")
+        if await stores.conversations.get_conversation(sibling, heir) is not None:
+            problems.append("reusing one lapsed key handed its sibling to the same owner")
+        fresh_sibling = SupervisionRow("running", "sibling-turn", 1)
+        outcome = await _outcome(
+            stores.supervision.compare_and_swap(sibling, "heir-2", None, fresh_sibling), True
+        )
+        if outcome != "ok":
+            problems.append(f"after its TTL another owner's claim of a sibling key {outcome}")
         await stores.conversations.delete(key, heir)
+        await stores.conversations.delete(sibling, "heir-2")
         await stores.conversations.delete(self.key("source"), OWNER)
         return problems
 
