@@ -79,8 +79,15 @@ class SiblingContract(ContractBase):
             await raises(
                 FencedError, stores.state.save(a, OWNER, {}, epoch=1), "the taken-over key"
             )
+            twin = ConversationKey(t1, "s3")  # leased exactly as a is now
+            assert await stores.supervision.compare_and_swap(
+                twin, OWNER, None, SupervisionRow("running", "taken", 5)
+            )
             assert await stores.supervision.delete(a, OWNER, "taken", 5)
             assert await _rows(stores, siblings) == before, "a release removed another key's row"
+            assert await _rows(stores, [twin]) == [("taken", 5)], (
+                "releasing one key removed another key's row of the same message and epoch"
+            )
             for key in siblings:
                 await _writes_at(stores, key, 1, "after-release", 3)
             assert await stores.conversations.delete(a, OWNER)

@@ -43,7 +43,8 @@ class Adapter:
     files: tuple[str, ...]
     """Glob patterns, relative to the package folder, of the files mutated."""
     suite: tuple[str, ...]
-    """The pytest arguments selecting the adapter's contract suite on one real server."""
+    """The pytest arguments selecting the adapter's contract suite on one real server, and
+    the adapter's own tests of what the suite cannot reach (lost replies, old layouts)."""
 
     @property
     def src(self) -> Path:
@@ -57,13 +58,24 @@ ADAPTERS: dict[str, Adapter] = {
             "postgres",
             "agentstores_postgres",
             ("sql/functions/*.sql",),
-            ("tests/postgres/test_contract.py::TestPostgresContract", "-k", "not machine"),
+            (
+                "tests/postgres/test_contract.py::TestPostgresContract",
+                "tests/postgres/test_faults.py",
+                "-k",
+                "not machine",
+            ),
         ),
         Adapter(
             "redis",
             "agentstores_redis",
             ("scripts/*.lua", "scripts/include/*.lua"),
-            ("tests/redis/test_redis_contract.py::TestValkeyStandalone",),
+            (
+                "tests/redis/test_redis_contract.py::TestValkeyStandalone",
+                "tests/redis/test_redis_faults.py",
+                "tests/redis/test_redis_layout.py",
+                "-k",
+                "not machine",
+            ),
         ),
         Adapter(
             "mongo",
