@@ -51,6 +51,14 @@ async def _append(s: Stores, k: ConversationKey, p: str, e: int | None, tag: str
     return await s.conversations.append_messages(k, p, [Message(tag, "assistant", "late")], epoch=e)
 
 
+async def _append_lone(s: Stores, k: ConversationKey, p: str, e: int | None, tag: str) -> Any:
+    info = await s.conversations.get_conversation(k, p)
+    tail = info.tail_message_id if info is not None else None
+    return await s.conversations.append_messages(
+        k, p, [Message(tag, "tool", "late")], expected_tail=tail, epoch=e
+    )
+
+
 async def _status(s: Stores, k: ConversationKey, p: str, e: int | None, tag: str) -> Any:
     return await s.conversations.set_last_turn_status(k, p, "errored", epoch=e)
 
@@ -79,6 +87,7 @@ FENCED_WRITES: dict[str, Write] = {
     "state.save": _state_save,
     "state.delete": _state_delete,
     "conversations.append": _append,
+    "conversations.append.lone": _append_lone,
     "conversations.set_last_turn_status": _status,
     "conversations.set_title": _title,
     "conversations.set_metadata": _metadata,

@@ -17,6 +17,8 @@ _FENCED_WRITES = {
     "state.save": "state.save",
     "state.delete": "state.delete",
     "conversations.append": "conversations.append_messages",
+    "conversations.append.lone": "conversations.append_messages of one tool message under "
+    "a tail check (the shape an adapter may take a fast path for)",
     "conversations.set_last_turn_status": "conversations.set_last_turn_status",
     "conversations.set_title": "conversations.set_title",
     "conversations.set_metadata": "conversations.set_metadata",
