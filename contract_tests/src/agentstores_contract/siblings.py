@@ -129,6 +129,13 @@ class SiblingContract(ContractBase):
                 f"the sweep offers {over}: an erasure in one tenant moved the owner's count "
                 "in another"
             )
+            alone = ConversationKey(t1, "s3")  # its owner's only one in t1, older than two in t2
+            assert not await stores.conversations.erase_if(alone, OverCap(1)), (
+                "erase_if(OverCap(1)) erased the owner's only conversation in its tenant: the "
+                "recheck counted the owner's conversations in another tenant"
+            )
+            assert await stores.conversations.get_conversation(alone, OWNER) is not None
+            assert await stores.conversations.erase_if(ConversationKey(t2, "s1"), OverCap(2))
 
         self.run(backend, body)
 
