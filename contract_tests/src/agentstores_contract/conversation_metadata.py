@@ -290,6 +290,13 @@ class ConversationMetadataContract(ContractBase):
             )
             await c.set_metadata(key, OWNER, {"b": None, "c": 0})
             _same(await _metadata(stores, key), {"a": 1, "c": 0}, "after making room")
+            # exactly the limit again, reached only because the write clears a name
+            await c.set_metadata(key, OWNER, {"c": None, "bb": "y" * (room - 1)})
+            _same(
+                await _metadata(stores, key),
+                {"a": 1, "bb": "y" * (room - 1)},
+                "exactly the limit, with a name cleared in the same write",
+            )
             ids = [m.id for m in await c.read_messages(key, OWNER)]
             assert ids == ["q"], f"a refused append with metadata left {ids}"
 
