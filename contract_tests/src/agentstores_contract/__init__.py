@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from .lease_lifecycle import LeaseLifecycleContract
     from .lifetimes import LifetimeContract
     from .linearizability import Operation, check
+    from .long_transcripts import LongTranscriptContract
     from .metadata import MetadataContract
     from .multi_record import MultiRecordContract
     from .multiprocess import MultiProcessContract
@@ -41,6 +42,8 @@ if TYPE_CHECKING:
     from .protocol import ProtocolContract
     from .recording import RecordingContract
     from .regions import RegionContract
+    from .replicas import ReplicaContract
+    from .siblings import SiblingContract
     from .state import StateContract
     from .store_edges import StoreEdgesContract
     from .suite import ContractSuite
@@ -65,6 +68,7 @@ _EXPORTS = {
     "KeyContract": "isolation",
     "LeaseLifecycleContract": "lease_lifecycle",
     "LifetimeContract": "lifetimes",
+    "LongTranscriptContract": "long_transcripts",
     "Operation": "linearizability",
     "check": "linearizability",
     "MetadataContract": "metadata",
@@ -79,6 +83,8 @@ _EXPORTS = {
     "ProtocolContract": "protocol",
     "RecordingContract": "recording",
     "RegionContract": "regions",
+    "ReplicaContract": "replicas",
+    "SiblingContract": "siblings",
     "StateContract": "state",
     "StoreEdgesContract": "store_edges",
     "ContractSuite": "suite",
@@ -108,6 +114,7 @@ __all__ = [
     "KeyContract",
     "LeaseLifecycleContract",
     "LifetimeContract",
+    "LongTranscriptContract",
     "MetadataContract",
     "MultiProcessContract",
     "MultiRecordContract",
@@ -119,7 +126,9 @@ __all__ = [
     "ProtocolContract",
     "RecordingContract",
     "RegionContract",
+    "ReplicaContract",
     "Report",
+    "SiblingContract",
     "StateContract",
     "StoreEdgesContract",
     "SupervisionBatchContract",
