@@ -105,3 +105,58 @@ def test_append_guessing_from_an_erased_conversation_leaves_nothing(url: str) ->
             assert a.root.io.list(kdir) == [kdir + "h"]
 
     asyncio.run(main())
+
+
+def test_a_guess_from_a_header_appended_since_still_counts(url: str) -> None:
+    """Another bundle appended a few messages since this one's last read: the id checks
+    sent with the header read still count (everything that left the window since was in
+    the window this bundle saw), so the append writes after one round, and an id that
+    left meanwhile is still found."""
+
+    async def main() -> None:
+        stats = RequestStats()
+        async with S3Stores(url, stats=stats, concurrent_requests=True) as a, S3Stores(url) as b:
+            for n in range(40):  # a's header: m8 .. m39 in the window
+                await a.conversations.append_messages(KEY, "p", [_msg(n)])
+            for n in range(40, 44):  # m8 .. m11 leave the window
+                await b.conversations.append_messages(KEY, "p", [_msg(n)])
+            stats.reset()
+            stored = await a.conversations.append_messages(KEY, "p", [_msg(9), _msg(99)])
+            assert [m.id for m in stored] == ["m99"]
+            # the header, m99's id check and the guessed copy-out of m8 (two objects)
+            # together, then the header write: no GET of m9's id object, no second header
+            # read, and m12 (which the guess did not copy) stays in the header a while
+            assert (stats.gets, stats.puts) == (2, 3), stats.snapshot()
+            for n in range(44, 80):  # more than a window: the next guess cannot count
+                await b.conversations.append_messages(KEY, "p", [_msg(n)])
+            assert await a.conversations.append_messages(KEY, "p", [_msg(50), _msg(100)]) != []
+            ids = [m.id for m in await b.conversations.read_messages(KEY, "p")]
+            assert ids == [f"m{n}" for n in [*range(44), 99, *range(44, 80), 100]]
+
+    asyncio.run(main())
+
+
+def test_rows_a_stale_guess_did_not_copy_out_stay_in_the_header(url: str) -> None:
+    """The header moved since the version an append guessed from (another writer pushed
+    rows out of the window): the rows that must leave now beyond what the guess copied
+    out stay in the header (within twice the window) rather than cost the append a round
+    of copies, and the next append copies them out with its header read."""
+
+    async def main() -> None:
+        async with S3Stores(url, concurrent_requests=True) as a, S3Stores(url) as b:
+            for n in range(32):  # a full window
+                await a.conversations.append_messages(KEY, "p", [_msg(n)])
+            await b.conversations.append_messages(KEY, "p", [_msg(32), _msg(33)])
+            await a.conversations.append_messages(KEY, "p", [_msg(34)])  # guessed m0's copy
+            head, _ = a.root.load(KEY)
+            assert head is not None and len(head["conv"]["p"]) == 33  # m2 held back
+            await a.conversations.append_messages(KEY, "p", [_msg(35)])
+            head, _ = a.root.load(KEY)
+            assert head is not None and len(head["conv"]["p"]) == 32
+            ids = [m.id for m in await b.conversations.read_messages(KEY, "p")]
+            assert ids == [f"m{n}" for n in range(36)]
+            for index in (0, 1, 2, 3, 4, -1):
+                got = await a.conversations.get_transcript(KEY, "p", index=index)
+                assert [m.id for m in got] == [ids[index]]
+
+    asyncio.run(main())

@@ -45,7 +45,9 @@ from .header import ERASED, FRESH_GUESS, LIVE, Head, Outcome, loads
 from .transcript import (
     Conv,
     Transcript,
+    appended_only,
     head_conv,
+    held_back,
     message_name,
     new_conv,
     pending_start,
@@ -157,17 +159,24 @@ class S3ConversationStore(S3StoreBase, ConversationStore):
 
         The copies are of rows that version committed, so they are right whatever the
         header read now says (a position is never reused within a run). The id checks
-        count only when the header read now is that very version (same ETag: no write
-        came between, so every message outside its window had its id object before the
-        check was sent); otherwise the append reads the header again, and guesses for
-        this key stop for :data:`FRESH_GUESS` seconds (it has other writers)."""
+        count when the header read now is that very version (same ETag: every message
+        outside its window had its id object before the checks were sent), or that
+        version with appends only, every one of them still in the new window (see
+        :func:`appended_only`): what left the window since was in the old one, so its
+        positions are known without the id objects. Otherwise the append reads the
+        header again.
+
+        A call that lost a race guesses from the header it has just read (``transact``'s
+        ``reread``), so its next attempt commits one round after the header read, as the
+        last winner's does: without that, a loser read the header, then checked ids and
+        copied out, then wrote, and a writer that kept winning kept the shorter race
+        (four processes appending to one key: one made 98 appends while each other one
+        waited 19 s)."""
         root = self.root
         cached = root.cached(key) if self.runner.concurrent else None
         conv = head_conv(cached[1]) if cached is not None else None
         if cached is None or conv is None or cached[1].get("erased_until") is not None:
             return None
-        if root.missed_lately(key):
-            return None  # other writers are moving this header: guesses go stale
         etag, seen, age = cached
         checks = [
             name for m in request.messages for name in transcript.id_checks(conv, m.message.id)
@@ -190,14 +199,18 @@ class S3ConversationStore(S3StoreBase, ConversationStore):
             future.result()
         flushed.update((run_of(conv, row["q"]), row["q"]) for row in leaving)
         header: tuple[Head | None, str | None] = done[0].result()
+        later = conv
         if header[1] != etag:
-            # Another writer came between: the header read above is older than the
-            # group it was sent with, so the append reads it again (a shorter race).
-            root.missed(key)
-            return None
+            read = header[0]
+            same_life = read is not None and read.get("life") == seen.get("life")
+            moved = head_conv(read) if same_life else None
+            if moved is None or not appended_only(conv, moved):
+                return None  # the append reads the header again
+            later = moved
         transcript.known.update(
             (name, future.result()) for name, future in zip(checks, done[1:], strict=False)
         )
+        transcript.known.update(transcript.left_window(conv, later))
         return header
 
     def _check_ids(self, conv: Conv, request: AppendRequest, transcript: Transcript) -> None:
@@ -229,12 +242,10 @@ class S3ConversationStore(S3StoreBase, ConversationStore):
         flushed: set[tuple[str, int]] = set()
         written: list[str] = []  # objects this call copied out, from a live header
         copied: list[Any] = [None]  # that header's life
-        attempts = [0]
+        tries = [0]
 
         def decide(h: Head | None, status: str, now: int) -> Outcome:
-            attempts[0] += 1
-            if attempts[0] == 2:
-                root.missed(key)  # a lost race: other writers are moving this header
+            tries[0] += 1
             if written and (status != LIVE or h is None or h.get("life") != copied[0]):
                 # Copies of a life of the key that has ended since (erased, maybe created
                 # anew): they may have landed after the erasure's sweep and must not
@@ -277,6 +288,14 @@ class S3ConversationStore(S3StoreBase, ConversationStore):
                 conv["tail"] = rows[-1]["id"]
                 conv["last"] = stamp
             todo = [r for r in leaving if (run_of(conv, r["q"]), r["q"]) not in flushed]
+            if todo and (tries[0] > 1 or guessed):
+                # The header moved since this bundle saw it (a lost race, or a guess from
+                # an older version): rows that would leave the window beyond what the
+                # guess copied out stay in it (within twice its bounds) rather than cost
+                # this attempt a round of copies the last writer's did not pay.
+                held = held_back(leaving, conv["p"], {q for _, q in flushed})
+                conv["p"] = held + conv["p"]
+                todo = [r for r in todo if r not in held]
             self._copy_out(transcript.copies(conv, todo), written)  # committed rows only
             flushed.update((run_of(conv, r["q"]), r["q"]) for r in todo)
             conv["n"] = first + len(rows)
@@ -292,7 +311,12 @@ class S3ConversationStore(S3StoreBase, ConversationStore):
             return Outcome(new, [to_stored(row) for row in rows])
 
         first = self._prefetch(key, request, transcript, flushed, written, copied)
-        result: list[StoredMessage] = root.transact(key, decide, first)
+        guessed = first is not None
+
+        def reread() -> tuple[Head | None, str | None] | None:
+            return self._prefetch(key, request, transcript, flushed, written, copied)
+
+        result: list[StoredMessage] = root.transact(key, decide, first, reread)
         return result
 
     @off_loop

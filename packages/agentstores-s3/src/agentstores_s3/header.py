@@ -124,7 +124,6 @@ class Root:
         self.conditional_delete = conditional_delete
         self.heads: OrderedDict[str, tuple[str, Head, float]] = OrderedDict()
         self.heads_lock = threading.Lock()
-        self.misses: dict[str, float] = {}
 
     # --- clock ---------------------------------------------------------------------
 
@@ -178,18 +177,6 @@ class Root:
     def forget(self, key: ConversationKey) -> None:
         with self.heads_lock:
             self.heads.pop(key_names(key)[0], None)
-
-    def missed(self, key: ConversationKey) -> None:
-        """A guess from ``key``'s remembered header was wrong: another writer moved it."""
-        with self.heads_lock:
-            if len(self.misses) >= CACHED_HEADERS:
-                self.misses.clear()
-            self.misses[key_names(key)[0]] = time.monotonic()
-
-    def missed_lately(self, key: ConversationKey) -> bool:
-        """Whether a guess for ``key`` was wrong within the last :data:`FRESH_GUESS` s."""
-        at = self.misses.get(key_names(key)[0])
-        return at is not None and time.monotonic() - at < FRESH_GUESS
 
     def cached(self, key: ConversationKey) -> tuple[str, Head, float] | None:
         """The last version of ``key``'s header this bundle read or wrote, its ETag and
@@ -275,14 +262,18 @@ class Root:
         key: ConversationKey,
         decide: Callable[[Head | None, str, int], Outcome],
         first: tuple[Head | None, str | None] | None = None,
+        reread: Callable[[], tuple[Head | None, str | None] | None] | None = None,
     ) -> Any:
         """Run ``decide(header, status, now)`` and commit the header it returns with a
         conditional write, again from a fresh read each time another writer won
-        (``first``: the header and ETag just read, for the first attempt)."""
+        (``first``: the header and ETag just read, for the first attempt; ``reread``:
+        how a later attempt reads it, None for a plain read)."""
         deadline = time.monotonic() + CONFLICT_DEADLINE
         attempt = 0
         while attempt == 0 or time.monotonic() < deadline:
             attempt += 1
+            if first is None and attempt > 1 and reread is not None:
+                first = reread()
             h, etag = self.load(key) if first is None else first
             first = None
             now = self.now_us()

@@ -71,6 +71,24 @@ def pending_start(conv: Conv) -> int:
     return int(conv["n"]) - len(conv["p"])
 
 
+def appended_only(old: Conv, new: Conv) -> bool:
+    """Whether ``new`` is ``old`` with appends only (same run, nothing cut), every message
+    appended since still in ``new``'s window: then a message outside ``new``'s window was
+    outside ``old``'s (its id object written before ``old`` was) or in ``old``'s window."""
+    n_old, n_new = int(old["n"]), int(new["n"])
+    if new["gen"] != old["gen"] or n_new < n_old or pending_start(new) > n_old:
+        return False
+    runs_old, runs_new = old["segs"], new["segs"]
+    if len(runs_new) < len(runs_old):
+        return False
+    for i, (was, now) in enumerate(zip(runs_old, runs_new, strict=False)):
+        if was[0] != now[0] or was[1] != now[1] or now[2] < was[2]:
+            return False
+        if i < len(runs_old) - 1 and now[2] != was[2]:
+            return False
+    return True
+
+
 def to_stored(row: dict[str, Any]) -> StoredMessage:
     return StoredMessage(
         id=row["id"],
@@ -115,6 +133,17 @@ class Transcript:
         return [
             id_name(self.kdir, gen, message_id) for gen, start, _ in conv["segs"] if start < first
         ]
+
+    def left_window(self, old: Conv, new: Conv) -> dict[str, tuple[bytes, str]]:
+        """What the id objects of the rows of ``old``'s window that ``new``'s has left
+        say (``new`` :func:`appended_only` from ``old``): their positions, known from
+        ``old`` whether or not an id check sent before ``new`` was read saw the object."""
+        first = pending_start(new)
+        return {
+            id_name(self.kdir, run_of(new, int(row["q"])), row["id"]): (str(row["q"]).encode(), "")
+            for row in old["p"]
+            if int(row["q"]) < first
+        }
 
     def position(self, conv: Conv, message_id: str) -> int | None:
         """Where ``message_id`` is in the transcript, or None (one GET per run holding
@@ -171,6 +200,23 @@ def split_window(
     return kept[:cut], kept[cut:] + new
 
 
+def held_back(
+    leaving: list[dict[str, Any]], window: list[dict[str, Any]], copied: set[int]
+) -> list[dict[str, Any]]:
+    """The rows of ``leaving`` (oldest first) that may stay in the header a while longer
+    instead of being copied out now: from the first not in ``copied`` (positions) on,
+    when the header then holds at most twice its bounds; else none. The next append
+    copies them out, together with its header read."""
+    uncopied = [i for i, row in enumerate(leaving) if int(row["q"]) not in copied]
+    if not uncopied:
+        return []
+    held = leaving[uncopied[0] :]
+    size = sum(len(row["c"]) + len(row["md"]) + 64 for row in held + window)
+    if len(held) + len(window) > 2 * WINDOW or size > 2 * WINDOW_BYTES:
+        return []
+    return held
+
+
 def head_conv(h: Head | None) -> Conv | None:
     if h is None:
         return None
@@ -182,6 +228,7 @@ __all__ = [
     "Conv",
     "Transcript",
     "head_conv",
+    "held_back",
     "id_name",
     "message_name",
     "new_conv",
