@@ -108,18 +108,35 @@ class Relay(BaseRelay):
 
 
 _TOKEN = re.compile(rb'"((?:[^"\\]|\\.)*)"')
+_SOURCE = re.compile(rb"^[\d.]+ \[\d+ ([^\]]+)\]")
+"""A ``MONITOR`` line's source: ``lua``, or the client's ``host:port``."""
 
 
-async def monitored(port: int, op: Callable[[], Awaitable[Any]]) -> list[tuple[bytes, int]]:
+async def monitored(
+    port: int, op: Callable[[], Awaitable[Any]], client_name: str = "agentstores"
+) -> list[tuple[bytes, int]]:
     """``(command, argument count)`` of every command the server on ``port`` ran during
-    ``op`` (``MONITOR`` shows every command, those a Lua script calls included)."""
+    ``op`` (``MONITOR`` shows every command, those a Lua script calls included) for the
+    connections named ``client_name`` (the adapter's): a command another client sent
+    meanwhile is not the call's cost."""
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     writer.write(b"MONITOR\r\n")
     await writer.drain()
     assert (await reader.readline()).startswith(b"+OK")
     await op()
     sentinel = uuid.uuid4().hex.encode()
-    _r, probe = await asyncio.open_connection("127.0.0.1", port)
+    probe_reader, probe = await asyncio.open_connection("127.0.0.1", port)
+    probe.write(b"CLIENT LIST\r\n")
+    await probe.drain()
+    size = int((await probe_reader.readline())[1:])
+    listing = (await probe_reader.readexactly(size + 2)).decode()
+    ours = {
+        fields["addr"].encode()
+        for fields in (
+            dict(f.split("=", 1) for f in line.split() if "=" in f) for line in listing.splitlines()
+        )
+        if fields.get("name") == client_name
+    }
     probe.write(b"ECHO " + sentinel + b"\r\n")
     await probe.drain()
     seen: list[tuple[bytes, int]] = []
@@ -131,6 +148,9 @@ async def monitored(port: int, op: Callable[[], Awaitable[Any]]) -> list[tuple[b
         name = tokens[0].lower()
         if name == b"echo" and sentinel in line:
             break
+        source = _SOURCE.search(line)
+        if source is not None and source.group(1) != b"lua" and source.group(1) not in ours:
+            continue
         seen.append((name, len(tokens) - 1))
     writer.close()
     probe.close()

@@ -112,7 +112,8 @@ async def test_time_range_reads_only_the_range(
             assert len(rows) == 3
 
         shapes[n] = await monitored(scale_server.port, op)
-    assert shapes[LONG] == shapes[SHORT]
+    assert shapes[SHORT], "MONITOR saw nothing"
+    assert shapes[LONG] == shapes[SHORT], f"{shapes[LONG]}\nvs\n{shapes[SHORT]}"
 
 
 async def test_long_transcript_is_whole(built: tuple[RedisStores, dict[int, Any]]) -> None:
