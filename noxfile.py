@@ -462,6 +462,7 @@ def catalogue(session: nox.Session) -> None:
 
 def _catalogue_seeds(session: nox.Session, *args: str) -> None:
     env = {"AGENTSTORES_CATALOGUE_PROFILE": "ci", "AGENTSTORES_CATALOGUE_SEEDS": "3"}
+    env["AGENTSTORES_CATALOGUE_SCOPE"] = "suite"
     env.update({k: os.environ[k] for k in env if k in os.environ})
     session.run("pytest", "tests/catalogue", "-s", "--timeout=0", *args, env=env)
 

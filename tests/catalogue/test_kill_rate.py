@@ -3,10 +3,12 @@
 Each mutant gets the whole contract suite; the runs are spread over a few worker
 processes. The reference backend runs through the same path as a control.
 
-The README's test run checks each mutant once (profile ``quick``, one fresh seed).
-``nox -s catalogue`` (and ``nox -s deep``) sets ``AGENTSTORES_CATALOGUE_PROFILE=ci`` and
-``AGENTSTORES_CATALOGUE_SEEDS=3``: a mutant must then be killed under each of three
-seeds, since one killed one time in three is a flaky test, not a kill.
+The README's test run checks each mutant once (profile ``quick``, one fresh seed), against
+the tests of the promise it names (``_batch``'s scope ``promise``). ``nox -s catalogue``
+(and ``nox -s deep``) sets ``AGENTSTORES_CATALOGUE_PROFILE=ci``,
+``AGENTSTORES_CATALOGUE_SEEDS=3`` and ``AGENTSTORES_CATALOGUE_SCOPE=suite``: the whole
+suite against each mutant, which must then be killed under each of three seeds, since
+one killed one time in three is a flaky test, not a kill.
 ``AGENTSTORES_CATALOGUE_SEEDS`` also takes a comma-separated list of seeds to replay.
 """
 
@@ -29,6 +31,7 @@ ROOT = Path(__file__).resolve().parents[2]
 WORKERS = 3
 """Processes at once: part of each run waits on the suite's short sleeps."""
 PROFILE = os.environ.get("AGENTSTORES_CATALOGUE_PROFILE", "quick")
+SCOPE = os.environ.get("AGENTSTORES_CATALOGUE_SCOPE", "promise")
 TIMEOUT = 2400
 
 
@@ -85,6 +88,7 @@ def reports() -> Reports:
 def _replay(mutant: Mutant, seed: int) -> str:
     return (
         f"AGENTSTORES_CATALOGUE_PROFILE={PROFILE} AGENTSTORES_CATALOGUE_SEEDS={seed}, "
+        f"AGENTSTORES_CATALOGUE_SCOPE={SCOPE} "
         f"pytest tests/catalogue -k {mutant.name}"
     )
 
@@ -131,7 +135,7 @@ def test_kill_rate(reports: Reports, capsys: pytest.CaptureFixture[str]) -> None
     witness = reports[(racy.name, SEEDS[0])].by_name()[racy.breaks]
     with capsys.disabled():
         print(
-            f"\nbroken-backend catalogue, profile {PROFILE}, seeds {SEEDS}: "
+            f"\nbroken-backend catalogue, profile {PROFILE}, scope {SCOPE}, seeds {SEEDS}: "
             f"{killed}/{len(MUTANTS)} killed under every seed "
             f"({100 * killed / len(MUTANTS):.0f}%)"
         )
