@@ -42,6 +42,7 @@ from agentstores.memory.stores import (
     MemorySupervisionStore,
 )
 from agentstores.models import (
+    ClientInfo,
     ConversationTail,
     LastTurnStatus,
     Page,
@@ -666,6 +667,18 @@ class StaleStateIndex(MemoryOAuthStore):
         return found
 
 
+class MergedClientInfo(MemoryOAuthStore):
+    """Saves client info as a merge into what is stored: an entry the caller left out of
+    a registration it saved again survives (a secret rotated away, say)."""
+
+    async def _save_client_info(self, record: ClientInfo) -> None:
+        stored = self.data.client_info.get((record.tenant, record.server_name))
+        if stored is not None:
+            merged = {**dict(stored.client_info), **dict(record.client_info)}
+            record = ClientInfo(record.tenant, record.server_name, merged)
+        await super()._save_client_info(record)
+
+
 # --- replicas -----------------------------------------------------------------------
 
 
@@ -811,6 +824,7 @@ abandon_reclaimable = _make(pause_tokens=AbandonReclaimable)
 token_put_ignores_epoch = _make(pause_tokens=TokenPutIgnoresEpoch)
 stale_state_index = _make(oauth=StaleStateIndex)
 bundle_cached_state = _make(state=BundleCachedState)
+merged_client_info = _make(oauth=MergedClientInfo)
 
 
 def colliding_keys() -> BackendUnderTest:
@@ -904,6 +918,7 @@ MUTANTS: list[Mutant] = [
     _m("token_put_ignores_epoch", "fencing.pause_tokens.put"),
     _m("stale_state_index", "oauth.pending_state"),
     _m("bundle_cached_state", "replicas.visibility"),
+    _m("merged_client_info", "upserts.replace"),
     _m("colliding_keys", "keys.isolation"),
     _m("caller_clock_heartbeat", "clock.stamps"),
     _m("expiry_on_caller_clock", "clock.expiry"),

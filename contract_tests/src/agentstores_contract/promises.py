@@ -270,6 +270,9 @@ PROMISES: dict[str, str] = {
     "sweep.over_cap_scope": "over-cap ranks one owner's conversations within one tenant",
     "visibility.supervision_now": "an invisible supervision read still reports the store clock",
     "oauth.filters": "OAuth listings keep to the named servers, sorted by server name",
+    "upserts.replace": "a save replaces the whole record: what it leaves out or clears (a "
+    "state or snapshot field, a client info entry, a token, a pending authorization or its "
+    "resource, a title, a metadata name) reads back gone",
     "protocol.lease.bounds": "LeaseConfig refuses non-positive timings and counts",
     "protocol.lease.lost": "a lost lease keeps why, tells every on_lost callback, stops beating "
     "and refuses later calls",

@@ -15,7 +15,13 @@ import pytest
 
 from agentstores.errors import ErasedError
 from agentstores.keys import ConversationKey
-from agentstores.models import ClientInfo, Message, RecordedEvent, UserIntegration
+from agentstores.models import (
+    ClientInfo,
+    Message,
+    PendingAuthorization,
+    RecordedEvent,
+    UserIntegration,
+)
 from agentstores.stores import OverCap, Stores
 from agentstores.stores.kit import DEFAULT_TOMBSTONE_TTL
 
@@ -255,6 +261,63 @@ class StoreEdgesContract(ContractBase):
             view = await stores.supervision.read(key, OTHER)
             assert view.row is None and view.fence == 0
             assert isinstance(view.now, datetime)
+
+        self.run(backend, body)
+
+    @promise("upserts.replace")
+    def test_a_save_replaces_what_it_leaves_out(self, backend: BackendUnderTest) -> None:
+        key, tenant = self.key(), self.tenant()
+
+        async def body(stores: Stores) -> None:
+            await stores.state.save(key, USER, {"a": 1, "b": {"c": 2, "d": 3}})
+            await stores.state.save(key, USER, {"b": {"c": 2}})
+            assert await stores.state.load(key, USER) == {"b": {"c": 2}}
+
+            snapshot = {"parts": ["x", "y"], "tool": {"name": "t", "args": 1}}
+            assert await stores.recording.put(key, USER, RecordedEvent(1, snapshot, "m", 1))
+            later = {"parts": ["x"], "tool": {"name": "t"}}
+            assert await stores.recording.put(key, USER, RecordedEvent(2, later, "m", 1))
+            event = await stores.recording.read(key, USER)
+            assert event is not None and event.message == later, event
+
+            await stores.conversations.append_messages(
+                key, USER, [Message("u", "user", "q")], title="t", metadata={"x": 1, "y": 2}
+            )
+            await stores.conversations.set_title(key, USER, None)
+            await stores.conversations.set_metadata(key, USER, {"x": None})
+            info = await stores.conversations.get_conversation(key, USER)
+            assert info is not None and (info.title, dict(info.metadata)) == (None, {"y": 2})
+
+            oauth = stores.oauth
+            await oauth.save_client_info(ClientInfo(tenant, "srv", {"id": "a", "secret": "s"}))
+            await oauth.save_client_info(ClientInfo(tenant, "srv", {"id": "a"}))
+            client = await oauth.get_client_info(tenant, "srv")
+            assert client is not None and dict(client.client_info) == {"id": "a"}, client
+
+            expires = await stores.now() + timedelta(minutes=10)
+            pending = PendingAuthorization(
+                f"state-{tenant}",
+                "https://a/x",
+                "v",
+                "https://a/t",
+                "https://c/cb",
+                expires,
+                resource="https://r",
+            )
+            tokens = {"access": "x", "refresh": "y"}
+            await oauth.save_user_integration(UserIntegration(tenant, "u", "srv", pending, tokens))
+            narrower = PendingAuthorization(
+                pending.state, "https://a/x", "v", "https://a/t", "https://c/cb", expires
+            )
+            again = UserIntegration(tenant, "u", "srv", narrower, {"access": "x"})
+            await oauth.save_user_integration(again)
+            got = await oauth.get_user_integration(tenant, "u", "srv")
+            assert got is not None and got.pending is not None, got
+            assert (got.pending.resource, dict(got.tokens or {})) == (None, {"access": "x"}), got
+            await oauth.save_user_integration(UserIntegration(tenant, "u", "srv"))
+            got = await oauth.get_user_integration(tenant, "u", "srv")
+            assert got is not None and (got.pending, got.tokens) == (None, None), got
+            assert await oauth.find_by_pending_state(pending.state) is None
 
         self.run(backend, body)
 
