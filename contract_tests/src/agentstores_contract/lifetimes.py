@@ -106,16 +106,22 @@ class Tombstone(Lifetime):
 
     promise = "lifetimes.tombstone"
 
+    def namesake(self, key: ConversationKey) -> ConversationKey:
+        """``key``'s session id in another tenant."""
+        return ConversationKey(self.tenant + "-namesake", key.session_id)
+
     async def start(self, stores: Stores) -> None:
         key = self.key("erased")
         await stores.conversations.append_messages(
             self.key("source"), OWNER, [Message("m", "user", 1)]
         )
         await populate(stores, key, OWNER, 7)
-        # a sibling erased just before, so its tombstone lapses first: reusing one key
-        # must leave the other's lapsed tombstone alone
-        await populate(stores, self.key("erased-too"), OWNER, 3)
-        assert await stores.conversations.delete(self.key("erased-too"), OWNER)
+        # siblings erased just before, so their tombstones lapse first: reusing one key
+        # must leave the others' lapsed tombstones alone (the same session id in another
+        # tenant, too)
+        for sibling in (self.key("erased-too"), self.namesake(key)):
+            await populate(stores, sibling, OWNER, 3)
+            assert await stores.conversations.delete(sibling, OWNER)
         erased_from = await stores.now()
         assert await stores.conversations.delete(key, OWNER), "setting up: delete failed"
         erased_by = await stores.now()
@@ -179,6 +185,16 @@ class Tombstone(Lifetime):
         )
         if outcome != "ok":
             problems.append(f"after its TTL another owner's claim of a sibling key {outcome}")
+        namesake = self.namesake(key)
+        outcome = await _outcome(
+            stores.conversations.append_messages(namesake, "heir-3", [Message("n", "user", 1)])
+        )
+        if outcome.startswith("raised"):
+            problems.append(
+                f"after its TTL another owner's append to the same session id in another "
+                f"tenant {outcome}"
+            )
+        await stores.conversations.delete(namesake, "heir-3")
         await stores.conversations.delete(key, heir)
         await stores.conversations.delete(sibling, "heir-2")
         await stores.conversations.delete(self.key("source"), OWNER)
