@@ -76,7 +76,7 @@ def test_plugin_runs_the_suite_for_a_url(tmp_path: Path) -> None:
         "quick",
     )
     assert run.returncode == 0, run.stdout + run.stderr
-    assert "6 passed" in run.stdout, "without test paths, the suite's 6 key tests run alone"
+    assert "7 passed" in run.stdout, "without test paths, the suite's 7 key tests run alone"
 
 
 def test_plugin_reports_a_broken_factory(tmp_path: Path) -> None:

@@ -488,7 +488,7 @@ async def _check_exactly(backend: BackendUnderTest, kind: type[Lifetime]) -> lis
         return problems + await lifetime.after(stores)
 
 
-async def _wait_for(stores: Stores, moment: datetime) -> None:
+async def wait_for(stores: Stores, moment: datetime) -> None:
     """Sleep until the store clock reads ``moment`` (a clock that stalls fails)."""
     for _ in range(100):
         now = await stores.now()
@@ -531,10 +531,10 @@ async def _check_in_real_time(
             problems[lt.promise] += await _judged(lt.before(stores))
             if await stores.now() >= lt.alive_until:
                 problems[lt.promise].append(SLOW)
-        await _wait_for(stores, max(lt.dead_from for lt in lifetimes) - lifetime / 2)
+        await wait_for(stores, max(lt.dead_from for lt in lifetimes) - lifetime / 2)
         for lt in lifetimes:
             await lt.midway(stores)
-        await _wait_for(stores, max(lt.dead_from for lt in lifetimes) + MARGIN)
+        await wait_for(stores, max(lt.dead_from for lt in lifetimes) + MARGIN)
         for lt in lifetimes:
             if SLOW not in problems[lt.promise]:
                 problems[lt.promise] += await _judged(lt.after(stores))

@@ -9,6 +9,7 @@ them is heartbeaten, taken over, released and erased, and the others must not no
 
 from __future__ import annotations
 
+import asyncio
 from datetime import timedelta
 
 from agentstores.errors import FencedError
@@ -18,10 +19,13 @@ from agentstores.stores import OverCap, Stores
 
 from .backend import BackendUnderTest
 from .base import ContractBase
+from .lifetimes import wait_for
 from .promises import promise
 from .scenarios import raises
 
 OWNER = "p"
+NAMESAKE_TTL = timedelta(milliseconds=500)
+"""The tombstone TTL of the namesake check (waited for on the store clock)."""
 
 
 async def _rows(stores: Stores, keys: list[ConversationKey]) -> list[object]:
@@ -138,6 +142,52 @@ class SiblingContract(ContractBase):
             assert await stores.conversations.erase_if(ConversationKey(t2, "s1"), OverCap(2))
 
         self.run(backend, body)
+
+    @promise("keys.siblings")
+    def test_reusing_a_lapsed_key_leaves_its_namesake_alone(
+        self, backend: BackendUnderTest
+    ) -> None:
+        """One session id erased in two tenants, both tombstones past their TTL: a new
+        owner claiming one key claims that one only (a claim that matched lapsed
+        tombstones by session id alone, or outside its tenant, would hand the other to
+        the same owner). On the real clock, with a short TTL: a sweep purges lapsed
+        tombstones, so the lifetimes' own shared wait cannot catch this."""
+        assert backend.open_with is not None, (
+            "the contract makes tombstone_ttl a backend option, but this BackendUnderTest "
+            "has no open_with to set it"
+        )
+        opened = backend.open_with(tombstone_ttl=NAMESAKE_TTL)
+        tenant = self.tenant()
+        key = ConversationKey(tenant, "reused")
+        namesake = ConversationKey(tenant + "-namesake", "reused")
+
+        async def body() -> None:
+            async with opened as stores:
+                for erased in (namesake, key):
+                    await stores.conversations.append_messages(
+                        erased, OWNER, [Message("m", "user", 1)]
+                    )
+                    assert await stores.conversations.delete(erased, OWNER)
+                await wait_for(stores, await stores.now() + NAMESAKE_TTL + NAMESAKE_TTL / 2)
+                row = SupervisionRow("running", "turn", 1)
+                assert await stores.supervision.compare_and_swap(key, "heir", None, row)
+                await stores.conversations.append_messages(key, "heir", [Message("h", "user", 1)])
+                assert [m.id for m in await stores.conversations.read_messages(key, "heir")] == [
+                    "h"
+                ]
+                assert (await stores.supervision.read(namesake, "heir")).row is None, (
+                    "claiming a lapsed key claimed its session id in another tenant"
+                )
+                assert await stores.conversations.get_conversation(namesake, "heir") is None
+                stored = await stores.conversations.append_messages(
+                    namesake, "another", [Message("o", "user", 1)]
+                )
+                assert [m.id for m in stored] == ["o"], (
+                    "after its TTL, another owner could not use the session id in another "
+                    "tenant once a lapsed key of the same id was claimed"
+                )
+
+        asyncio.run(body())
 
     @promise("conversations.speakers")
     def test_a_reply_appended_alone_is_found_by_speaker(self, backend: BackendUnderTest) -> None:
