@@ -115,10 +115,17 @@ _SOURCE = re.compile(rb"^[\d.]+ \[\d+ ([^\]]+)\]")
 async def monitored(
     port: int, op: Callable[[], Awaitable[Any]], client_name: str = "agentstores"
 ) -> list[tuple[bytes, int]]:
-    """``(command, argument count)`` of every command the server on ``port`` ran during
-    ``op`` (``MONITOR`` shows every command, those a Lua script calls included) for the
-    connections named ``client_name`` (the adapter's): a command another client sent
-    meanwhile is not the call's cost."""
+    """``(command, argument count)`` of every command :func:`commands_during` ``op``."""
+    return [(c[0], len(c) - 1) for c in await commands_during(port, op, client_name)]
+
+
+async def commands_during(
+    port: int, op: Callable[[], Awaitable[Any]], client_name: str = "agentstores"
+) -> list[list[bytes]]:
+    """Every command (name in lower case, then its arguments) the server on ``port`` ran
+    during ``op`` (``MONITOR`` shows every command, those a Lua script calls included)
+    for the connections named ``client_name`` (the adapter's): a command another client
+    sent meanwhile is not the call's cost."""
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     writer.write(b"MONITOR\r\n")
     await writer.drain()
@@ -139,7 +146,7 @@ async def monitored(
     }
     probe.write(b"ECHO " + sentinel + b"\r\n")
     await probe.drain()
-    seen: list[tuple[bytes, int]] = []
+    seen: list[list[bytes]] = []
     while True:
         line = await asyncio.wait_for(reader.readline(), 30)
         tokens = _TOKEN.findall(line)
@@ -151,7 +158,7 @@ async def monitored(
         source = _SOURCE.search(line)
         if source is not None and source.group(1) != b"lua" and source.group(1) not in ours:
             continue
-        seen.append((name, len(tokens) - 1))
+        seen.append([name, *tokens[1:]])
     writer.close()
     probe.close()
     return seen

@@ -170,6 +170,26 @@ async def test_lost_reply_is_reconciled(name: str, relay: Relay) -> None:
         await s.purge()
 
 
+async def test_a_lost_reply_to_a_claim_another_bundle_won_is_no_success(
+    relay: Relay, valkey_server: ValkeyServer
+) -> None:
+    """The claim reached the server and was refused (another bundle had claimed the
+    token), then its reply was lost: the token reads claimed, but by another claim, so
+    the reconciliation must not take it for this one's (two winners of one token)."""
+    k, prefix = key(), f"astest-{uuid.uuid4().hex[:8]}"
+    async with (
+        RedisStores(relay.url(prefix), pool_size=4) as s,
+        RedisStores(with_prefix(valkey_server.url, prefix)) as other,
+    ):
+        await _token(s, k)
+        assert await other.pause_tokens.claim("tok", k, "p") == {"resume": 1}
+        relay.lose_next_reply()
+        with pytest.raises((UnknownOutcomeError, AlreadyClaimedError)):
+            await s.pause_tokens.claim("tok", k, "p")
+        assert relay.cut == 1, "the relay did not cut the connection"
+        await s.purge()
+
+
 async def test_request_lost_before_the_server_is_unknown(relay: Relay) -> None:
     """A write that never reached the server leaves no evidence: UnknownOutcomeError,
     never a guessed True or False, and nothing changed."""

@@ -46,6 +46,27 @@ async def test_stale_entries_are_repaired_not_returned(url: str) -> None:
         await s.purge()
 
 
+async def test_a_repair_of_an_entry_moved_since_it_was_read_changes_nothing(url: str) -> None:
+    """A listing saw a member's score, and a write moved it before the listing's repair
+    ran: the repair (a set or a removal) must find the score it saw, else leave the
+    entry as the write left it (a live conversation would drop out of listings)."""
+    tenant = f"t-{uuid.uuid4().hex[:8]}"
+    async with RedisStores(url) as s:
+        await _conversations(s, tenant, "p", ["c1"])
+        ix = s.keys.owner_index(tenant, "p")
+        seen = int(float(await s.client.command(ix, "ZSCORE", ix, "c1")))
+        key = ConversationKey(tenant, "c1")
+        await s.conversations.append_messages(key, "p", [Message("m2", "user", 2)])  # moves it
+        moved = int(float(await s.client.command(ix, "ZSCORE", ix, "c1")))
+        assert moved != seen
+        index = s.conversations.indexes  # type: ignore[attr-defined]
+        await index._repair([(ix, "c1", str(seen), None), (ix, "c1", str(seen), "1")])
+        assert int(float(await s.client.command(ix, "ZSCORE", ix, "c1"))) == moved
+        page = await s.conversations.list_conversations(tenant, "p")
+        assert [i.key.session_id for i in page.items] == ["c1"]
+        await s.purge()
+
+
 async def test_lost_index_step_is_rebuilt(url: str) -> None:
     """What a process killed between a write and its index step leaves: the conversation
     is missing from listings and sweeps until repair_indexes()."""

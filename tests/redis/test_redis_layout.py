@@ -161,6 +161,26 @@ async def test_writes_convert_then_apply(url: str) -> None:
         await s.purge()
 
 
+@pytest.mark.parametrize("roles", [("user", "assistant"), ("user",), ("tool", "system")])
+async def test_a_conversation_missing_a_speaker_converts(url: str, roles: tuple[str, ...]) -> None:
+    """The conversion moves each speaker's records in batches: a speaker with none (no
+    user message yet, or none but users) must not make it send an empty batch."""
+    tenant = f"t-{uuid.uuid4().hex[:8]}"
+    messages = [Message(f"m{i}", roles[i % len(roles)], i) for i in range(5)]  # type: ignore[arg-type]
+    extra = [Message("x", roles[0], "more")]  # type: ignore[arg-type]
+    old, twin = ConversationKey(tenant, "old"), ConversationKey(tenant, "twin")
+    async with RedisStores(url) as s:
+        conv = s.conversations
+        with previous_layout():
+            await conv.append_messages(old, OWNER, messages)
+        await conv.append_messages(twin, OWNER, messages)
+        for key in (old, twin):
+            await conv.append_messages(key, OWNER, extra)
+        assert await _legacy_keys(s, old) == 0
+        assert await _views(conv, old) == await _views(conv, twin)
+        await s.purge()
+
+
 @pytest.mark.parametrize(
     ("cut", "at", "removed"),
     [("before", "a1", 4), ("after", "u1", 4), ("by_role", "u2", 2), ("by_role", "t0", 5)],

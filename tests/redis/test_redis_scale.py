@@ -17,7 +17,7 @@ from agentstores_redis.stores import RedisStores
 from tests.servers.valkey import ValkeyServer
 
 from .conftest import with_prefix
-from .helpers import monitored
+from .helpers import commands_during, monitored
 
 LONG = 100_000
 SHORT = 10
@@ -124,3 +124,19 @@ async def test_long_transcript_is_whole(built: tuple[RedisStores, dict[int, Any]
     assert row[0].id == f"m{LONG - 1}"
     users = await stores.conversations.get_transcript(keys[LONG], "p", index=7, speaker="user")
     assert users[0].id == "m21" and users[0].index == 7
+
+
+WHOLE = {b"hgetall", b"hkeys", b"hvals", b"smembers", b"lrange", b"zrange", b"zrevrange"}
+"""Commands that read a whole collection when asked for positions 0 to -1 (or always)."""
+EVERYTHING = {b"hgetall", b"hkeys", b"hvals", b"smembers"}
+
+
+async def test_an_append_reads_no_whole_collection(
+    built: tuple[RedisStores, dict[int, Any]], scale_server: ValkeyServer
+) -> None:
+    """The command shapes alone would not show a script reading a whole sorted set at
+    every append: ``ZRANGE key 0 -1`` has the same shape at any length."""
+    stores, keys = built
+    ran = await commands_during(scale_server.port, lambda: OPS["append"](stores, keys[LONG], LONG))
+    whole = [c for c in ran if c[0] in WHOLE and (c[0] in EVERYTHING or c[2:4] == [b"0", b"-1"])]
+    assert ran and not whole, f"an append at {LONG} messages read whole collections: {whole}"
