@@ -11,7 +11,12 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from botocore.exceptions import ClientError, ConnectionClosedError, ResponseStreamingError
+from botocore.exceptions import (
+    ClientError,
+    ConnectionClosedError,
+    EndpointConnectionError,
+    ResponseStreamingError,
+)
 
 from agentstores.errors import BackendUnavailableError, UnknownOutcomeError
 from agentstores.keys import ConversationKey
@@ -250,3 +255,31 @@ def test_a_reply_cut_in_its_body_is_read_again(url: str, window: float) -> None:
         asyncio.run(main())
     finally:
         real.close()
+
+
+def test_a_save_whose_old_blob_cannot_be_removed_still_succeeds(url: str) -> None:
+    """The header names the new blob once the save commits: a failure removing the blob
+    it replaced (a network fault just then) must neither fail the save nor make it remove
+    its own blob, which would leave the header naming nothing."""
+
+    async def main() -> None:
+        async with S3Stores(url) as stores:
+            key = ConversationKey("faults", "state-cleanup")
+            await stores.state.save(key, "p", {"v": 1})
+            io = stores.state.root.io  # type: ignore[attr-defined]
+            delete = io.delete
+            failed: list[str] = []
+
+            def failing_delete(name: str, **kwargs: Any) -> bool:
+                if "/s/" in name and not failed:
+                    failed.append(name)
+                    raise EndpointConnectionError(endpoint_url="http://gone")
+                return bool(delete(name, **kwargs))
+
+            io.delete = failing_delete
+            await stores.state.save(key, "p", {"v": 2})
+            assert failed, "the old blob's removal was not attempted"
+            io.delete = delete
+            assert await stores.state.load(key, "p") == {"v": 2}
+
+    asyncio.run(main())

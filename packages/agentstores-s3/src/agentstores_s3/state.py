@@ -1,8 +1,13 @@
 """AgentStateStore on S3: each save writes the blob to a fresh object ``s/<nonce>``, then
 points the key header at it with a conditional write (the commit point); the blob it
-replaced is removed afterwards. A reader that finds the blob gone re-reads the header."""
+replaced is removed afterwards, on a best-effort basis (a failure there once made a save
+that had committed report an error and remove its own blob, which the header named: the
+network-fault run caught an acknowledged state read back as none). A reader that finds
+the blob gone re-reads the header."""
 
 from __future__ import annotations
+
+import contextlib
 
 from agentstores.errors import UnknownOutcomeError
 from agentstores.keys import ConversationKey
@@ -52,8 +57,12 @@ class S3AgentStateStore(S3StoreBase, AgentStateStore):
             return Outcome(new, None)
 
         root.transact(key, decide)
+        # Committed: from here on nothing may fail the call, or _save would remove the
+        # blob the header now names. The blob replaced is garbage (no header names it,
+        # and readers ignore it), removed on a best-effort basis.
         for old in replaced:
-            root.io.delete(self._blob(key, old))
+            with contextlib.suppress(Exception):
+                root.io.delete(self._blob(key, old))
 
     @off_loop
     def _save(self, key: ConversationKey, principal: str, blob: bytes, epoch: int | None) -> None:
