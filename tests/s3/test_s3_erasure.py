@@ -39,3 +39,34 @@ def test_an_owner_with_no_conversation_left_leaves_no_trace(url: str) -> None:
             assert await asyncio.to_thread(stores.root.io.list, listing) == []
 
     asyncio.run(main())
+
+
+def test_an_erasure_whose_sweep_failed_is_finished_by_asking_again(url: str) -> None:
+    """The tombstone is written, then sweeping the conversation's objects fails (a network
+    fault): the call fails, and deleting the key again sweeps what was left."""
+
+    async def main() -> None:
+        async with S3Stores(url) as stores:
+            key = ConversationKey("erasure", uuid.uuid4().hex)
+            messages = [Message(f"m{i}", "user", "x" * 100) for i in range(40)]
+            await stores.conversations.append_messages(key, "p", messages)
+            await stores.state.save(key, "p", {"secret": "s"})
+            io, kdir = stores.root.io, stores.root.key_dir(key)
+            delete_many = io.delete_many
+
+            def failing(names: list[str]) -> None:
+                raise OSError("the network went away")
+
+            io.delete_many = failing  # type: ignore[method-assign]
+            try:
+                await stores.conversations.delete(key, "p")
+            except Exception:
+                pass
+            else:
+                raise AssertionError("the failed sweep was reported as a success")
+            io.delete_many = delete_many  # type: ignore[method-assign]
+            assert len(io.list(kdir)) > 1, "nothing was left to sweep"
+            assert await stores.conversations.delete(key, "p") is False  # erased already
+            assert io.list(kdir) == [kdir + "h"], "asking again did not finish the sweep"
+
+    asyncio.run(main())
