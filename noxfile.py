@@ -208,7 +208,8 @@ def tests_redis_floor(session: nox.Session) -> None:
     client = ("contract", "decoding", "faults", "packing", "plain_reads", "push", "unencodable")
     client += ("cli_check", "secrets")
     files = [f"tests/redis/test_redis_{name}.py" for name in client]
-    _pytest(session, *files, "-k", "not machine and not TestValkeySentinel")
+    # the quick profile: the client meets every call in every example; depth is tests-redis's
+    _pytest(session, *files, "-k", "not machine and not TestValkeySentinel", profile="quick")
 
 
 @nox.session(name="tests-mongo", python=PYTHON, tags=["tests"])

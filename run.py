@@ -43,10 +43,10 @@ NOX_INFO_FLAGS |= {"--version"}
 LANES_ENV = "AGENTSTORES_TEST_LANES"
 """How many nox processes ``run.py test`` runs at once (default 2: much of the suite waits
 on servers and on the suite's own short sleeps, so two lanes fill two cores)."""
-MINUTES = {"tests-core": 8, "tests-s3": 12, "tests-postgres": 9, "tests-mongo": 5}
-MINUTES |= {"tests-redis": 7, "tests-zav": 4, "tests-redis-floor": 2, "tests-file": 2}
-MINUTES |= {"tests-wheels": 3, "typecheck": 1, "tests-langgraph": 3, "tests-openai-agents": 3}
-MINUTES |= {"tests-adk": 3, "tests-pydantic-ai": 2, "tests-web": 2, "tests-asgi": 1}
+MINUTES = {"tests-core": 7, "tests-s3": 12, "tests-postgres": 9, "tests-mongo": 4}
+MINUTES |= {"tests-redis": 6, "tests-zav": 4, "tests-redis-floor": 3, "tests-file": 2}
+MINUTES |= {"tests-wheels": 2, "typecheck": 1, "tests-langgraph": 1, "tests-openai-agents": 1}
+MINUTES |= {"tests-adk": 1, "tests-pydantic-ai": 1, "tests-web": 1, "tests-asgi": 1}
 """Rough minutes per session on two cores, to balance the lanes (others count 1)."""
 TAIL_LINES = 60
 """How many of a failing lane's last lines the run repeats at its end."""
