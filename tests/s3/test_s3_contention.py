@@ -11,7 +11,7 @@ import pytest
 
 from agentstores import ConversationKey, Message
 from agentstores.errors import ConflictError
-from agentstores_s3 import S3Stores
+from agentstores_s3 import S3Stores, turns
 from agentstores_s3 import header as header_module
 
 KEY = ConversationKey("contention", "s")
@@ -58,5 +58,74 @@ def test_a_write_that_never_wins_gives_up_at_its_deadline(
             _losing(stores, 10**9)
             with pytest.raises(ConflictError, match="kept changing"):
                 await stores.conversations.append_messages(KEY, "p", [Message.user("x")])
+
+    asyncio.run(main())
+
+
+def test_a_write_that_keeps_losing_takes_the_turn_and_gives_it_back(
+    url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(header_module, "BACKOFF_CAP", 0.01)
+    monkeypatch.setattr(turns, "TURN_AFTER", 0.1)
+
+    async def main() -> None:
+        async with S3Stores(url) as stores:
+            root = stores.conversations.root  # type: ignore[attr-defined]
+            put = root.io.put
+            turns_taken: list[str] = []
+
+            def recording_put(name: str, body: bytes, **kwargs: Any) -> str | None:
+                if name.endswith("/turn"):
+                    turns_taken.append(name)
+                return put(name, body, **kwargs)
+
+            root.io.put = recording_put
+            _losing(stores, 40)
+            await stores.conversations.append_messages(KEY, "p", [Message.user("x", id="m1")])
+            assert turns_taken == [root.key_dir(KEY) + "turn"]
+            assert root.io.get(root.key_dir(KEY) + "turn") is None  # given back
+
+    asyncio.run(main())
+
+
+def test_a_contender_lets_the_turn_holder_write_first(url: str) -> None:
+    """Another writer holds the key's turn: a bundle that lost a race on the key lately
+    waits until the turn is given back (or lapses); one that never lost ignores it."""
+
+    async def main() -> None:
+        async with S3Stores(url) as holder, S3Stores(url) as contender, S3Stores(url) as calm:
+            await calm.conversations.append_messages(KEY, "p", [Message.user("a", id="m0")])
+            root = holder.conversations.root  # type: ignore[attr-defined]
+            turn = turns.Turn(root, KEY)
+            turn.held = turn._take()
+            assert turn.held is not None
+            contender.conversations.root.contend(KEY)  # type: ignore[attr-defined]
+            waiting = asyncio.create_task(
+                contender.conversations.append_messages(KEY, "p", [Message.user("c", id="m2")])
+            )
+            await asyncio.sleep(0.5)
+            assert not waiting.done()
+            await calm.conversations.append_messages(KEY, "p", [Message.user("b", id="m1")])
+            turn.release()
+            await waiting
+            ids = [m.id for m in await calm.conversations.read_messages(KEY, "p")]
+            assert ids == ["m0", "m1", "m2"]
+
+    asyncio.run(main())
+
+
+def test_a_turn_whose_holder_died_lapses(url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(turns, "TURN_LEASE_US", 300_000)
+
+    async def main() -> None:
+        async with S3Stores(url) as holder, S3Stores(url) as contender:
+            root = holder.conversations.root  # type: ignore[attr-defined]
+            assert turns.Turn(root, KEY)._take() is not None  # never given back
+            contender.conversations.root.contend(KEY)  # type: ignore[attr-defined]
+            await asyncio.wait_for(
+                contender.conversations.append_messages(KEY, "p", [Message.user("c")]), 10
+            )
+            taker = turns.Turn(contender.conversations.root, KEY)  # type: ignore[attr-defined]
+            assert taker._take() is not None  # the lapsed turn is taken over
 
     asyncio.run(main())

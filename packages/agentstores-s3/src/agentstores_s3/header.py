@@ -11,6 +11,8 @@ Layout under the prefix (no raw id is ever part of an object name)::
     k/<d>/t/<life>/<sha256(id)>   a settled pause token moved out of the header (see
                                   pause_tokens.py; ``life`` is the header's, so a key
                                   created anew after its erasure never sees them)
+    k/<d>/turn                    the key's turn, while a writer that kept losing holds
+                                  it (see turns.py)
     o/<sha256(tenant, owner)>/<d> listing entries (over-approximate; the header decides)
     oauth/...                     see oauth.py
 
@@ -50,6 +52,7 @@ from agentstores.keys import ConversationKey, encode_component
 from agentstores.stores import kit
 
 from .client import S3IO, RefusedAfterResend, resent
+from .turns import CONTENDED_FOR, Turn
 
 T = TypeVar("T")
 Head = dict[str, Any]
@@ -124,6 +127,9 @@ class Root:
         self.conditional_delete = conditional_delete
         self.heads: OrderedDict[str, tuple[str, Head, float]] = OrderedDict()
         self.heads_lock = threading.Lock()
+        self.contenders: dict[str, float] = {}
+        """When this bundle last lost a race on each key: it reads the key's turn before
+        its writes for a while after."""
 
     # --- clock ---------------------------------------------------------------------
 
@@ -177,6 +183,18 @@ class Root:
     def forget(self, key: ConversationKey) -> None:
         with self.heads_lock:
             self.heads.pop(key_names(key)[0], None)
+
+    def contend(self, key: ConversationKey) -> None:
+        """Another writer won a race on ``key`` against this bundle."""
+        with self.heads_lock:
+            if len(self.contenders) >= CACHED_HEADERS:
+                self.contenders.clear()
+            self.contenders[key_names(key)[0]] = time.monotonic()
+
+    def contended(self, key: ConversationKey) -> bool:
+        """Whether :meth:`contend` was said of ``key`` within :data:`CONTENDED_FOR` s."""
+        at = self.contenders.get(key_names(key)[0])
+        return at is not None and time.monotonic() - at < CONTENDED_FOR
 
     def cached(self, key: ConversationKey) -> tuple[str, Head, float] | None:
         """The last version of ``key``'s header this bundle read or wrote, its ETag and
@@ -270,26 +288,34 @@ class Root:
         how a later attempt reads it, None for a plain read)."""
         deadline = time.monotonic() + CONFLICT_DEADLINE
         attempt = 0
-        while attempt == 0 or time.monotonic() < deadline:
-            attempt += 1
-            if first is None and attempt > 1 and reread is not None:
-                first = reread()
-            h, etag = self.load(key) if first is None else first
-            first = None
-            now = self.now_us()
-            status = self.status(h, now)
-            outcome = decide(h, status, now)
-            if outcome.head is None:
-                return outcome.result
-            if etag is not None and status == EXPIRED and self.conditional_delete:
-                # The lapsed tombstone goes first (guarded), then the key is created anew.
-                if not self.io.delete(self.key_dir(key) + "h", if_match=etag):
+        turn = Turn(self, key)
+        try:
+            while attempt == 0 or time.monotonic() < deadline:
+                attempt += 1
+                if first is None and attempt > 1 and reread is not None:
+                    first = reread()
+                h, etag = self.load(key) if first is None else first
+                first = None
+                now = self.now_us()
+                status = self.status(h, now)
+                outcome = decide(h, status, now)
+                if outcome.head is None:
+                    return outcome.result
+                if turn.others(now):  # a writer that kept losing goes first
+                    time.sleep(_backoff(attempt))
                     continue
-                etag = None
-            if self.commit(key, outcome.head, etag):
-                return outcome.result
-            time.sleep(min(BACKOFF_CAP, 0.001 * 2 ** min(attempt, 8)) * random.random())
-        raise ConflictError("the key header kept changing under this write; retry", key=key)
+                if etag is not None and status == EXPIRED and self.conditional_delete:
+                    # The lapsed tombstone goes first (guarded), then the key is created anew.
+                    if not self.io.delete(self.key_dir(key) + "h", if_match=etag):
+                        continue
+                    etag = None
+                if self.commit(key, outcome.head, etag):
+                    return outcome.result
+                turn.lost()
+                time.sleep(_backoff(attempt))
+            raise ConflictError("the key header kept changing under this write; retry", key=key)
+        finally:
+            turn.release()
 
     def commit(self, key: ConversationKey, head: Head, etag: str | None) -> bool:
         """Write ``head`` over the version ``etag`` (absent when None); False when
@@ -359,6 +385,11 @@ class Root:
         """Remove every object of a key but its header (best effort, after the commit)."""
         kdir = self.key_dir(key)
         self.io.delete_many([n for n in self.io.list(kdir) if n != kdir + "h"])
+
+
+def _backoff(attempt: int) -> float:
+    """Seconds to pause before attempt ``attempt + 1`` (jittered, capped)."""
+    return float(min(BACKOFF_CAP, 0.001 * 2 ** min(attempt, 8))) * random.random()
 
 
 def new_head(key: ConversationKey, principal: str) -> Head:

@@ -29,7 +29,8 @@ from .header import Head, dumps, key_names, loads
 Conv = dict[str, Any]
 
 WINDOW = 32
-"""Most messages the header holds (older ones live in message objects)."""
+"""Most messages the header holds (older ones live in message objects), but for rows an
+append that found the header moved left in it (:func:`held_back`, at most as many again)."""
 WINDOW_BYTES = 64 * 1024
 """Most encoded bytes of messages the header holds beyond the last append's own."""
 
