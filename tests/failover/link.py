@@ -15,7 +15,11 @@ import asyncio
 import contextlib
 import threading
 import time
+from collections.abc import Callable
 from typing import Self
+
+Delay = Callable[[bytes], float]
+"""How long a chunk of one direction of a connection takes on the way, given the chunk."""
 
 
 class DelayedLink:
@@ -54,12 +58,27 @@ class DelayedLink:
             server_w.close()
             return
         self._writers.update({client_w, server_w})
+        requests, replies = self.delays()
         await asyncio.gather(
-            self._pump(client_r, server_w), self._pump(server_r, client_w), return_exceptions=True
+            self._pump(client_r, server_w, requests),
+            self._pump(server_r, client_w, replies),
+            return_exceptions=True,
         )
 
-    async def _pump(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        """Read everything ``reader`` gets and write each chunk ``delay`` after it came."""
+    def delays(self) -> tuple[Delay, Delay]:
+        """For a new connection: how long each chunk it sends, and each chunk it gets
+        back, takes on the way (here :attr:`delay`, always)."""
+
+        def always(data: bytes) -> float:
+            return self.delay
+
+        return always, always
+
+    async def _pump(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, delay_of: Delay
+    ) -> None:
+        """Read everything ``reader`` gets and write each chunk ``delay_of(chunk)`` after
+        it came, in the order they came."""
         queue: asyncio.Queue[tuple[float, bytes]] = asyncio.Queue()
 
         async def deliver() -> None:
@@ -79,7 +98,7 @@ class DelayedLink:
         try:
             with contextlib.suppress(OSError):
                 while data := await reader.read(1 << 20):
-                    queue.put_nowait((time.monotonic() + self.delay, data))
+                    queue.put_nowait((time.monotonic() + delay_of(data), data))
             queue.put_nowait((time.monotonic() + self.delay, b""))
             with contextlib.suppress(OSError):
                 await sender

@@ -33,7 +33,7 @@ from typing import Any
 from tests.servers.valkey import ValkeySentinelGroup
 
 from .drills import Target
-from .link import DelayedLink
+from .link import Delay, DelayedLink
 
 
 class ReplicationLink(DelayedLink):
@@ -41,71 +41,20 @@ class ReplicationLink(DelayedLink):
     of a connection that has sent ``PSYNC`` or ``REPLCONF`` (a replica's), both ways, from
     then on; every other connection's pass at once."""
 
-    async def _serve(self, client_r: asyncio.StreamReader, client_w: asyncio.StreamWriter) -> None:
-        try:
-            server_r, server_w = await asyncio.open_connection("127.0.0.1", self.target)
-        except OSError:
-            client_w.close()
-            return
-        if self.severed:
-            client_w.close()
-            server_w.close()
-            return
-        self._writers.update({client_w, server_w})
-        replica = asyncio.Event()
-        await asyncio.gather(
-            self._forward(client_r, server_w, replica, sniff=True),
-            self._forward(server_r, client_w, replica, sniff=False),
-            return_exceptions=True,
-        )
+    def delays(self) -> tuple[Delay, Delay]:
+        replica = False
 
-    async def _forward(
-        self,
-        reader: asyncio.StreamReader,
-        writer: asyncio.StreamWriter,
-        replica: asyncio.Event,
-        *,
-        sniff: bool,
-    ) -> None:
-        """Copy ``reader`` to ``writer``: at once until ``replica`` is set (by the request
-        direction seeing a replica's command), ``delay`` after arrival from then on."""
-        queue: asyncio.Queue[tuple[float, bytes]] = asyncio.Queue()
+        def requests(data: bytes) -> float:
+            nonlocal replica
+            if not replica:
+                upper = data.upper()
+                replica = b"PSYNC" in upper or b"REPLCONF" in upper
+            return self.delay if replica else 0.0
 
-        async def deliver() -> None:
-            while True:
-                due, data = await queue.get()
-                if not data:
-                    return
-                wait = due - time.monotonic()
-                if wait > 0:
-                    await asyncio.sleep(wait)
-                if self.severed:
-                    return
-                writer.write(data)
-                await writer.drain()
+        def replies(data: bytes) -> float:
+            return self.delay if replica else 0.0
 
-        sender = asyncio.create_task(deliver())
-        try:
-            with contextlib.suppress(OSError):
-                while data := await reader.read(1 << 20):
-                    if sniff and not replica.is_set():
-                        upper = data.upper()
-                        if b"PSYNC" in upper or b"REPLCONF" in upper:
-                            replica.set()
-                    if self.severed:
-                        return
-                    if replica.is_set():
-                        queue.put_nowait((time.monotonic() + self.delay, data))
-                    else:
-                        writer.write(data)
-                        await writer.drain()
-            queue.put_nowait((time.monotonic() + self.delay, b""))
-            with contextlib.suppress(OSError):
-                await sender
-        finally:
-            sender.cancel()
-            with contextlib.suppress(Exception):
-                writer.close()
+        return requests, replies
 
 
 LINK_DELAY = 0.005
