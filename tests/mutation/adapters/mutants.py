@@ -84,13 +84,13 @@ ADAPTERS: dict[str, Adapter] = {
             "mongo",
             "agentstores_mongo",
             ("*.py",),
-            ("tests/mongo/test_mongo_contract.py::TestNx27017",),
+            ("tests/mongo/test_mongo_contract.py::TestNx27017", "tests/mongo/test_mongo_faults.py"),
         ),
         Adapter(
             "s3",
             "agentstores_s3",
             ("*.py",),
-            ("tests/s3/test_s3_contract.py::TestMoto",),
+            ("tests/s3/test_s3_contract.py::TestMoto", "tests/s3/test_s3_faults.py"),
         ),
     )
 }

@@ -185,10 +185,12 @@ def main(argv: list[str] | None = None) -> int:
         )
         digest = _digest(adapter)
         results = {} if args.fresh else load_results(adapter)
+        chosen_ids = {m.id for m in chosen}
         results = {
             k: v
             for k, v in results.items()
-            if v.get("digest") == digest and v.get("verdict") not in args.rerun
+            if v.get("digest") == digest
+            and (k not in chosen_ids or v.get("verdict") not in args.rerun)
         }
         todo = [m for m in chosen if m.id not in results]
         print(
