@@ -10,6 +10,7 @@ is ever read.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 import time
 import uuid
@@ -103,6 +104,71 @@ async def test_lost_replies_after_commit_are_reconciled(
         assert cut.is_set()
         with pytest.raises(AlreadyClaimedError):
             await stores.pause_tokens.claim("t1", key, P)
+
+
+async def test_a_commit_landing_inside_its_reconciliation_is_reported_done(
+    nx_server: NxServer, nx_installed: Installation
+) -> None:
+    """A commit held in the network while its client gave up on it, read the header back
+    (no trace yet) and bumped the header so the commit could never land: the bump names
+    the rev it read, so when the late commit lands first the bump misses, the next read
+    finds the commit's nonce, and the write is reported done. A bump made blind would
+    step over the landed commit and report it lost: the claimer's retry would find the
+    lease taken (by itself) and say so, the token's put would find its token present."""
+    keys = f"{nx_installed.prefix}keys"
+    key = _key()
+    async with _proxied(nx_server, nx_installed) as (proxy, stores):
+        sup = stores.supervision
+        landed = proxy.deliver_late("update", keys)
+        assert await sup.compare_and_swap(key, P, None, SupervisionRow("running", "a", 1))
+        assert landed.is_set()
+        row = (await sup.read(key, P)).row
+        assert row is not None and (row.epoch, row.message_id) == (1, "a")
+
+        expires = await stores.now() + timedelta(minutes=5)
+        landed = proxy.deliver_late("update", keys)
+        await stores.pause_tokens.put("t1", key, P, "one", expires, epoch=1)
+        assert landed.is_set()
+        assert await stores.pause_tokens.claim("t1", key, P) == "one"
+
+
+async def test_a_dead_writers_leftovers_are_cleared_and_nothing_else(
+    nx_server: NxServer, nx_installed: Installation
+) -> None:
+    """A writer that died between inserting its messages and committing them leaves
+    documents in the next writer's way. Once retired they are garbage, and each is
+    deleted by its ``_id`` (and the rev it was written at): other keys' committed
+    messages written at the same rev stay, and the dead writer's messages are never
+    read."""
+    keys = f"{nx_installed.prefix}keys"
+    others = [_key() for _ in range(3)]
+    key = _key()
+    async with (
+        _proxied(nx_server, nx_installed) as (proxy, dying),
+        MongoStores(nx_installed.url, stall_after=0.2) as live,
+    ):
+        conv = live.conversations
+        for other in others:  # committed messages at revs 0 and 1, stored before the leftovers
+            await conv.append_messages(other, P, [Message(f"{other.session_id}-a", "user", 1)])
+            await conv.append_messages(other, P, [Message(f"{other.session_id}-b", "user", 2)])
+        await conv.append_messages(key, P, [Message("first", "user", 0)])
+        stalled = proxy.stall_request_to("update", keys)
+        doomed = [Message(f"dead-{i}", "assistant", i) for i in range(3)]
+        call = asyncio.ensure_future(dying.conversations.append_messages(key, P, doomed))
+        await asyncio.wait_for(stalled.wait(), 30)
+        call.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await call
+        proxy.release.set()
+
+        stored = await conv.append_messages(key, P, [Message("next", "user", 3)])
+        assert [(m.id, m.seq) for m in stored] == [("next", 1)]
+        assert [m.id for m in await conv.read_messages(key, P)] == ["first", "next"]
+        for other in others:
+            assert [m.id for m in await conv.read_messages(other, P)] == [
+                f"{other.session_id}-a",
+                f"{other.session_id}-b",
+            ], "a dead writer's clean-up deleted another key's message"
 
 
 async def test_a_lost_swap_reply_outlives_commits_that_leave_the_row(

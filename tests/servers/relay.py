@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Awaitable
 from typing import Any, Self
 
 CHUNK = 1 << 20
@@ -33,10 +34,11 @@ class Relay:
         self.port = self.server.sockets[0].getsockname()[1]
         return self
 
-    def request(self, data: bytes, marks: list[Any]) -> bool:
+    def request(self, data: bytes, marks: list[Any]) -> bool | Awaitable[bool]:
         """Judge a chunk a client sent, before it goes to the server. ``marks`` belongs
         to this connection: what is put there is handed to :meth:`reply` with the next
-        chunk the server sends back on it, oldest first."""
+        chunk the server sends back on it, oldest first. An awaitable verdict holds this
+        connection's requests back until it is done."""
         return True
 
     async def reply(self, data: bytes, mark: Any | None) -> bool:
@@ -58,7 +60,10 @@ class Relay:
 
         async def upstream() -> None:
             while data := await client_r.read(CHUNK):
-                if not self.request(data, marks):
+                verdict = self.request(data, marks)
+                if not isinstance(verdict, bool):
+                    verdict = await verdict
+                if not verdict:
                     return
                 server_w.write(data)
                 await server_w.drain()
