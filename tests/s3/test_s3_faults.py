@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Callable
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -21,6 +22,7 @@ from botocore.exceptions import (
 from agentstores.errors import BackendUnavailableError, UnknownOutcomeError
 from agentstores.keys import ConversationKey
 from agentstores.models import Message, SupervisionRow
+from agentstores_contract.lifetimes import wait_for
 from agentstores_s3 import S3Stores
 from agentstores_s3.client import CONFLICT_RETRIES
 
@@ -281,5 +283,54 @@ def test_a_save_whose_old_blob_cannot_be_removed_still_succeeds(url: str) -> Non
             assert failed, "the old blob's removal was not attempted"
             io.delete = delete
             assert await stores.state.load(key, "p") == {"v": 2}
+
+    asyncio.run(main())
+
+
+def test_a_lapsed_tombstone_is_removed_only_as_it_was_read(url: str) -> None:
+    """Two replicas claim a key whose tombstone has lapsed. Each removes the tombstone it
+    read before creating the key anew; here the second one's removal reaches S3 only
+    after the first one has created the key. That removal names the tombstone's ETag
+    (``If-Match``) and is refused, so the second claimer finds the lease taken. A blind
+    removal would delete the first claimer's new header, and both would win the claim
+    of one epoch."""
+    key = ConversationKey("faults", "lapsed-race")
+    ttl = timedelta(milliseconds=300)
+    first: list[bool] = []
+
+    async def claim(name: str) -> bool:
+        async with S3Stores(url, tombstone_ttl=ttl) as stores:
+            return await stores.supervision.compare_and_swap(
+                key, "p", None, SupervisionRow("running", name, 1)
+            )
+
+    class FirstClaimerFirst:
+        def __init__(self, real: Any) -> None:
+            self.real = real
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self.real, name)
+
+        def delete_object(self, **kwargs: Any) -> Any:
+            if kwargs["Key"].endswith("/h") and not first:
+                first.append(asyncio.run(claim("first")))  # a worker thread: a loop of its own
+            return self.real.delete_object(**kwargs)
+
+    async def main() -> None:
+        async with S3Stores(url, tombstone_ttl=ttl) as stores:
+            await stores.conversations.append_messages(key, "p", [Message("m", "user", 1)])
+            assert await stores.conversations.delete(key, "p")
+            await wait_for(stores, await stores.now() + ttl + ttl)
+        real = client_for(url)
+        try:
+            async with S3Stores(url, tombstone_ttl=ttl, client=FirstClaimerFirst(real)) as second:
+                assert not await second.supervision.compare_and_swap(
+                    key, "p", None, SupervisionRow("running", "second", 1)
+                ), "two claimers of a lapsed key both won"
+                assert first == [True], "the race was not run: no tombstone removal was sent"
+                row = (await second.supervision.read(key, "p")).row
+                assert row is not None and row.message_id == "first"
+        finally:
+            real.close()
 
     asyncio.run(main())
