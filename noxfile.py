@@ -6,6 +6,7 @@ that backend, which proves the distributions really are separable.
 
 from __future__ import annotations
 
+import argparse
 import glob
 import os
 import shutil
@@ -495,13 +496,29 @@ def mutation(session: nox.Session) -> None:
     """Mutation testing of memory:// and the protocol layer, the contract suite as the
     test command (long; not part of `tests`). Incremental: results stay in `.mutation/`
     and only changed functions and earlier survivors are re-tested; `-- --fresh` starts
-    over. Prints the score and the survivors (see docs/mutation.md)."""
-    _sync(session, "core", "test", "mutation", editable=False)
-    fresh = ["--fresh"] if "--fresh" in session.posargs else []
-    session.run("python", "-m", "tests.mutation.workspace", *fresh)
-    with session.chdir(".mutation"):
-        session.run("mutmut", "run", "--max-children", "2", external=False)
-    session.run("python", "-m", "tests.mutation.score")
+    over. Prints the score and the survivors (see docs/mutation.md). ``-- --adapter file``:
+    the files adapter's Python instead, against file:// (results in `.mutation-file/`);
+    ``--max-children N``: mutmut's workers (default 2); ``--only GLOB`` (repeatable): only
+    the mutants whose names match, each re-run even if it has a result, and the score
+    over them alone (``--only 'agentstores_file.header.*'``)."""
+    parser = argparse.ArgumentParser(prog="nox -s mutation --")
+    parser.add_argument("--adapter", choices=["file"], default=None)
+    parser.add_argument("--fresh", action="store_true")
+    parser.add_argument("--max-children", type=int, default=2)
+    parser.add_argument("--only", action="append", default=[])
+    args = parser.parse_args(session.posargs)
+    target = args.adapter or "core"
+    groups = ("core", "test", "mutation") + (("file",) if args.adapter == "file" else ())
+    _sync(session, *groups, editable=False)
+    chosen = ["--adapter", target] + (["--fresh"] if args.fresh else [])
+    session.run("python", "-m", "tests.mutation.workspace", *chosen)
+    workspace = ".mutation" if target == "core" else f".mutation-{target}"
+    os.makedirs(workspace, exist_ok=True)  # --install-only runs no command: nothing made it
+    with session.chdir(workspace):
+        children = ["--max-children", str(args.max_children)]
+        session.run("mutmut", "run", *children, *args.only, external=False)
+    only = [arg for pattern in args.only for arg in ("--only", pattern)]
+    session.run("python", "-m", "tests.mutation.score", "--adapter", target, *only)
 
 
 MUTATION_GROUPS = {

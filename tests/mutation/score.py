@@ -3,18 +3,21 @@
 The score is killed / (all mutants - equivalent ones); a timeout counts as killed (the
 suite did not pass). Equivalent mutants are the ones docs/mutation.md lists, each with
 why it behaves like the original; one listed there that is now killed is reported too.
+Per target (``--adapter``): core's list is the section "Equivalent mutants", the files
+adapter's the one of that name under "The files adapter's Python".
 """
 
 from __future__ import annotations
 
 import argparse
+import fnmatch
 import json
 import re
 import sys
 from collections import Counter
 from pathlib import Path
 
-from tests.mutation.workspace import ROOT, WORKSPACE
+from tests.mutation.workspace import ROOT, TARGETS, WORKSPACE
 
 DOC = ROOT / "docs" / "mutation.md"
 LISTED = re.compile(r"^- `(?P<name>[^`]+)`: (?P<why>.+)$")
@@ -24,13 +27,25 @@ SURVIVED = {0}
 UNTESTED = {5, 33}
 
 
-def equivalents(doc: Path = DOC) -> dict[str, str]:
+SECTIONS = {
+    "core": ("equivalent mutants", None),
+    "file": ("the files adapter's python", "equivalent mutants"),
+}
+"""Per target: the headings (level 2, then level 3 or None) of its equivalent-mutant list."""
+
+
+def equivalents(doc: Path = DOC, target: str = "core") -> dict[str, str]:
     """Mutant name -> why it is equivalent, from the section of the doc that lists them."""
+    h2, h3 = SECTIONS[target]
     found: dict[str, str] = {}
-    in_section = False
+    in_h2 = in_section = False
     for line in doc.read_text().splitlines() if doc.exists() else []:
+        heading = line.lstrip("#").strip().lower()
         if line.startswith("## "):
-            in_section = line.lower().startswith("## equivalent mutants")
+            in_h2 = heading.startswith(h2)
+            in_section = in_h2 and h3 is None
+        elif line.startswith("### ") and h3 is not None:
+            in_section = in_h2 and heading.startswith(h3)
         elif in_section and (match := LISTED.match(line)):
             found[match["name"]] = match["why"]
     return found
@@ -60,9 +75,15 @@ def status(code: int | None) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--min-score", type=float, default=95.0, help="percent (default 95)")
+    parser.add_argument("--adapter", choices=sorted(TARGETS), default="core")
+    parser.add_argument(
+        "--only", action="append", default=[], help="score only the mutants matching a glob"
+    )
     args = parser.parse_args()
-    codes = results()
-    equivalent = equivalents()
+    codes = results(TARGETS[args.adapter].workspace)
+    if args.only:
+        codes = {n: c for n, c in codes.items() if any(fnmatch.fnmatch(n, p) for p in args.only)}
+    equivalent = equivalents(DOC, args.adapter)
     by_status = Counter(status(code) for code in codes.values())
     survivors = sorted(n for n, c in codes.items() if status(c) not in ("killed", "timeout"))
     unexplained = [n for n in survivors if n not in equivalent]
