@@ -14,6 +14,7 @@ import itertools
 
 from agentstores.keys import ConversationKey
 from agentstores.models import Message
+from agentstores_mongo.header import Turn, read_header
 from agentstores_mongo.stores import MongoStores
 from tests.servers.mongo import Installation
 
@@ -54,3 +55,28 @@ async def test_no_append_is_overtaken_without_bound(installed: Installation) -> 
         sum(1 for s, f in calls if s > started and f < finished) for started, finished in calls
     ]
     assert max(overtaken) <= BOUND, f"an append was overtaken {max(overtaken)} times"
+
+
+async def test_a_turn_is_claimed_only_on_its_key_and_never_from_an_older_loser(
+    installed: Installation,
+) -> None:
+    """A loser claims the turn on its own key's header, and only if the holder it read is
+    still there: a younger loser that read the header before an older loser claimed it
+    leaves the older one the turn, and no other key's header ever names a turn."""
+    async with MongoStores(installed.url, stall_after=STALL_AFTER) as stores:
+        conv, ctx = stores.conversations, stores.ctx
+        others = [ConversationKey("fair", f"other-{i}") for i in range(3)]
+        key = ConversationKey("fair", "contended")
+        for k in [*others, key]:  # the other headers come first in the collection
+            await conv.append_messages(k, "p", [Message("a", "user", 0)])
+        read_before = await read_header(ctx, key)
+        older, younger = Turn(ctx, key), Turn(ctx, key)
+        await older.lost(await read_header(ctx, key))
+        await younger.lost(read_before)
+
+        doc = await ctx.keys.find_one({"_id": key.storage_name})
+        assert doc["pw"] == older.id, "the turn went to the younger loser"
+        assert older.held and not younger.held
+        for k in others:
+            other = await ctx.keys.find_one({"_id": k.storage_name})
+            assert other.get("pw") is None, "a turn was claimed on another key's header"

@@ -84,7 +84,13 @@ ADAPTERS: dict[str, Adapter] = {
             "mongo",
             "agentstores_mongo",
             ("*.py",),
-            ("tests/mongo/test_mongo_contract.py::TestNx27017", "tests/mongo/test_mongo_faults.py"),
+            (
+                "tests/mongo/test_mongo_contract.py::TestNx27017",
+                "tests/mongo/test_mongo_faults.py",
+                "tests/mongo/test_mongo_races.py",
+                "tests/mongo/test_mongo_fairness.py::"
+                "test_a_turn_is_claimed_only_on_its_key_and_never_from_an_older_loser",
+            ),
         ),
         Adapter(
             "s3",

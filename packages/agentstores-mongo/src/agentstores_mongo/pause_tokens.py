@@ -71,9 +71,9 @@ class MongoPauseTokenStore(MongoStoreBase, PauseTokenStore):
                         raise refusal_error(
                             Refusal.EXISTS, f"pause token {token_id!r} already exists", key=key
                         )
-                    if found["b"] == h.rev:
+                    if found["b"] >= h.rev:  # in flight (above: our header is stale)
                         await retire(ctx, h)
-                    else:
+                    else:  # written at a rev the header passed uncommitted: garbage
                         await ctx.tokens.delete_one({"_id": found["_id"], "ok": False})
                     return RETRY
             doc = {
