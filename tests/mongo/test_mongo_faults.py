@@ -324,32 +324,47 @@ def test_server_killed_and_restarted_under_running_appends() -> None:
 
 
 async def _appends_across_restarts(server: NxServer, inst: Installation) -> None:
+    """Four writers append batches until both restarts are behind them (at least
+    ``batches`` each): each restart waits for a few appends since the last one, so it
+    always lands among running calls, however fast or slow the machine."""
     url = with_option(inst.url, "serverSelectionTimeoutMS", "2000")
     key = _key()
     writers, batches = 4, 15
     in_flight: set[int] = set()
     hit: list[int] = []
+    appended = [0] * writers
+    restarted = asyncio.Event()
+    progress = asyncio.Condition()
     async with MongoStores(url) as stores:
         deadline = time.monotonic() + 120
 
         async def writer(w: int) -> int:
             faults = 0
-            for b in range(batches):
+            while appended[w] < batches or not restarted.is_set():
+                b = appended[w]
                 batch = [Message(f"w{w}-b{b}-{i}", "user", [b, i]) for i in range(3)]
                 in_flight.add(w)
                 faults += await _append_until_done(stores, key, batch, deadline)
                 in_flight.discard(w)
+                appended[w] += 1
+                async with progress:
+                    progress.notify_all()
             return faults
 
         tasks = [asyncio.ensure_future(writer(w)) for w in range(writers)]
-        for pause in (0.3, 0.2):
-            await asyncio.sleep(pause)
+        for _ in range(2):
+            since = sum(appended)
+            async with progress:
+                await progress.wait_for(lambda: sum(appended) >= since + 5)  # noqa: B023
             hit.append(len(in_flight))
             await asyncio.to_thread(server.restart, crash=True)
+        restarted.set()
         sum(await asyncio.gather(*tasks))
         messages = await stores.conversations.read_messages(key, P)
     ids = [m.id for m in messages]
-    expected = {f"w{w}-b{b}-{i}" for w in range(writers) for b in range(batches) for i in range(3)}
+    expected = {
+        f"w{w}-b{b}-{i}" for w in range(writers) for b in range(appended[w]) for i in range(3)
+    }
     assert len(ids) == len(set(ids)), "a message landed twice"
     assert set(ids) == expected, "a message was lost"
     assert [m.seq for m in messages] == list(range(len(ids)))
