@@ -114,11 +114,15 @@ async def test_a_commit_landing_inside_its_reconciliation_is_reported_done(
     the rev it read, so when the late commit lands first the bump misses, the next read
     finds the commit's nonce, and the write is reported done. A bump made blind would
     step over the landed commit and report it lost: the claimer's retry would find the
-    lease taken (by itself) and say so, the token's put would find its token present."""
+    lease taken (by itself) and say so, the token's put would find its token present.
+    The bump names the key too: a sibling stored before it, at the same rev, is left
+    alone (bumped instead, the commit would be reported lost the same way)."""
     keys = f"{nx_installed.prefix}keys"
-    key = _key()
+    key, sibling = _key(), _key()
     async with _proxied(nx_server, nx_installed) as (proxy, stores):
         sup = stores.supervision
+        for k in (sibling, key):  # both headers at rev 1, the sibling's stored first
+            await stores.conversations.append_messages(k, P, [Message("a", "user", 0)])
         landed = proxy.deliver_late("update", keys)
         assert await sup.compare_and_swap(key, P, None, SupervisionRow("running", "a", 1))
         assert landed.is_set()
