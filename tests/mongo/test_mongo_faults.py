@@ -143,10 +143,12 @@ async def test_a_dead_writers_leftovers_are_cleared_and_nothing_else(
     documents in the next writer's way. Once retired they are garbage, and each is
     deleted by its ``_id`` (and the rev it was written at): other keys' committed
     messages written at the same rev stay, and the dead writer's messages are never
-    read."""
+    read. Retiring the dead writer bumps this key's header alone: a sibling at the same
+    rev, stored first, keeps its rev (bumped, its next writer would lose a race to
+    nobody)."""
     keys = f"{nx_installed.prefix}keys"
     others = [_key() for _ in range(3)]
-    key = _key()
+    sibling, key = _key(), _key()
     async with (
         _proxied(nx_server, nx_installed) as (proxy, dying),
         MongoStores(nx_installed.url, stall_after=0.2) as live,
@@ -155,7 +157,8 @@ async def test_a_dead_writers_leftovers_are_cleared_and_nothing_else(
         for other in others:  # committed messages at revs 0 and 1, stored before the leftovers
             await conv.append_messages(other, P, [Message(f"{other.session_id}-a", "user", 1)])
             await conv.append_messages(other, P, [Message(f"{other.session_id}-b", "user", 2)])
-        await conv.append_messages(key, P, [Message("first", "user", 0)])
+        await conv.append_messages(sibling, P, [Message("first", "user", 0)])
+        await conv.append_messages(key, P, [Message("first", "user", 0)])  # both at rev 1
         stalled = proxy.stall_request_to("update", keys)
         doomed = [Message(f"dead-{i}", "assistant", i) for i in range(3)]
         call = asyncio.ensure_future(dying.conversations.append_messages(key, P, doomed))
@@ -173,6 +176,8 @@ async def test_a_dead_writers_leftovers_are_cleared_and_nothing_else(
                 f"{other.session_id}-a",
                 f"{other.session_id}-b",
             ], "a dead writer's clean-up deleted another key's message"
+        header = await live.ctx.keys.find_one({"_id": sibling.storage_name})
+        assert header["rev"] == 1, "retiring a dead writer bumped another key's header"
 
 
 async def test_a_lost_swap_reply_outlives_commits_that_leave_the_row(
