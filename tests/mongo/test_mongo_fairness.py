@@ -80,3 +80,20 @@ async def test_a_turn_is_claimed_only_on_its_key_and_never_from_an_older_loser(
         for k in others:
             other = await ctx.keys.find_one({"_id": k.storage_name})
             assert other.get("pw") is None, "a turn was claimed on another key's header"
+
+
+async def test_a_writer_gives_back_only_its_own_turn(installed: Installation) -> None:
+    """A holder that outlived ``stall_after`` has its turn taken over; when it then ends
+    without a commit it gives back nothing: the turn stays with the writer that took it."""
+    async with MongoStores(installed.url, stall_after=0.05) as stores:
+        ctx = stores.ctx
+        key = ConversationKey("fair", "taken-over")
+        await stores.conversations.append_messages(key, "p", [Message("a", "user", 0)])
+        lapsed, taker = Turn(ctx, key), Turn(ctx, key)
+        await lapsed.lost(await read_header(ctx, key))
+        await asyncio.sleep(0.2)  # the holder's turn lapses
+        await taker.lost(await read_header(ctx, key))
+        await lapsed.release()
+
+        doc = await ctx.keys.find_one({"_id": key.storage_name})
+        assert doc["pw"] == taker.id, "a lapsed holder gave back the turn another writer took"

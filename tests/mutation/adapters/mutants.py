@@ -90,6 +90,7 @@ ADAPTERS: dict[str, Adapter] = {
                 "tests/mongo/test_mongo_races.py",
                 "tests/mongo/test_mongo_fairness.py::"
                 "test_a_turn_is_claimed_only_on_its_key_and_never_from_an_older_loser",
+                "tests/mongo/test_mongo_fairness.py::test_a_writer_gives_back_only_its_own_turn",
             ),
         ),
         Adapter(
