@@ -261,3 +261,39 @@ async def test_a_dead_writers_message_is_cleared_only_as_it_was_read(
             "second",
             "first",
         ]
+
+
+async def test_a_put_that_lost_its_commit_removes_only_its_own_token(
+    installed: Installation,
+) -> None:
+    """A put stalled before its commit is retired by a second put of the same token id,
+    which clears the first's token as garbage and inserts its own. The first's commit then
+    fails, and its clean-up names its own nonce: the second's token, in flight under the
+    same (generation, token id), stays and commits, and the first put is refused."""
+    key = _key()
+    async with (
+        MongoStores(installed.url) as live,
+        MongoStores(installed.url) as first,
+        MongoStores(installed.url, stall_after=0.05) as second,
+    ):
+        expires = await _expiry(live)
+        await live.conversations.append_messages(key, P, [Message("a", "user", 0)])
+        first_steps = hooked(first)
+        first_at_commit, first_go = paused_before_commit(first_steps)
+        second_at_commit, second_go = paused_before_commit(hooked(second))
+
+        stalled = asyncio.ensure_future(first.pause_tokens.put("t", key, P, "first", expires))
+        await asyncio.wait_for(first_at_commit.wait(), 30)
+        newer = asyncio.ensure_future(second.pause_tokens.put("t", key, P, "second", expires))
+        await asyncio.wait_for(second_at_commit.wait(), 30)
+
+        async def second_commits() -> None:
+            second_go.set()
+            await newer
+
+        first_steps.after("tokens.delete_one", second_commits)
+        first_go.set()
+        with pytest.raises(ConflictError, match="already exists"):
+            await stalled
+        assert newer.done()
+        assert await live.pause_tokens.claim("t", key, P) == "second"
