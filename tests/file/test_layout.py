@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
@@ -142,14 +143,32 @@ async def test_os_errors_are_typed_at_the_edge(tmp_path: Path) -> None:
             b'{"key":"t:s","owner":"u","fence":0,"shared":[],"sup":null,"conv":null}'
         )
         _block(kdir / "state")
-        # Refused before anything was renamed: unavailable, and nothing changed.
-        with pytest.raises(BackendUnavailableError) as refused:
+        # Refused before anything was renamed: unavailable, and nothing changed. The
+        # message names the OS error (ENOSPC, EACCES, ...: what an operator acts on).
+        with pytest.raises(BackendUnavailableError, match=r"I/O failed \(E[A-Z]+\)") as refused:
             await stores.state.save(key, "u", {"a": 2})
         assert not isinstance(refused.value, UnknownOutcomeError)
         assert (await stores.supervision.read(key, "u")).fence == 0
         # Refused after the header (raising the fence) was committed: outcome unknown.
         with pytest.raises(UnknownOutcomeError):
             await stores.state.save(key, "u", {"a": 3}, epoch=5)
+
+
+def test_os_errors_name_their_cause() -> None:
+    """What the edge makes of an error: an OS error is unavailable and names its errno
+    (or "OSError" when it has none), a call that met its bundle's own pool shut down
+    (a call racing ``close``) is unavailable, anything else is a bug and propagates as
+    it is."""
+    from agentstores_file.errors import translate
+
+    full = translate(OSError(errno.ENOSPC, "No space left on device"))
+    assert isinstance(full, BackendUnavailableError) and "(ENOSPC)" in str(full)
+    bare = translate(OSError("no errno"))
+    assert isinstance(bare, BackendUnavailableError) and "(OSError)" in str(bare)
+    closed = translate(RuntimeError("cannot schedule new futures after shutdown"))
+    assert isinstance(closed, BackendUnavailableError) and "closed" in str(closed)
+    assert translate(RuntimeError("a bug")) is None
+    assert translate(ValueError("shutdown")) is None
 
 
 def _block(path: Path) -> None:
@@ -281,3 +300,38 @@ async def test_refused_writes_leave_no_key_folder(stores: FileStores, store_url:
     copy = await c.branch(source, "me", "m1")
     assert [m.id for m in await c.read_messages(copy, "me")] != [], "a branch still copies"
     assert len(_key_dirs(root)) == len(before) + 1
+
+
+def test_the_package_names_load_lazily() -> None:
+    """``agentstores_file.FileStores`` (and ``FileIO``, ``IOStats``) resolve on first use,
+    so plugin discovery imports nothing else; an unknown name is an ``AttributeError``."""
+    import agentstores_file
+    from agentstores_file import fsio, stores
+
+    assert agentstores_file.FileStores is stores.FileStores
+    assert agentstores_file.FileIO is fsio.FileIO
+    assert agentstores_file.IOStats is fsio.IOStats
+    with pytest.raises(AttributeError, match="Nothing"):
+        agentstores_file.Nothing  # noqa: B018
+
+
+async def test_created_times_never_go_back_when_the_clock_does(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    """A transcript's ``created_at`` never decreases, even when the store clock steps back
+    (NTP, a migrated VM): an append is stamped no earlier than the last message kept,
+    after a truncation as after an append."""
+    async with FileStores(f"file://{tmp_path / 'store'}", clock=clock, fsync=False) as stores:
+        conv = stores.conversations
+        key = ConversationKey("t", "s")
+        for name in "abc":
+            await conv.append_messages(key, "u", [Message(name, "user", name)])
+            clock.advance(10)
+        assert await conv.truncate(key, "u", "b", cut="after") == 1
+        clock.advance(-25)  # behind b's stamp
+        await conv.append_messages(key, "u", [Message("d", "user", "d")])
+        clock.advance(-100)  # behind every stamp
+        await conv.append_messages(key, "u", [Message("e", "user", "e")])
+        stamps = [(m.id, m.created_at) for m in await conv.read_messages(key, "u")]
+        assert [i for i, _ in stamps] == ["a", "b", "d", "e"]
+        assert [t for _, t in stamps] == sorted(t for _, t in stamps), stamps

@@ -1,8 +1,9 @@
 """The files adapter's mutation run's test command: the whole contract suite against a
 fresh ``file://`` store per test.
 
-Copied into the ``.mutation-file`` workspace as its only test module, so the tests import
-the mutated ``agentstores_file`` that the mutation tool puts first on ``sys.path``; core
+Copied into the ``.mutation-file`` workspace beside the adapter's own fast tests
+(``tests/adapter/``, from ``tests/file``), so the tests import the mutated
+``agentstores_file`` that the mutation tool puts first on ``sys.path``; core
 (``agentstores``) and the contract suite are the installed, unmutated packages.
 """
 

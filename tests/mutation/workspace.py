@@ -44,6 +44,10 @@ class Target:
     """Module-level functions that run only while the package is imported, left unmutated
     (a ``no mutate block`` pragma in the copy): the tool chooses the mutant at call time,
     after the import, so their mutants could never be active."""
+    adapter_tests: tuple[Path, ...] = ()
+    """The adapter's own test modules (with their package's ``__init__``, ``conftest`` and
+    helpers) run beside the contract suite, copied to ``tests/adapter/``: the promises
+    only that backend has (crash points, layout, permissions, I/O counts), each fast."""
 
 
 TARGETS = {
@@ -62,6 +66,22 @@ TARGETS = {
         HERE / "mutmut-file.toml",
         frozenset({"off_loop", "contextmanager"}),
         frozenset({"off_loop", "_make_encode", "_load_syncfs"}),
+        tuple(
+            ROOT / "tests" / "file" / name
+            for name in (
+                "__init__.py",
+                "conftest.py",
+                "_verify.py",
+                "test_batch.py",
+                "test_cost.py",
+                "test_crash_points.py",
+                "test_differential.py",
+                "test_heartbeat_file.py",
+                "test_layout.py",
+                "test_oauth_files.py",
+                "test_permissions.py",
+            )
+        ),
     ),
 }
 WORKSPACE = TARGETS["core"].workspace
@@ -130,18 +150,23 @@ def _sync_tree(source: Path, target: Path, prepare: Target | None = None) -> Non
                 path.unlink()
 
 
-def _retest_survivors(mutants: Path) -> int:
-    """Mark every surviving mutant as not yet checked; return how many."""
+NO_TESTS = (5, 33)
+"""The mutation tool's exit codes for a mutant no test calls (a new test may call it)."""
+
+
+def _retest_unkilled(mutants: Path) -> int:
+    """Mark every surviving mutant, and every one no test called, as not yet checked;
+    return how many."""
     count = 0
     for meta in mutants.rglob("*.meta"):
         data = json.loads(meta.read_text())
         codes = data["exit_code_by_key"]
-        survivors = [name for name, code in codes.items() if code == SURVIVED]
-        for name in survivors:
+        unkilled = [name for name, code in codes.items() if code in (SURVIVED, *NO_TESTS)]
+        for name in unkilled:
             codes[name] = None
-        if survivors:
+        if unkilled:
             meta.write_text(json.dumps(data, indent=4))
-            count += len(survivors)
+            count += len(unkilled)
     return count
 
 
@@ -151,10 +176,18 @@ def assemble(*, fresh: bool, target: Target = TARGETS["core"]) -> Path:
         shutil.rmtree(workspace)
     _sync_tree(target.package, workspace / "src" / target.package.name, target)
     _sync_file(target.suite, workspace / "tests" / "test_contract.py")
+    adapter = workspace / "tests" / "adapter"
+    wanted = {path.name for path in target.adapter_tests}
+    for path in target.adapter_tests:
+        _sync_file(path, adapter / path.name)
+    if adapter.exists():
+        for path in adapter.glob("*.py"):
+            if path.name not in wanted:
+                path.unlink()
     _sync_file(target.config, workspace / "pyproject.toml")
     mutants = workspace / "mutants"
     if mutants.exists():
-        print(f"re-testing {_retest_survivors(mutants)} earlier survivors")
+        print(f"re-testing {_retest_unkilled(mutants)} earlier survivors and untested mutants")
     return workspace
 
 
