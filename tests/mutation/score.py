@@ -1,8 +1,10 @@
 """Print the mutation score from the workspace's results and list the survivors.
 
-The score is killed / (all mutants - equivalent ones); a timeout counts as killed (the
-suite did not pass). Equivalent mutants are the ones docs/mutation.md lists, each with
-why it behaves like the original; one listed there that is now killed is reported too.
+The score is killed / (the mutants run - equivalent ones); a timeout counts as killed
+(the suite did not pass). Mutants not run yet (an interrupted or partial run) are counted
+and printed apart, and fail the check like a low score. Equivalent mutants are the ones
+docs/mutation.md lists, each with why it behaves like the original; one listed there that
+is now killed is reported too.
 Per target (``--adapter``): core's list is the section "Equivalent mutants", the files
 adapter's the one of that name under "The files adapter's Python".
 """
@@ -85,20 +87,26 @@ def main() -> int:
         codes = {n: c for n, c in codes.items() if any(fnmatch.fnmatch(n, p) for p in args.only)}
     equivalent = equivalents(DOC, args.adapter)
     by_status = Counter(status(code) for code in codes.values())
+    unchecked = by_status["not checked"]
+    codes = {n: c for n, c in codes.items() if c is not None}  # a partial run scores what ran
     survivors = sorted(n for n, c in codes.items() if status(c) not in ("killed", "timeout"))
     unexplained = [n for n in survivors if n not in equivalent]
     stale = sorted(n for n in equivalent if n in codes and n not in survivors)
     counted = len(codes) - sum(1 for n in survivors if n in equivalent)
     killed = by_status["killed"] + by_status["timeout"]
     score = 100.0 * killed / counted if counted else 0.0
-    print(f"mutants: {len(codes)}  " + "  ".join(f"{k}: {v}" for k, v in sorted(by_status.items())))
+    print(
+        f"mutants: {len(codes) + unchecked}  "
+        + "  ".join(f"{k}: {v}" for k, v in sorted(by_status.items()))
+    )
     print(f"equivalent (listed in {DOC.relative_to(ROOT)}): {len(codes) - counted}")
-    print(f"score: {killed} killed / {counted} non-equivalent = {score:.1f}%")
+    print(f"score: {killed} killed / {counted} non-equivalent = {score:.1f}%", end="")
+    print(f" (of the mutants run; {unchecked} not run yet)" if unchecked else "")
     for name in unexplained:
         print(f"  survivor: {name}  ({status(codes[name])})")
     for name in stale:
         print(f"  listed as equivalent but killed: {name}")
-    return 0 if score >= args.min_score and not stale else 1
+    return 0 if score >= args.min_score and not stale and not unchecked else 1
 
 
 if __name__ == "__main__":

@@ -78,6 +78,7 @@ TARGETS = {
                 "test_differential.py",
                 "test_heartbeat_file.py",
                 "test_layout.py",
+                "test_locks.py",
                 "test_oauth_files.py",
                 "test_permissions.py",
             )
