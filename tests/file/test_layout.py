@@ -6,6 +6,7 @@ import errno
 import json
 import os
 import re
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -20,7 +21,13 @@ from agentstores.errors import (
     UsageError,
 )
 from agentstores.keys import ConversationKey
-from agentstores.models import Message, PendingAuthorization, SupervisionRow, UserIntegration
+from agentstores.models import (
+    ClientInfo,
+    Message,
+    PendingAuthorization,
+    SupervisionRow,
+    UserIntegration,
+)
 from agentstores.plugins import get_registry
 from agentstores.stores import OverCap
 from agentstores_file.fsio import FileIO
@@ -335,3 +342,67 @@ async def test_created_times_never_go_back_when_the_clock_does(
         stamps = [(m.id, m.created_at) for m in await conv.read_messages(key, "u")]
         assert [i for i, _ in stamps] == ["a", "b", "d", "e"]
         assert [t for _, t in stamps] == sorted(t for _, t in stamps), stamps
+
+
+LAYOUT = [
+    "FORMAT",
+    "keys",
+    "keys/e9",
+    "keys/e9/e92f45a0422baa60ecdfda7642da442bd0331f9a1612d2d678889342d70b2592",
+    "keys/e9/e92f45a0422baa60ecdfda7642da442bd0331f9a1612d2d678889342d70b2592/beat",
+    "keys/e9/e92f45a0422baa60ecdfda7642da442bd0331f9a1612d2d678889342d70b2592/head",
+    "keys/e9/e92f45a0422baa60ecdfda7642da442bd0331f9a1612d2d678889342d70b2592/ids-<random>.tbl",
+    "keys/e9/e92f45a0422baa60ecdfda7642da442bd0331f9a1612d2d678889342d70b2592/lock",
+    "keys/e9/e92f45a0422baa60ecdfda7642da442bd0331f9a1612d2d678889342d70b2592/msgs.dat",
+    "keys/e9/e92f45a0422baa60ecdfda7642da442bd0331f9a1612d2d678889342d70b2592/msgs.idx",
+    "keys/e9/e92f45a0422baa60ecdfda7642da442bd0331f9a1612d2d678889342d70b2592/state",
+    "keys/e9/e92f45a0422baa60ecdfda7642da442bd0331f9a1612d2d678889342d70b2592/user.idx",
+    "lock",
+    "oauth",
+    "oauth/c",
+    "oauth/c/e3",
+    "oauth/c/e3/e3b98a4da31a127d4bde6e43033f66ba274cab0eb7eb1c70ec41402bf6273dd8",
+    "oauth/c/e3/e3b98a4da31a127d4bde6e43033f66ba274cab0eb7eb1c70ec41402bf6273dd8/5e12afeaaf89408e6914798bc50be2047bcd9443a01a380c23c281e531770348.rec",
+    "oauth/c/e3/e3b98a4da31a127d4bde6e43033f66ba274cab0eb7eb1c70ec41402bf6273dd8/lock",
+    "oauth/pending",
+    "oauth/pending/56",
+    "oauth/pending/56/56af4bde70a47ae7d0f1ebb30e45ed336165d5c9ec00ba9a92311e33a4256d74",
+    "oauth/pending/56/56af4bde70a47ae7d0f1ebb30e45ed336165d5c9ec00ba9a92311e33a4256d74/b057c2ae5545b1a86229d85fb6e984072734739fe1246fe49bb1a181bf6f461a.5e12afeaaf89408e6914798bc50be2047bcd9443a01a380c23c281e531770348",
+    "oauth/u",
+    "oauth/u/b0",
+    "oauth/u/b0/b057c2ae5545b1a86229d85fb6e984072734739fe1246fe49bb1a181bf6f461a",
+    "oauth/u/b0/b057c2ae5545b1a86229d85fb6e984072734739fe1246fe49bb1a181bf6f461a/5e12afeaaf89408e6914798bc50be2047bcd9443a01a380c23c281e531770348.rec",
+    "oauth/u/b0/b057c2ae5545b1a86229d85fb6e984072734739fe1246fe49bb1a181bf6f461a/lock",
+    "owners",
+    "owners/ed",
+    "owners/ed/ed388b94ab55ed9d8f56548657b023ebe91b6894666236b9820b85e269ff81b4",
+    "owners/ed/ed388b94ab55ed9d8f56548657b023ebe91b6894666236b9820b85e269ff81b4/e92f45a0422baa60ecdfda7642da442bd0331f9a1612d2d678889342d70b2592",
+]
+"""Every file and folder a store holds after one write of each kind (a message, state,
+a lease, an OAuth client and a user integration with a pending authorization): the
+on-disk format (``FORMAT``) that stores written by earlier versions are read in. A change
+here is a format change: the FORMAT line moves with it and old stores are migrated."""
+
+
+async def test_the_on_disk_layout_is_the_format(tmp_path: Path) -> None:
+    root = tmp_path / "store"
+    async with FileStores(f"file://{root}", fsync=False) as stores:
+        key = ConversationKey("t", "s")
+        await stores.conversations.append_messages(key, "p", [Message("m1", "user", "hi")])
+        await stores.state.save(key, "p", {"a": 1})
+        await stores.supervision.compare_and_swap(
+            key, "p", None, SupervisionRow("running", "m2", 1)
+        )
+        await stores.oauth.save_client_info(ClientInfo("t", "srv", {"id": "c"}))
+        pending = PendingAuthorization(
+            "st", "https://a", "v", "https://t", "https://r", datetime(2031, 1, 1, tzinfo=UTC)
+        )
+        await stores.oauth.save_user_integration(UserIntegration("t", "u", "srv", pending))
+    assert _tree(root) == LAYOUT
+
+
+def _tree(root: Path) -> list[str]:
+    """The entries under ``root``; an id table's name carries a random part, drawn anew
+    each time the table is built."""
+    names = (str(p.relative_to(root)) for p in root.rglob("*"))
+    return sorted(re.sub(r"ids-[0-9a-f]{16}\.tbl$", "ids-<random>.tbl", n) for n in names)
