@@ -6,7 +6,7 @@ import errno
 import json
 import os
 import re
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -16,6 +16,7 @@ from agentstores.errors import (
     BackendUnavailableError,
     ConflictError,
     NotFoundError,
+    NotOwnedError,
     StaleWriteError,
     UnknownOutcomeError,
     UsageError,
@@ -25,6 +26,7 @@ from agentstores.models import (
     ClientInfo,
     Message,
     PendingAuthorization,
+    RecordedEvent,
     SupervisionRow,
     UserIntegration,
 )
@@ -406,3 +408,41 @@ def _tree(root: Path) -> list[str]:
     each time the table is built."""
     names = (str(p.relative_to(root)) for p in root.rglob("*"))
     return sorted(re.sub(r"ids-[0-9a-f]{16}\.tbl$", "ids-<random>.tbl", n) for n in names)
+
+
+async def test_every_first_write_reclaims_a_key_whose_tombstone_lapsed(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    """Once an erased key's tombstone lapses, the first write of any store claims it
+    afresh for its caller (clearing what the old life left): state, a pause token, a
+    recording, a lease, messages. Nothing of the old life is seen."""
+    url = f"file://{tmp_path / 'store'}"
+    ttl = timedelta(minutes=1)
+    async with FileStores(url, clock=clock, fsync=False, tombstone_ttl=ttl) as stores:
+        writes = {
+            "state": lambda k: stores.state.save(k, "new", {"v": 2}),
+            "token": lambda k: stores.pause_tokens.put("t", k, "new", 2, clock.now + ttl * 10),
+            "recording": lambda k: stores.recording.put(k, "new", RecordedEvent(0, "x", "m", 1)),
+            "lease": lambda k: stores.supervision.compare_and_swap(
+                k, "new", None, SupervisionRow("running", "m", 1)
+            ),
+            "messages": lambda k: stores.conversations.append_messages(
+                k, "new", [Message("n", "user", 2)]
+            ),
+        }
+        for name in writes:
+            key = ConversationKey("t", name)
+            await stores.conversations.append_messages(key, "old", [Message("o", "user", 1)])
+            await stores.state.save(key, "old", {"v": 1})
+            await stores.conversations.delete(key, "old")
+        clock.advance(ttl.total_seconds() + 1)
+        for name, write in writes.items():
+            key = ConversationKey("t", name)
+            await write(key)
+            with pytest.raises(NotOwnedError):  # the key is the new caller's now
+                await stores.state.save(key, "old", {"v": 3})
+            assert await stores.state.load(key, "old") == {}, name
+            assert [m.id for m in await stores.conversations.read_messages(key, "new")] in (
+                [],
+                ["n"],
+            ), name
