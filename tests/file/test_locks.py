@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from datetime import UTC, datetime
 from pathlib import Path
 
 from agentstores.keys import ConversationKey
+from agentstores.models import PendingAuthorization, UserIntegration
 from agentstores_file.fsio import FileIO
 from agentstores_file.stores import FileStores
 
@@ -70,3 +72,46 @@ async def test_a_delete_of_nothing_leaves_nothing_on_disk(tmp_path: Path) -> Non
 
 def _entries(root: Path) -> list[str]:
     return sorted(str(p.relative_to(root)) for p in root.rglob("*"))
+
+
+async def test_two_deletes_of_one_integration_remove_it_once(tmp_path: Path) -> None:
+    """The second waits for the first (the user's folder lock is exclusive), finds nothing
+    and says so: exactly one delete reports that it removed the record."""
+    io = _PauseFirstStep()
+    async with FileStores(f"file://{tmp_path / 'store'}", io=io) as stores:
+        await stores.oauth.save_user_integration(UserIntegration("t", "u", "srv", tokens={"a": 1}))
+        io.arm()
+        first = asyncio.ensure_future(stores.oauth.delete_user_integration("t", "u", "srv"))
+        await asyncio.to_thread(io.reached.wait, 30)
+        second = await stores.oauth.delete_user_integration("t", "u", "srv")
+        io.go.set()
+        assert sorted([await first, second]) == [False, True]
+
+
+async def test_two_saves_of_one_integration_leave_one_index_entry(tmp_path: Path) -> None:
+    """The second save waits for the first, then moves the pending-state index entry
+    from the first's state to its own: one entry is left, for the record that stays."""
+    io = _PauseFirstStep()
+    async with FileStores(f"file://{tmp_path / 'store'}", io=io) as stores:
+        oauth = stores.oauth
+        await oauth.save_user_integration(UserIntegration("t", "u", "srv", tokens={"a": 1}))
+        io.arm()  # the first step past the lock: the new state's index folder
+        first = asyncio.ensure_future(
+            oauth.save_user_integration(UserIntegration("t", "u", "srv", _pending("y")))
+        )
+        await asyncio.to_thread(io.reached.wait, 30)
+        await oauth.save_user_integration(UserIntegration("t", "u", "srv", _pending("z")))
+        io.go.set()
+        await first
+        record = await oauth.get_user_integration("t", "u", "srv")
+        assert record is not None and record.pending is not None
+        pending = Path(stores.root.oauth_root) / "pending"
+        entries = await asyncio.to_thread(lambda: [p for p in pending.rglob("*") if p.is_file()])
+        assert len(entries) == 1, f"{len(entries)} index entries for one record"
+        assert await oauth.find_by_pending_state(record.pending.state) is not None
+
+
+def _pending(state: str) -> PendingAuthorization:
+    return PendingAuthorization(
+        state, "https://a", "v", "https://t", "https://r", datetime(2031, 1, 1, tzinfo=UTC)
+    )

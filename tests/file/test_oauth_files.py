@@ -27,6 +27,13 @@ def _entries(root: Path) -> list[str]:
     return sorted(str(p.relative_to(root)) for p in root.rglob("*"))
 
 
+def _swap_record(folder: str, server: str, other: str) -> None:
+    """Move ``server``'s record to where ``other``'s belongs."""
+    from agentstores_file.oauth import _record_name
+
+    Path(folder, _record_name(server)).rename(Path(folder, _record_name(other)))
+
+
 def _copy_records(source: str, target: str) -> None:
     for record in Path(source).glob("*.rec"):
         shutil.copy(record, Path(target) / record.name)
@@ -77,3 +84,37 @@ async def test_a_record_at_another_principals_path_is_refused(tmp_path: Path) ->
             await oauth.get_user_integration("a", "v", "srv")
         with pytest.raises(ConflictError):
             await oauth.list_user_integrations("a", "v")
+
+        # The same principal, another server's record at this server's path.
+        await oauth.save_client_info(ClientInfo("c", "one", {"id": "one"}))
+        await oauth.save_user_integration(UserIntegration("c", "w", "one", tokens={"t": "one"}))
+        _swap_record(stores.oauth._client_dir("c"), "one", "two")
+        _swap_record(stores.oauth._user_dir("c", "w")[1], "one", "two")
+        with pytest.raises(ConflictError):
+            await oauth.get_client_info("c", "two")
+        with pytest.raises(ConflictError):
+            await oauth.list_client_info("c", ["two"])
+        with pytest.raises(ConflictError):
+            await oauth.get_user_integration("c", "w", "two")
+        with pytest.raises(ConflictError):
+            await oauth.list_user_integrations("c", "w", ["two"])
+
+
+async def test_a_resaved_integration_is_indexed_by_its_current_state_alone(
+    tmp_path: Path,
+) -> None:
+    """Saving an integration again moves its pending-state index entry with it: the old
+    state finds nothing and leaves no entry, the same state keeps finding it."""
+    async with FileStores(f"file://{tmp_path / 'store'}", fsync=False) as stores:
+        oauth = stores.oauth
+        pending = Path(stores.root.oauth_root) / "pending"
+        await oauth.save_user_integration(UserIntegration("t", "u", "srv", _pending("x")))
+        await oauth.save_user_integration(UserIntegration("t", "u", "srv", _pending("x")))
+        assert await oauth.find_by_pending_state("x") is not None, "the same state lost it"
+        await oauth.save_user_integration(UserIntegration("t", "u", "srv", _pending("y")))
+        assert await oauth.find_by_pending_state("x") is None
+        assert await oauth.find_by_pending_state("y") is not None
+        assert len(_files(pending)) == 1, "the old state's index entry was left behind"
+        await oauth.save_user_integration(UserIntegration("t", "u", "srv", tokens={"a": 1}))
+        assert await oauth.find_by_pending_state("y") is None
+        assert _files(pending) == []
