@@ -98,6 +98,8 @@ async def test_a_record_at_another_principals_path_is_refused(tmp_path: Path) ->
             await oauth.get_user_integration("c", "w", "two")
         with pytest.raises(ConflictError):
             await oauth.list_user_integrations("c", "w", ["two"])
+        with pytest.raises(ConflictError):  # nor deleted as the other server's
+            await oauth.delete_user_integration("c", "w", "two")
 
 
 async def test_a_resaved_integration_is_indexed_by_its_current_state_alone(
