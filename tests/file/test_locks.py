@@ -6,56 +6,84 @@ And a write that finds nothing to do leaves nothing on disk."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
-from datetime import UTC, datetime
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import pytest
+
+from agentstores.errors import FencedError
 from agentstores.keys import ConversationKey
-from agentstores.models import PendingAuthorization, UserIntegration
+from agentstores.models import PendingAuthorization, RecordedEvent, UserIntegration
 from agentstores_file.fsio import FileIO
 from agentstores_file.stores import FileStores
 
 P = "p"
-PAUSE = 1.0
+PAUSE = 0.5
 """How long the first write waits at its first mutating step for the second to finish
 (the second can finish meanwhile only if the first's lock let it in)."""
 
 
 class _PauseFirstStep(FileIO):
     """Holds the first mutating step after :meth:`arm` (a write that has read the header
-    and decided) until :attr:`go` is set or :data:`PAUSE` passed."""
+    and decided), or the first of the kind ``arm`` names, until :attr:`go` is set or
+    :data:`PAUSE` passed."""
 
     def __init__(self) -> None:
         super().__init__(fsync=False)
-        self.armed = False
+        self.armed: str | None = None
         self.reached = threading.Event()
         self.go = threading.Event()
         self._guard = threading.Lock()
 
-    def arm(self) -> None:
-        self.armed = True
+    def arm(self, what: str = "") -> None:
+        """Pause at the next step (of kind ``what``, when given)."""
+        self.armed = what
 
     def step(self, what: str, path: str) -> None:
         with self._guard:
-            pause, self.armed = self.armed, False
+            pause = self.armed is not None and self.armed in ("", what)
+            if pause:
+                self.armed = None
         if pause:
             self.reached.set()
             self.go.wait(PAUSE)
 
 
-async def test_two_state_deletes_at_different_epochs_keep_the_higher_fence(
-    tmp_path: Path,
+WRITES: dict[str, Callable[[FileStores, ConversationKey, int], Awaitable[object]]] = {
+    "state.save": lambda s, k, e: s.state.save(k, P, {"e": e}, epoch=e),
+    "state.delete": lambda s, k, e: s.state.delete(k, P, epoch=e),
+    "recording.put": lambda s, k, e: s.recording.put(k, P, RecordedEvent(e, "x", "m", e)),
+    "recording.delete": lambda s, k, e: s.recording.delete(k, P, "m", epoch=e),
+    "pause_tokens.put": lambda s, k, e: s.pause_tokens.put(
+        f"t{e}", k, P, e, s.root.now() + timedelta(hours=1), epoch=e
+    ),
+}
+"""Writes that raise the key's fence to their epoch, each taking the key's lock."""
+
+
+@pytest.mark.parametrize("write", sorted(WRITES))
+async def test_two_writes_at_different_epochs_keep_the_higher_fence(
+    write: str, tmp_path: Path
 ) -> None:
+    """The write at the lower epoch read the header and paused; the one at the higher
+    epoch waits for it (else it decides on the same header, and the paused write, going
+    on, puts the lower fence back)."""
     io = _PauseFirstStep()
+    do = WRITES[write]
     async with FileStores(f"file://{tmp_path / 'store'}", io=io) as stores:
         key = ConversationKey("t", "s")
         await stores.state.save(key, P, {"a": 1}, epoch=1)
-        io.arm()
-        lower = asyncio.ensure_future(stores.state.delete(key, P, epoch=5))
+        await stores.recording.put(key, P, RecordedEvent(0, "x", "m", 1))
+        io.arm("create")  # the new body's file: after the header was read and judged
+        lower = asyncio.ensure_future(do(stores, key, 5))
         await asyncio.to_thread(io.reached.wait, 30)
-        await stores.state.delete(key, P, epoch=7)  # waits for the first, unless let in
+        await do(stores, key, 7)  # waits for the first, unless let in
         io.go.set()
-        await lower
+        with contextlib.suppress(FencedError):  # it may have come second after all
+            await lower
         assert (await stores.supervision.read(key, P)).fence == 7, "the lower fence won"
 
 
