@@ -8,6 +8,7 @@ import os
 import re
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -401,6 +402,56 @@ async def test_the_on_disk_layout_is_the_format(tmp_path: Path) -> None:
         )
         await stores.oauth.save_user_integration(UserIntegration("t", "u", "srv", pending))
     assert _tree(root) == LAYOUT
+
+
+async def test_a_tombstone_records_its_keys_check(tmp_path: Path) -> None:
+    """An erased key's tombstone records a check of its key, part of the format: a store
+    written earlier must read its tombstones as theirs (not as a colliding key's)."""
+    root = tmp_path / "store"
+    async with FileStores(f"file://{root}", fsync=False) as stores:
+        key = ConversationKey("t", "gone")
+        await stores.conversations.append_messages(key, "p", [Message("m", "user", "hi")])
+        await stores.conversations.delete(key, "p")
+        head = _read_json(Path(stores.root.key_dir(key), "head"))
+    assert head["kc"] == "f2e919b78a0d4c9ed34665a11572ebfe"
+
+
+class _Paths(FileIO):
+    """Records the path of every mutating step."""
+
+    def __init__(self) -> None:
+        super().__init__(fsync=False)
+        self.paths: list[str] = []
+
+    def step(self, what: str, path: str) -> None:
+        if not path.isdigit():  # a file descriptor's number, for writes to an open file
+            self.paths.append(path)
+
+
+async def test_a_write_puts_nothing_outside_its_store(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every file a write makes or replaces (a redo's body, a temporary) lives in the
+    store, whatever the process's working folder."""
+    monkeypatch.chdir(tmp_path)
+    io = _Paths()
+    root = tmp_path / "store"
+    async with FileStores(f"file://{root}", io=io) as stores:
+        key = ConversationKey("t", "s")
+        await stores.state.save(key, "p", {"a": 1}, epoch=3)  # a header change: a redo
+        await stores.recording.put(key, "p", RecordedEvent(0, "x", "m", 4))
+        await stores.pause_tokens.put("t", key, "p", 1, stores.root.now() + timedelta(hours=1))
+        assert await stores.state.load(key, "p") == {"a": 1}
+    assert io.paths and _outside(io.paths, root) == []
+
+
+def _outside(paths: list[str], root: Path) -> list[str]:
+    """Which of ``paths`` are neither ``root`` nor in it."""
+    return [p for p in paths if not (os.path.abspath(p) + os.sep).startswith(f"{root}{os.sep}")]
+
+
+def _read_json(path: Path) -> Any:
+    return json.loads(path.read_bytes())
 
 
 def _tree(root: Path) -> list[str]:
