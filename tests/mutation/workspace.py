@@ -89,17 +89,18 @@ WORKSPACE = TARGETS["core"].workspace
 PACKAGE = TARGETS["core"].package
 
 
-def _sync_file(source: Path, target: Path, prepare: Target | None = None) -> None:
-    """Copy when the content differs; the fresh mtime marks the file for re-mutation.
-    ``prepare``: the target whose rewrites a Python file gets on its way."""
+def _sync_file(source: Path, target: Path, prepare: Target | None = None) -> bool:
+    """Copy when the content differs (whether it did); the fresh mtime marks the file for
+    re-mutation. ``prepare``: the target whose rewrites a Python file gets on its way."""
     content = source.read_bytes()
     if prepare is not None and source.suffix == ".py":
         text = undecorated(content.decode(), prepare.undecorate)
         content = unmutated(text, prepare.import_time).encode()
     if target.exists() and target.read_bytes() == content:
-        return
+        return False
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_bytes(content)
+    return True
 
 
 def undecorated(source: str, names: frozenset[str]) -> str:
@@ -176,17 +177,23 @@ def assemble(*, fresh: bool, target: Target = TARGETS["core"]) -> Path:
     if fresh and workspace.exists():
         shutil.rmtree(workspace)
     _sync_tree(target.package, workspace / "src" / target.package.name, target)
-    _sync_file(target.suite, workspace / "tests" / "test_contract.py")
+    changed = _sync_file(target.suite, workspace / "tests" / "test_contract.py")
     adapter = workspace / "tests" / "adapter"
     wanted = {path.name for path in target.adapter_tests}
     for path in target.adapter_tests:
-        _sync_file(path, adapter / path.name)
+        changed = _sync_file(path, adapter / path.name) or changed
     if adapter.exists():
         for path in adapter.glob("*.py"):
             if path.name not in wanted:
                 path.unlink()
     _sync_file(target.config, workspace / "pyproject.toml")
     mutants = workspace / "mutants"
+    stats = mutants / "mutmut-stats.json"
+    if changed and stats.exists():
+        # The tool re-maps only tests it has not seen: a test that changed would keep
+        # its old map of the functions it calls, and a mutant it now reaches survive.
+        stats.unlink()
+        print("the tests changed: which test calls which function is mapped anew")
     if mutants.exists():
         print(f"re-testing {_retest_unkilled(mutants)} earlier survivors and untested mutants")
     return workspace
