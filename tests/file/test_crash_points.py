@@ -286,7 +286,7 @@ async def _follow_up(stores: FileStores, first: str, at: int, clock: ManualClock
         "state": lambda: stores.state.save(K, owner, {"after": at}),
         "recording": lambda: stores.recording.put(K, owner, RecordedEvent(9, "late", "late", 9)),
         "token": lambda: stores.pause_tokens.put(
-            "tok2", K, owner, 1, clock.now + timedelta(hours=1)
+            "tok2", K, owner, 1, clock.now + timedelta(hours=1), epoch=9
         ),
         "forget": lambda: _forget_state(stores, owner),
     }

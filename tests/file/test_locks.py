@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from agentstores.errors import FencedError
+from agentstores.errors import FencedError, NotFoundError
 from agentstores.keys import ConversationKey
 from agentstores.models import PendingAuthorization, RecordedEvent, UserIntegration
 from agentstores_file.fsio import FileIO
@@ -95,6 +95,10 @@ async def test_a_delete_of_nothing_leaves_nothing_on_disk(tmp_path: Path) -> Non
         await stores.state.delete(key, P)
         assert not await stores.recording.delete(key, P, "m")
         assert not await stores.supervision.delete(key, P, "m", 1)
+        with pytest.raises(NotFoundError):
+            await stores.pause_tokens.claim("t", key, P)
+        with pytest.raises(NotFoundError):
+            await stores.pause_tokens.abandon("t", key, P)
         assert await asyncio.to_thread(_entries, root) == before, "a no-op delete made files"
 
 
