@@ -497,3 +497,21 @@ async def test_every_first_write_reclaims_a_key_whose_tombstone_lapsed(
                 [],
                 ["n"],
             ), name
+
+
+async def test_a_delete_on_a_lapsed_key_removes_nothing_and_says_so(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    """A key whose tombstone lapsed is as good as absent: deleting its recording or its
+    supervision row finds nothing (False), and its state stays empty."""
+    ttl = timedelta(minutes=1)
+    url = f"file://{tmp_path / 'store'}"
+    async with FileStores(url, clock=clock, fsync=False, tombstone_ttl=ttl) as stores:
+        key = ConversationKey("t", "lapsed")
+        await stores.recording.put(key, "p", RecordedEvent(0, "x", "m", 1))
+        await stores.conversations.delete(key, "p")
+        clock.advance(ttl.total_seconds() + 1)
+        assert not await stores.recording.delete(key, "p", "m")
+        assert not await stores.supervision.delete(key, "p", "m", 1)
+        await stores.state.delete(key, "p")
+        assert await stores.state.load(key, "p") == {}
