@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.mutation.adapters.mutants import ADAPTERS, by_id
-from tests.mutation.adapters.run import run_suite
+from tests.mutation.adapters.mutants import ADAPTERS
+from tests.mutation.adapters.sample import killed_by, passes_unmutated
 
 ADAPTER = ADAPTERS["mongo"]
 KNOWN = {
@@ -26,15 +26,10 @@ goes)."""
 
 
 def test_the_sample_passes_unmutated() -> None:
-    outcome = run_suite(ADAPTER, None, profile="mutation", timeout=240, select=(*KNOWN.values(),))
-    assert outcome["verdict"] == "survived", outcome
+    passes_unmutated(ADAPTER, (*KNOWN.values(),), timeout=240)
 
 
 @pytest.mark.parametrize("mutant_id", sorted(KNOWN))
 def test_a_known_mutant_is_killed(mutant_id: str) -> None:
-    mutant = by_id(ADAPTER, mutant_id)
-    outcome = run_suite(
-        ADAPTER, mutant, profile="mutation", timeout=240, select=(KNOWN[mutant_id],)
-    )
-    assert outcome["verdict"] == "killed", outcome
-    assert KNOWN[mutant_id].rsplit("::", 1)[1] in str(outcome["by"]), outcome
+    node = KNOWN[mutant_id]
+    killed_by(ADAPTER, mutant_id, (node,), node.rsplit("::", 1)[1], timeout=240)

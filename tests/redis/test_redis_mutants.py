@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.mutation.adapters.mutants import ADAPTERS, by_id
-from tests.mutation.adapters.run import run_suite
+from tests.mutation.adapters.mutants import ADAPTERS
+from tests.mutation.adapters.sample import killed_by, passes_unmutated
 
 ADAPTER = ADAPTERS["redis"]
 SUITE = "tests/redis/test_redis_contract.py::TestValkeyStandalone"
@@ -26,17 +26,10 @@ def _select(*tests: str) -> tuple[str, ...]:
 
 
 def test_the_sample_passes_unmutated() -> None:
-    outcome = run_suite(
-        ADAPTER, None, profile="mutation", timeout=240, select=_select(*KNOWN.values())
-    )
-    assert outcome["verdict"] == "survived", outcome
+    passes_unmutated(ADAPTER, _select(*KNOWN.values()))
 
 
 @pytest.mark.parametrize("mutant_id", sorted(KNOWN))
 def test_a_known_mutant_is_killed(mutant_id: str) -> None:
-    mutant = by_id(ADAPTER, mutant_id)
-    outcome = run_suite(
-        ADAPTER, mutant, profile="mutation", timeout=240, select=_select(KNOWN[mutant_id])
-    )
-    assert outcome["verdict"] == "killed", outcome
-    assert KNOWN[mutant_id] in str(outcome["by"]), outcome
+    test = KNOWN[mutant_id]
+    killed_by(ADAPTER, mutant_id, _select(test), test)
