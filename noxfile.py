@@ -496,27 +496,35 @@ def mutation(session: nox.Session) -> None:
     """Mutation testing of memory:// and the protocol layer, the contract suite as the
     test command (long; not part of `tests`). Incremental: results stay in `.mutation/`
     and only changed functions and earlier survivors are re-tested; `-- --fresh` starts
-    over. Prints the score and the survivors (see docs/mutation.md). ``-- --adapter file``:
-    the files adapter's Python instead, against file:// (results in `.mutation-file/`);
-    ``--max-children N``: mutmut's workers (default 2); ``--only GLOB`` (repeatable): only
-    the mutants whose names match, each re-run even if it has a result, and the score
-    over them alone (``--only 'agentstores_file.header.*'``)."""
+    over. Prints the score and the survivors (see docs/mutation.md). ``-- --adapter NAME``
+    (file, postgres, redis, mongo, s3): that adapter's Python instead, against its
+    backend (results in `.mutation-NAME/`; a networked adapter's server is started once
+    for the run, each test in a namespace of its own on it); ``--max-children N``:
+    mutmut's workers (default 2); ``--only GLOB`` (repeatable): only the mutants whose
+    names match, each re-run even if it has a result, and the score over them alone
+    (``--only 'agentstores_file.header.*'``). The verdicts are kept in
+    ``tests/mutation/results/`` (commit them), which a fresh clone's workspace starts from."""
     parser = argparse.ArgumentParser(prog="nox -s mutation --")
-    parser.add_argument("--adapter", choices=["file"], default=None)
+    parser.add_argument("--adapter", choices=["file", *MUTATION_GROUPS], default=None)
     parser.add_argument("--fresh", action="store_true")
     parser.add_argument("--max-children", type=int, default=2)
     parser.add_argument("--only", action="append", default=[])
     args = parser.parse_args(session.posargs)
     target = args.adapter or "core"
-    groups = ("core", "test", "mutation") + (("file",) if args.adapter == "file" else ())
-    _sync(session, *groups, editable=False)
+    adapter_groups = (target,) if target == "file" else MUTATION_GROUPS.get(target, ())
+    _sync(session, "core", "test", "mutation", *adapter_groups, editable=False)
     chosen = ["--adapter", target] + (["--fresh"] if args.fresh else [])
     session.run("python", "-m", "tests.mutation.workspace", *chosen)
     workspace = ".mutation" if target == "core" else f".mutation-{target}"
     os.makedirs(workspace, exist_ok=True)  # --install-only runs no command: nothing made it
-    with session.chdir(workspace):
-        children = ["--max-children", str(args.max_children)]
-        session.run("mutmut", "run", *children, *args.only, external=False)
+    mutmut = ["mutmut", "run", "--max-children", str(args.max_children), *args.only]
+    if target in MUTATION_GROUPS:
+        serve = ["python", "-m", "tests.mutation.serve", "--adapter", target, "--cwd", workspace]
+        session.run(*serve, "--", *mutmut)
+    else:
+        with session.chdir(workspace):
+            session.run(*mutmut, external=False)
+    session.run("python", "-m", "tests.mutation.workspace", "--adapter", target, "--save")
     only = [arg for pattern in args.only for arg in ("--only", pattern)]
     session.run("python", "-m", "tests.mutation.score", "--adapter", target, *only)
 

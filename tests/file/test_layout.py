@@ -242,6 +242,37 @@ async def test_an_owner_with_no_conversation_left_leaves_no_folder(stores: FileS
     assert [i.key.session_id for i in page.items] == ["c3"]
 
 
+class _DirSyncs(FileIO):
+    """Records every folder made durable."""
+
+    def __init__(self) -> None:
+        super().__init__(fsync=True)
+        self.synced: list[str] = []
+
+    def sync_dir(self, path: str) -> None:
+        self.synced.append(path)
+        super().sync_dir(path)
+
+
+async def test_an_unlisting_is_made_durable_where_it_happened(tmp_path: Path) -> None:
+    """Erasing a conversation removes its listing entry, and with the owner's last one
+    the owner's folder: each change is made durable in the folder it happened in (the
+    owner's folder while it stays, its parent once it is gone)."""
+    io = _DirSyncs()
+    async with FileStores(f"file://{tmp_path / 'store'}", io=io) as stores:
+        conv = stores.conversations
+        for session in ("c1", "c2"):
+            await conv.append_messages(ConversationKey("t", session), "p", [Message.user("hi")])
+        owners = stores.root.owner_dir("t", "p")
+        io.synced.clear()
+        assert await conv.delete(ConversationKey("t", "c1"), "p")
+        assert owners in io.synced, io.synced
+        io.synced.clear()
+        assert await conv.delete(ConversationKey("t", "c2"), "p")
+        assert _entries(owners) is None
+        assert os.path.dirname(owners) in io.synced and owners not in io.synced, io.synced
+
+
 class _ErasedMeanwhile(FileIO):
     """Removes the owner's (empty) listing folder right before the entry goes in, as
     another process erasing that owner's last conversation at that moment would."""

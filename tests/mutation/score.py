@@ -5,8 +5,8 @@ The score is killed / (the mutants run - equivalent ones); a timeout counts as k
 and printed apart, and fail the check like a low score. Equivalent mutants are the ones
 docs/mutation.md lists, each with why it behaves like the original; one listed there that
 is now killed is reported too.
-Per target (``--adapter``): core's list is the section "Equivalent mutants", the files
-adapter's the one of that name under "The files adapter's Python".
+Per target (``--adapter``): core's list is the section "Equivalent mutants", an
+adapter's the one of that name under "The <name> adapter's Python" (``SECTIONS``).
 """
 
 from __future__ import annotations
@@ -32,6 +32,10 @@ UNTESTED = {5, 33}
 SECTIONS = {
     "core": ("equivalent mutants", None),
     "file": ("the files adapter's python", "equivalent mutants"),
+    "postgres": ("the postgresql adapter's python", "equivalent mutants"),
+    "redis": ("the redis adapter's python", "equivalent mutants"),
+    "mongo": ("the mongodb adapter's python", "equivalent mutants"),
+    "s3": ("the s3 adapter's python", "equivalent mutants"),
 }
 """Per target: the headings (level 2, then level 3 or None) of its equivalent-mutant list."""
 

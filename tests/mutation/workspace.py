@@ -4,6 +4,11 @@ The workspace keeps the mutation tool's results between runs, so a run only test
 mutants of functions that changed since the last one, plus every earlier survivor (a
 new contract test may kill it now). ``--fresh`` deletes the workspace first.
 
+The verdicts also live in the repository (``tests/mutation/results/<target>.json``: each
+function's source hash and its mutants' exit codes; ``--save`` writes it from the
+workspace): a new clone's workspace starts from them, and the tool keeps a verdict only
+while its function's hash is unchanged, so a full run spans several sittings.
+
 Two targets, each with a workspace of its own: ``core`` (the reference backend and the
 protocol layer, against memory://) and ``file`` (the files adapter's Python, against
 file://, core installed unmutated beside it).
@@ -13,13 +18,18 @@ from __future__ import annotations
 
 import argparse
 import ast
+import hashlib
 import json
 import shutil
+import tomllib
 from dataclasses import dataclass
 from pathlib import Path
+from string import Template
 
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
+RESULTS = HERE / "results"
+"""Committed verdicts per target, which a fresh workspace starts from."""
 SURVIVED = 0
 
 
@@ -48,6 +58,26 @@ class Target:
     """The adapter's own test modules (with their package's ``__init__``, ``conftest`` and
     helpers) run beside the contract suite, copied to ``tests/adapter/``: the promises
     only that backend has (crash points, layout, permissions, I/O counts), each fast."""
+    server: str | None = None
+    """A networked adapter's server (``tests/mutation/serve.py`` starts it once for the
+    run); the server helpers are copied to ``tests/servers/`` for the suite's namespaces."""
+
+
+ADAPTER_CONFIG = HERE / "mutmut-adapter.toml"
+"""Every adapter's mutation config, the package's name in place of ``$package``."""
+
+
+def _networked(name: str, package: str, undecorate: frozenset[str] = frozenset()) -> Target:
+    """A networked adapter: the contract suite against the server the run starts."""
+    return Target(
+        name,
+        ROOT / f".mutation-{name}",
+        ROOT / "packages" / f"agentstores-{name}" / "src" / package,
+        HERE / "network_suite_under_mutation.py",
+        ADAPTER_CONFIG,
+        undecorate,
+        server=name,
+    )
 
 
 TARGETS = {
@@ -63,7 +93,7 @@ TARGETS = {
         ROOT / ".mutation-file",
         ROOT / "packages" / "agentstores-file" / "src" / "agentstores_file",
         HERE / "file_suite_under_mutation.py",
-        HERE / "mutmut-file.toml",
+        ADAPTER_CONFIG,
         frozenset({"off_loop", "contextmanager"}),
         frozenset({"off_loop", "_make_encode", "_load_syncfs"}),
         tuple(
@@ -84,6 +114,10 @@ TARGETS = {
             )
         ),
     ),
+    "postgres": _networked("postgres", "agentstores_postgres"),
+    "redis": _networked("redis", "agentstores_redis"),
+    "mongo": _networked("mongo", "agentstores_mongo", frozenset({"resent", "snapshot_read"})),
+    "s3": _networked("s3", "agentstores_s3", frozenset({"off_loop"})),
 }
 WORKSPACE = TARGETS["core"].workspace
 PACKAGE = TARGETS["core"].package
@@ -103,26 +137,36 @@ def _sync_file(source: Path, target: Path, prepare: Target | None = None) -> boo
     return True
 
 
+def _sync_text(text: str, target: Path) -> None:
+    if not target.exists() or target.read_text() != text:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text)
+
+
 def undecorated(source: str, names: frozenset[str]) -> str:
-    """``source`` with every function decorated by exactly one of ``names`` (a bare name)
-    defined undecorated and rebound right after its body: ``f = name(f)``, which is what
-    the decorator line does. The decorator's line becomes a comment, so the function's
-    lines keep their numbers."""
+    """``source`` with every function whose decorators are all bare names among ``names``
+    defined undecorated and rebound right after its body: ``f = a(b(f))`` for ``@a`` over
+    ``@b``, which is what the decorator lines do. Each decorator's line becomes a comment,
+    so the function's lines keep their numbers."""
     lines = source.splitlines(keepends=True)
-    edits: list[tuple[int, int, str, str]] = []
+    edits: list[tuple[list[int], int, list[str], str]] = []
     for node in ast.walk(ast.parse(source)):
-        if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+        if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) or not node.decorator_list:
             continue
-        match node.decorator_list:
-            case [ast.Name(id=name) as deco] if name in names:
-                assert node.end_lineno is not None
-                edits.append((deco.lineno, node.end_lineno, name, node.name))
-    for deco_line, end, name, function in sorted(edits, reverse=True):
-        indent = lines[deco_line - 1][
-            : len(lines[deco_line - 1]) - len(lines[deco_line - 1].lstrip())
-        ]
-        lines.insert(end, f"{indent}{function} = {name}({function})\n")
-        lines[deco_line - 1] = f"{indent}# @{name}: applied below\n"
+        decorators = node.decorator_list
+        if all(isinstance(d, ast.Name) and d.id in names for d in decorators):
+            assert node.end_lineno is not None
+            applied = [d.id for d in decorators if isinstance(d, ast.Name)]
+            edits.append(([d.lineno for d in decorators], node.end_lineno, applied, node.name))
+    for deco_lines, end, applied, function in sorted(edits, key=lambda e: e[1], reverse=True):
+        first = lines[deco_lines[0] - 1]
+        indent = first[: len(first) - len(first.lstrip())]
+        call = function
+        for name in reversed(applied):
+            call = f"{name}({call})"
+        lines.insert(end, f"{indent}{function} = {call}\n")
+        for line, name in zip(deco_lines, applied, strict=True):
+            lines[line - 1] = f"{indent}# @{name}: applied below\n"
     return "".join(lines)
 
 
@@ -172,6 +216,95 @@ def _retest_unkilled(mutants: Path) -> int:
     return count
 
 
+def config_digest(config: str) -> str:
+    """What a verdict depends on in the mutation config: its ``[tool.mutmut]`` table (which
+    mutants exist and how they are numbered), not its comments."""
+    settings = tomllib.loads(config)["tool"]["mutmut"]
+    return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:12]
+
+
+def _rendered_config(target: Target) -> str:
+    return Template(target.config.read_text()).safe_substitute(package=target.package.name)
+
+
+def _function_and_number(mutant: str) -> tuple[str, int]:
+    """``pkg.mod.xǁClsǁf__mutmut_12`` -> (``xǁClsǁf``, 12): the tool's own naming."""
+    qualified, _, number = mutant.rpartition("__mutmut_")
+    return qualified.rpartition(".")[2], int(number)
+
+
+def save_results(target: Target) -> Path:
+    """Write the workspace's verdicts to the repository: per meta file (one per source
+    module), each function's hash and its mutants' exit codes in mutant order (``null``:
+    not run). Compact and stable, so a diff shows what a run changed."""
+    kept: dict[str, dict[str, list[object]]] = {}
+    for meta in sorted((target.workspace / "mutants").rglob("*.meta")):
+        data = json.loads(meta.read_text())
+        hashes: dict[str, str] = data["hash_by_function_name"]
+        codes: dict[str, dict[int, int | None]] = {}
+        for mutant, code in data["exit_code_by_key"].items():
+            function, number = _function_and_number(mutant)
+            codes.setdefault(function, {})[number] = code
+        module = meta.relative_to(target.workspace / "mutants").as_posix()
+        kept[module] = {
+            function: [digest, [codes[function].get(n) for n in range(1, 1 + max(codes[function]))]]
+            for function, digest in sorted(hashes.items())
+            if function in codes
+        }
+    path = RESULTS / f"{target.name}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lines = ["{", f' "config": "{config_digest(_rendered_config(target))}",']
+    modules = [(m, f) for m in sorted(kept) for f in kept[m]]
+    for i, (module, function) in enumerate(modules):
+        comma = "," if i < len(modules) - 1 else ""
+        key = json.dumps(f"{module}::{function}", ensure_ascii=False)
+        lines.append(f" {key}: {json.dumps(kept[module][function])}{comma}")
+    path.write_text("\n".join([*lines, "}"]) + "\n")
+    return path
+
+
+def _restore_results(target: Target, mutants: Path) -> int:
+    """Fill the workspace's unchecked verdicts from the committed ones whose function hash
+    the workspace's meta file names too (or write the meta file the tool will merge from
+    when the workspace has none); return how many verdicts were taken."""
+    path = RESULTS / f"{target.name}.json"
+    if not path.exists():
+        return 0
+    by_module: dict[str, dict[str, list[object]]] = {}
+    kept = json.loads(path.read_text())
+    if kept.pop("config", None) != config_digest(_rendered_config(target)):
+        print(f"{path.name} was made under another mutation config: not taken")
+        return 0
+    for key, value in kept.items():
+        module, _, function = key.partition("::")
+        by_module.setdefault(module, {})[function] = value
+    taken = 0
+    for module, functions in by_module.items():
+        meta = mutants / module
+        prefix = module.removesuffix(".py.meta").replace("/", ".").removeprefix("src.")
+        prefix = prefix.removesuffix(".__init__")
+        if meta.exists():
+            data = json.loads(meta.read_text())
+        else:
+            data = {"exit_code_by_key": {}, "hash_by_function_name": {}}
+            data |= {"type_check_error_by_key": {}, "durations_by_key": {}}
+            data["estimated_durations_by_key"] = {}
+            data["hash_by_function_name"] = {f: v[0] for f, v in functions.items()}
+        hashes = data["hash_by_function_name"]
+        codes = data["exit_code_by_key"]
+        for function, (digest, verdicts) in functions.items():
+            if hashes.get(function) != digest:
+                continue
+            for number, code in enumerate(verdicts, start=1):
+                name = f"{prefix}.{function}__mutmut_{number}"
+                if code is not None and codes.get(name) is None:
+                    codes[name] = code
+                    taken += 1
+        meta.parent.mkdir(parents=True, exist_ok=True)
+        meta.write_text(json.dumps(data, indent=4))
+    return taken
+
+
 def assemble(*, fresh: bool, target: Target = TARGETS["core"]) -> Path:
     workspace = target.workspace
     if fresh and workspace.exists():
@@ -186,14 +319,25 @@ def assemble(*, fresh: bool, target: Target = TARGETS["core"]) -> Path:
         for path in adapter.glob("*.py"):
             if path.name not in wanted:
                 path.unlink()
-    _sync_file(target.config, workspace / "pyproject.toml")
+    config = _rendered_config(target)
     mutants = workspace / "mutants"
+    previous = workspace / "pyproject.toml"
+    if previous.exists() and config_digest(previous.read_text()) != config_digest(config):
+        # Mutants are numbered under the config: a verdict kept across a change of it
+        # would belong to another mutant with the same name.
+        shutil.rmtree(mutants, ignore_errors=True)
+        print("the mutation config changed: every mutant is made and run anew")
+    _sync_text(config, previous)
+    if target.server is not None:
+        _sync_tree(ROOT / "tests" / "servers", workspace / "tests" / "servers")
     stats = mutants / "mutmut-stats.json"
     if changed and stats.exists():
         # The tool re-maps only tests it has not seen: a test that changed would keep
         # its old map of the functions it calls, and a mutant it now reaches survive.
         stats.unlink()
         print("the tests changed: which test calls which function is mapped anew")
+    if not fresh:
+        print(f"{_restore_results(target, mutants)} verdicts taken from {RESULTS.name}/")
     if mutants.exists():
         print(f"re-testing {_retest_unkilled(mutants)} earlier survivors and untested mutants")
     return workspace
@@ -203,8 +347,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--fresh", action="store_true", help="delete earlier results first")
     parser.add_argument("--adapter", choices=sorted(TARGETS), default="core")
+    parser.add_argument("--save", action="store_true", help="write the verdicts to the repo")
     args = parser.parse_args()
-    print(f"mutation workspace: {assemble(fresh=args.fresh, target=TARGETS[args.adapter])}")
+    target = TARGETS[args.adapter]
+    if args.save:
+        print(f"verdicts kept in {save_results(target).relative_to(ROOT)}")
+        return
+    print(f"mutation workspace: {assemble(fresh=args.fresh, target=target)}")
 
 
 if __name__ == "__main__":

@@ -248,10 +248,6 @@ class FileIO:
         if self.stats is not None:
             self._count("writes", 1, "write_bytes", len(data))
 
-    def truncate(self, fd: int, size: int) -> None:
-        self.step("truncate", str(fd))
-        os.ftruncate(fd, size)
-
     def sync(self, fd: int) -> None:
         """Make a file's data durable (fdatasync where the OS has it)."""
         if not self.fsync:
