@@ -546,3 +546,64 @@ async def test_a_delete_on_a_lapsed_key_removes_nothing_and_says_so(
         assert not await stores.supervision.delete(key, "p", "m", 1)
         await stores.state.delete(key, "p")
         assert await stores.state.load(key, "p") == {}
+
+
+class _Trickle:
+    """The ``os`` module as the I/O layer sees it, but every positioned read and write
+    moves at most a few bytes, as an interrupted call or a network filesystem may."""
+
+    STEP = 7
+
+    def __init__(self) -> None:
+        self.short_reads = self.short_writes = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(os, name)
+
+    def pread(self, fd: int, size: int, offset: int) -> bytes:
+        self.short_reads += size > self.STEP
+        return os.pread(fd, min(size, self.STEP), offset)
+
+    def pwrite(self, fd: int, data: Any, offset: int) -> int:
+        self.short_writes += len(data) > self.STEP
+        return os.pwrite(fd, memoryview(data)[: self.STEP], offset)
+
+
+async def test_short_positioned_reads_and_writes_are_completed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A positioned read or write that moves fewer bytes than asked is continued until
+    all of it is moved (or a read meets the end of the file): a transcript, a state, a
+    heartbeat written and read that way read back the same as on a store without short
+    calls."""
+    from agentstores_file import fsio
+
+    async def workload(url: str) -> list[Any]:
+        async with FileStores(url) as stores:
+            key = ConversationKey("t", "short")
+            msgs = [Message(f"m{i}", "user", {"text": "hello there " * i}) for i in range(12)]
+            await stores.conversations.append_messages(key, "p", msgs[:5])
+            await stores.conversations.append_messages(key, "p", msgs[5:])
+            await stores.state.save(key, "p", {"plan": ["a", "b"] * 20})
+            row = SupervisionRow("running", "turn", 1)
+            assert await stores.supervision.compare_and_swap(key, "p", None, row)
+            beat = SupervisionRow("running", "beat-message", 1)
+            assert await stores.supervision.compare_and_swap(key, "p", 1, beat)
+            transcript = await stores.conversations.get_transcript(key, "p")
+            view = await stores.supervision.read(key, "p")
+            return [
+                [m.id for m in transcript],
+                [m.content for m in transcript],
+                [m.id for m in (await stores.conversations.tail(key, "p", 3)).messages],
+                [m.id for m in await stores.conversations.get_transcript(key, "p", index=-2)],
+                await stores.state.load(key, "p"),
+                None
+                if view.row is None
+                else (view.row.status, view.row.message_id, view.row.epoch),
+            ]
+
+    expected = await workload(f"file://{tmp_path / 'plain'}")
+    trickle = _Trickle()
+    monkeypatch.setattr(fsio, "os", trickle)
+    assert await workload(f"file://{tmp_path / 'short'}") == expected
+    assert trickle.short_reads and trickle.short_writes
