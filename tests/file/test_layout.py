@@ -136,6 +136,48 @@ async def test_a_digest_collision_is_refused_not_mixed(stores: FileStores) -> No
         await stores.supervision.compare_and_swap(key, "u", None, SupervisionRow("running", "m", 1))
 
 
+async def test_a_tombstone_of_another_key_is_refused_not_reused(stores: FileStores) -> None:
+    """A tombstone records its key's check, not its key: one whose check is another
+    key's (a digest collision with an erased key) is refused like a live header of
+    another key, by reads and by writes, and is never taken over."""
+    key = ConversationKey("t", "mine")
+    await stores.conversations.append_messages(key, "u", [Message("m", "user", 1)])
+    assert await stores.conversations.delete(key, "u")
+    head_path = Path(stores.root.key_dir(key)) / "head"
+    head = json.loads(head_path.read_bytes())
+    assert "key" not in head and "kc" in head
+    head["kc"] = "0" * len(head["kc"])
+    head_path.write_text(json.dumps(head))
+    with pytest.raises(ConflictError):
+        await stores.conversations.read_messages(key, "u")
+    with pytest.raises(ConflictError):
+        await stores.state.save(key, "u", {"a": 1})
+    assert json.loads(head_path.read_bytes()) == head
+
+
+@pytest.mark.parametrize(
+    ("name", "content"),
+    [
+        ("head", b"[1, 2]"),
+        ("head", b'"a header"'),
+        ("recording", b'{"message_id": "m"}'),
+        ("recording", b'["meta"]\n{}'),
+        ("recording", b"{not json\n{}"),
+    ],
+)
+async def test_a_corrupt_file_is_refused_as_corrupt(
+    name: str, content: bytes, stores: FileStores
+) -> None:
+    """A header that is not a JSON object, a record file with no body line or whose
+    metadata is not an object: each read is refused as corrupt (unavailable, naming
+    what is wrong), never taken for an absent key or read half."""
+    key = ConversationKey("t", "c")
+    await stores.recording.put(key, "u", RecordedEvent(1, {"e": 1}, "m1", 1))
+    (Path(stores.root.key_dir(key)) / name).write_bytes(content)
+    with pytest.raises(BackendUnavailableError, match="corrupt"):
+        await stores.recording.read(key, "u")
+
+
 async def test_os_errors_are_typed_at_the_edge(tmp_path: Path) -> None:
     blocker = tmp_path / "not-a-directory"
     blocker.write_text("x")
