@@ -511,8 +511,10 @@ def mutation(session: nox.Session) -> None:
     parser.add_argument("--only", action="append", default=[])
     args = parser.parse_args(session.posargs)
     target = args.adapter or "core"
-    adapter_groups = (target,) if target == "file" else MUTATION_GROUPS.get(target, ())
-    _sync(session, "core", "test", "mutation", *adapter_groups, editable=False)
+    # Every target's groups, whichever runs: the targets share this environment, and
+    # syncing one target's alone would uninstall another's under a run in progress.
+    every = sorted({"file", *(g for groups in MUTATION_GROUPS.values() for g in groups)})
+    _sync(session, "core", "test", "mutation", *every, editable=False)
     chosen = ["--adapter", target] + (["--fresh"] if args.fresh else [])
     session.run("python", "-m", "tests.mutation.workspace", *chosen)
     workspace = ".mutation" if target == "core" else f".mutation-{target}"
