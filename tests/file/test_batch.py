@@ -158,6 +158,10 @@ async def test_rows_of_a_batch_keep_their_own_results(tmp_path: Path) -> None:
         await stores.__aexit__(None, None, None)
 
 
+def _exists(path: str) -> bool:
+    return os.path.exists(path)
+
+
 class RenameRefusedIO(FileIO):
     """An error raised just before one path's rename (after its temp file is durable), or
     a temp file gone before its rename: either way that path is never renamed."""
@@ -217,23 +221,34 @@ async def test_a_row_never_renamed_fails_definitely_and_alone(
         await stores.__aexit__(None, None, None)
 
 
+@pytest.mark.parametrize("how", ["fsync", "vanish"])
 async def test_a_claims_blank_heartbeat_file_failing_leaves_the_claim_whole(
-    tmp_path: Path,
+    how: str, tmp_path: Path
 ) -> None:
     """A claim of a new key writes a blank heartbeat file and then the header, in one
-    folder: when the heartbeat file's fsync fails, the header is still renamed (the
-    claim holds: its first heartbeat writes the file whole), and the next row of the
-    folder is not skipped."""
-    io = FailingIO()
+    folder: when the heartbeat file fails (its fsync, or its temp file gone before the
+    rename), the header is still renamed (the claim holds: its first heartbeat writes
+    the file whole): the next file of the folder is not skipped."""
+    fresh = [ConversationKey("t", f"fresh{i}") for i in range(2)]
+    probe = FileStores(f"file://{tmp_path}")
+    beat_file = os.path.join(probe.root.key_dir(fresh[0]), "beat")
+    io: FileIO
+    if how == "fsync":
+        io = FailingIO()
+        io.fail_file = probe.io.tmp_path(beat_file)
+    else:
+        io = RenameRefusedIO(beat_file, vanish=True)
     stores = FileStores(f"file://{tmp_path}", io=io)
     await stores.__aenter__()
     try:
-        fresh = [ConversationKey("t", f"fresh{i}") for i in range(2)]
-        io.fail_file = os.path.join(stores.root.key_dir(fresh[0]), ".beat.tmp")
         batch = [Swap(k, OWNER, None, SupervisionRow("running", "turn", 1)) for k in fresh]
         out = await stores.supervision.compare_and_swap_many(batch)
         assert [(o.swapped, o.error) for o in out] == [(True, None), (True, None)]
-        io.fail_file = None
+        assert not _exists(beat_file)
+        if isinstance(io, FailingIO):
+            io.fail_file = None
+        else:
+            io.path = ""
         for key in fresh:
             view = await stores.supervision.read(key, OWNER)
             assert view.row is not None and view.row.epoch == 1
@@ -321,17 +336,27 @@ asyncio.run(main())
 """
 
 
+async def _one_group_commit(url: str) -> None:
+    stores = await _claimed(url)
+    try:
+        assert all(o.swapped for o in await stores.supervision.compare_and_swap_many(_beat(1, 2)))
+    finally:
+        await stores.__aexit__(None, None, None)
+
+
 def test_group_commits_share_one_named_pool_per_process(tmp_path: Path) -> None:
     """A fresh process's group commits (each renaming in several folders side by side)
     all run on one pool of fsync threads, made on first use: its threads are named for
     the store (a thread dump says whose they are), and no more than
     :data:`~agentstores_file.fsio.SYNC_WORKERS` are ever started, however many commits
-    ran."""
+    ran. (One group commit runs here first, so that the pool's code is known to be this
+    test's: the check itself runs in a fresh process.)"""
+    asyncio.run(_one_group_commit(f"file://{tmp_path / 'here'}"))
     package = Path(fsio.__file__).resolve().parents[1]
     path = os.environ.get("PYTHONPATH", "")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(package), path]))}
     done = subprocess.run(
-        [sys.executable, "-c", POOL_SCRIPT, f"file://{tmp_path}"],
+        [sys.executable, "-c", POOL_SCRIPT, f"file://{tmp_path / 'fresh'}"],
         env=env,
         capture_output=True,
         text=True,

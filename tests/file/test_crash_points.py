@@ -12,6 +12,7 @@ the next write works.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -34,7 +35,7 @@ from agentstores.models import (
     Swap,
 )
 from agentstores.models import UserIntegration as Integration
-from agentstores_file.fsio import FileIO
+from agentstores_file.fsio import FileIO, IOStats
 from agentstores_file.stores import FileStores
 
 from ._verify import verify_store
@@ -269,6 +270,16 @@ def _redo_left(path: str) -> bool:
     return False
 
 
+def _rename_pending(path: str) -> bool:
+    """Whether a key header under ``path`` names a rename whose source is still there
+    (a header keeps the renames it named until its next change: done ones are skipped)."""
+    for head in Path(path).glob("keys/*/*/head"):
+        for src, _ in json.loads(head.read_bytes()).get("redo") or ():
+            if (head.parent / src).exists():
+                return True
+    return False
+
+
 async def _forget_state(stores: FileStores, owner: str) -> None:
     """Delete the state, and check it is gone (before the state write that follows)."""
     await stores.state.delete(K, owner)
@@ -438,3 +449,35 @@ async def test_crash_in_a_batch_leaves_each_row_old_or_new(fsync: bool, tmp_path
         assert at < 200
     for key in [*existing, fresh, first_beat, in_place]:
         assert {(key.session_id, "old"), (key.session_id, "new")} <= seen
+
+
+async def test_finishing_a_crashed_writers_renames_is_counted(tmp_path: Path) -> None:
+    """The renames a crash left to redo, finished by the next writer of the key (here a
+    state save after a recording's crash), are counted like its own
+    (``IOStats.replaces``): the I/O counts say what a write after a crash cost."""
+
+    async def recording(stores: FileStores, n: int) -> None:
+        """At epoch ``n``: a put that raises the fence changes the header, so its
+        file is renamed through the header's redo list."""
+        await stores.recording.put(K, OWNER, RecordedEvent(n, {"n": n}, f"m{n}", n))
+
+    base = str(tmp_path / "base")
+    async with FileStores(f"file://{base}", fsync=False) as stores:
+        await recording(stores, 1)
+    for at in range(1, 50):
+        trial = str(tmp_path / f"trial{at}")
+        shutil.copytree(base, trial)
+        async with FileStores(f"file://{trial}", io=CrashIO(at)) as stores:
+            with contextlib.suppress(Crash):
+                await recording(stores, 2)
+        if _rename_pending(trial):
+            break
+    else:
+        raise AssertionError("no crash point of a recording left a rename to redo")
+    counts = {}
+    for name, path in (("clean", base), ("after the crash", trial)):
+        stats = IOStats()
+        async with FileStores(f"file://{path}", fsync=False, io_stats=stats) as stores:
+            await stores.state.save(K, OWNER, {"next": 1})  # finishes the recording's
+        counts[name] = stats.snapshot()["replaces"]
+    assert counts["after the crash"] == counts["clean"] + 1, counts

@@ -296,16 +296,19 @@ class _DirSyncs(FileIO):
         super().sync_dir(path)
 
 
-async def test_an_unlisting_is_made_durable_where_it_happened(tmp_path: Path) -> None:
-    """Erasing a conversation removes its listing entry, and with the owner's last one
-    the owner's folder: each change is made durable in the folder it happened in (the
-    owner's folder while it stays, its parent once it is gone)."""
+async def test_a_listing_change_is_made_durable_where_it_happened(tmp_path: Path) -> None:
+    """A conversation's first write lists it in its owner's folder; erasing it removes
+    the entry, and with the owner's last one the owner's folder: each change is made
+    durable in the folder it happened in (the owner's folder while it stays, its parent
+    once it is gone), so a listing survives what the conversation survives."""
     io = _DirSyncs()
     async with FileStores(f"file://{tmp_path / 'store'}", io=io) as stores:
         conv = stores.conversations
-        for session in ("c1", "c2"):
-            await conv.append_messages(ConversationKey("t", session), "p", [Message.user("hi")])
         owners = stores.root.owner_dir("t", "p")
+        for session in ("c1", "c2"):
+            io.synced.clear()
+            await conv.append_messages(ConversationKey("t", session), "p", [Message.user("hi")])
+            assert owners in io.synced, io.synced
         io.synced.clear()
         assert await conv.delete(ConversationKey("t", "c1"), "p")
         assert owners in io.synced, io.synced
