@@ -597,25 +597,25 @@ class _Trickle:
     """The ``os`` module as the I/O layer sees it, but every positioned read and write
     moves at most a few bytes, as an interrupted call or a network filesystem may."""
 
-    STEP = 7
-
-    def __init__(self) -> None:
+    def __init__(self, step: int) -> None:
+        self.step = step
         self.short_reads = self.short_writes = 0
 
     def __getattr__(self, name: str) -> Any:
         return getattr(os, name)
 
     def pread(self, fd: int, size: int, offset: int) -> bytes:
-        self.short_reads += size > self.STEP
-        return os.pread(fd, min(size, self.STEP), offset)
+        self.short_reads += size > self.step
+        return os.pread(fd, min(size, self.step), offset)
 
     def pwrite(self, fd: int, data: Any, offset: int) -> int:
-        self.short_writes += len(data) > self.STEP
-        return os.pwrite(fd, memoryview(data)[: self.STEP], offset)
+        self.short_writes += len(data) > self.step
+        return os.pwrite(fd, memoryview(data)[: self.step], offset)
 
 
+@pytest.mark.parametrize("step", [1, 7])
 async def test_short_positioned_reads_and_writes_are_completed(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    step: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A positioned read or write that moves fewer bytes than asked is continued until
     all of it is moved (or a read meets the end of the file): a transcript, a state, a
@@ -648,7 +648,7 @@ async def test_short_positioned_reads_and_writes_are_completed(
             ]
 
     expected = await workload(f"file://{tmp_path / 'plain'}")
-    trickle = _Trickle()
+    trickle = _Trickle(step)
     monkeypatch.setattr(fsio, "os", trickle)
     assert await workload(f"file://{tmp_path / 'short'}") == expected
     assert trickle.short_reads and trickle.short_writes
