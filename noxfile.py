@@ -515,7 +515,8 @@ def mutation(session: nox.Session) -> None:
     # syncing one target's alone would uninstall another's under a run in progress.
     every = sorted({"file", *(g for groups in MUTATION_GROUPS.values() for g in groups)})
     _sync(session, "core", "test", "mutation", *every, editable=False)
-    chosen = ["--adapter", target] + (["--fresh"] if args.fresh else [])
+    only = [arg for pattern in args.only for arg in ("--only", pattern)]
+    chosen = ["--adapter", target, *only] + (["--fresh"] if args.fresh else [])
     session.run("python", "-m", "tests.mutation.workspace", *chosen)
     workspace = ".mutation" if target == "core" else f".mutation-{target}"
     os.makedirs(workspace, exist_ok=True)  # --install-only runs no command: nothing made it
@@ -527,7 +528,6 @@ def mutation(session: nox.Session) -> None:
         with session.chdir(workspace):
             session.run(*mutmut, external=False)
     session.run("python", "-m", "tests.mutation.workspace", "--adapter", target, "--save")
-    only = [arg for pattern in args.only for arg in ("--only", pattern)]
     session.run("python", "-m", "tests.mutation.score", "--adapter", target, *only)
 
 

@@ -18,10 +18,12 @@ from __future__ import annotations
 
 import argparse
 import ast
+import fnmatch
 import hashlib
 import json
 import shutil
 import tomllib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from string import Template
@@ -200,14 +202,20 @@ NO_TESTS = (5, 33)
 """The mutation tool's exit codes for a mutant no test calls (a new test may call it)."""
 
 
-def _retest_unkilled(mutants: Path) -> int:
-    """Mark every surviving mutant, and every one no test called, as not yet checked;
+def _retest_unkilled(mutants: Path, only: Sequence[str] = ()) -> int:
+    """Mark every surviving mutant, and every one no test called, as not yet checked
+    (only those whose names match one of ``only``, when given: the run tests no other);
     return how many."""
     count = 0
     for meta in mutants.rglob("*.meta"):
         data = json.loads(meta.read_text())
         codes = data["exit_code_by_key"]
-        unkilled = [name for name, code in codes.items() if code in (SURVIVED, *NO_TESTS)]
+        unkilled = [
+            name
+            for name, code in codes.items()
+            if code in (SURVIVED, *NO_TESTS)
+            and (not only or any(fnmatch.fnmatchcase(name, glob) for glob in only))
+        ]
         for name in unkilled:
             codes[name] = None
         if unkilled:
@@ -305,7 +313,7 @@ def _restore_results(target: Target, mutants: Path) -> int:
     return taken
 
 
-def assemble(*, fresh: bool, target: Target = TARGETS["core"]) -> Path:
+def assemble(*, fresh: bool, target: Target = TARGETS["core"], only: Sequence[str] = ()) -> Path:
     workspace = target.workspace
     if fresh and workspace.exists():
         shutil.rmtree(workspace)
@@ -339,7 +347,8 @@ def assemble(*, fresh: bool, target: Target = TARGETS["core"]) -> Path:
     if not fresh:
         print(f"{_restore_results(target, mutants)} verdicts taken from {RESULTS.name}/")
     if mutants.exists():
-        print(f"re-testing {_retest_unkilled(mutants)} earlier survivors and untested mutants")
+        retested = _retest_unkilled(mutants, only)
+        print(f"re-testing {retested} earlier survivors and untested mutants")
     return workspace
 
 
@@ -348,12 +357,15 @@ def main() -> None:
     parser.add_argument("--fresh", action="store_true", help="delete earlier results first")
     parser.add_argument("--adapter", choices=sorted(TARGETS), default="core")
     parser.add_argument("--save", action="store_true", help="write the verdicts to the repo")
+    parser.add_argument(
+        "--only", action="append", default=[], help="the run's mutant globs (re-test only these)"
+    )
     args = parser.parse_args()
     target = TARGETS[args.adapter]
     if args.save:
         print(f"verdicts kept in {save_results(target).relative_to(ROOT)}")
         return
-    print(f"mutation workspace: {assemble(fresh=args.fresh, target=target)}")
+    print(f"mutation workspace: {assemble(fresh=args.fresh, target=target, only=args.only)}")
 
 
 if __name__ == "__main__":
