@@ -2,13 +2,14 @@
 server the run started once, outside the tool (``tests/mutation/serve.py``, its URL in
 ``$AGENTSTORES_MUTATION_URL``), in a fresh namespace per test.
 
-Copied into the adapter's workspace (``.mutation-<adapter>/``) beside the server helpers
-(``tests/servers``, as the top-level package ``servers``), so the tests import the mutated
-adapter that the mutation tool puts first on ``sys.path``; core and the contract suite are
-the installed, unmutated packages. A namespace is what the adapter's own contract tests
-use: a PostgreSQL schema and runtime role installed by the adapter's installer, a Redis
-key prefix, a MongoDB collection prefix with its indexes installed, an S3 key prefix. Each
-is removed after its test with the raw driver, not through the code under mutation.
+Copied into the adapter's workspace (``.mutation-<adapter>/``) as
+``tests/test_contract.py`` beside the server helpers (``tests/servers``) and the adapter's
+own tests, so the tests import the mutated adapter that the mutation tool puts first on
+``sys.path``; core and the contract suite are the installed, unmutated packages. A
+namespace is what the adapter's own contract tests use: a PostgreSQL schema and runtime
+role installed by the adapter's installer, a Redis key prefix, a MongoDB collection
+prefix with its indexes installed, an S3 key prefix. Each is removed after its test with
+the raw driver, not through the code under mutation.
 """
 
 from __future__ import annotations
@@ -25,8 +26,9 @@ import pytest
 
 from agentstores_contract import BackendUnderTest, ContractSuite
 from agentstores_contract.lifetimes import _real_time_verdicts, exact
+from tests.servers.shared import SHARED_URL_ENV
 
-URL_ENV = "AGENTSTORES_MUTATION_URL"
+URL_ENV = SHARED_URL_ENV
 BASE = os.environ.get(URL_ENV, "")
 if not BASE:  # a collection error, not a skip: the run proves nothing without a server
     raise RuntimeError(f"${URL_ENV} names no server: run through tests/mutation/serve.py")
@@ -59,7 +61,7 @@ def _tag() -> str:
 
 @contextlib.contextmanager
 def _postgres() -> Iterator[str]:
-    from servers.postgres import Installation
+    from tests.servers.postgres import Installation
 
     with Installation(BASE, prefix="mut") as installation:
         yield installation.url
@@ -81,7 +83,7 @@ def _redis() -> Iterator[str]:
 
 @contextlib.contextmanager
 def _mongo() -> Iterator[str]:
-    from servers.mongo import Installation
+    from tests.servers.mongo import Installation
 
     with Installation(BASE) as installation:
         yield installation.url

@@ -18,7 +18,8 @@ import subprocess
 import sys
 from collections.abc import Iterator
 
-URL_ENV = "AGENTSTORES_MUTATION_URL"
+from tests.servers.shared import SHARED_URL_ENV as URL_ENV
+
 BUCKET = "agentstores-mutation"
 
 
@@ -33,7 +34,7 @@ def serving(adapter: str) -> Iterator[str]:
     elif adapter == "redis":
         from tests.servers.valkey import ValkeyServer
 
-        with ValkeyServer() as server:
+        with ValkeyServer(appendonly=True, appendfsync="always") as server:  # as its tests'
             yield server.url
     elif adapter == "mongo":
         from tests.servers.mongo import NxServer

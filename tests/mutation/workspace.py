@@ -62,15 +62,27 @@ class Target:
     only that backend has (crash points, layout, permissions, I/O counts), each fast."""
     server: str | None = None
     """A networked adapter's server (``tests/mutation/serve.py`` starts it once for the
-    run); the server helpers are copied to ``tests/servers/`` for the suite's namespaces."""
+    run). The workspace's ``tests`` is then a package, as in the repository: the server
+    helpers go to ``tests/servers/`` and the adapter's own tests to ``tests/<name>/``
+    (their conftest hands them the run's server: ``tests/servers/shared.py``)."""
 
 
 ADAPTER_CONFIG = HERE / "mutmut-adapter.toml"
 """Every adapter's mutation config, the package's name in place of ``$package``."""
 
 
-def _networked(name: str, package: str, undecorate: frozenset[str] = frozenset()) -> Target:
-    """A networked adapter: the contract suite against the server the run starts."""
+def _networked(
+    name: str,
+    package: str,
+    undecorate: frozenset[str] = frozenset(),
+    own_tests: tuple[str, ...] = (),
+) -> Target:
+    """A networked adapter: the contract suite against the server the run starts, and
+    ``own_tests`` (modules of ``tests/<name>``, each needing one plain server only, with
+    the folder's package files, conftest and the scripts its tests read)."""
+    folder = ROOT / "tests" / name
+    helpers = ("__init__.py", "conftest.py") if own_tests else ()
+    data = tuple(path.name for path in folder.iterdir() if path.suffix in (".lua", ".sql"))
     return Target(
         name,
         ROOT / f".mutation-{name}",
@@ -78,6 +90,7 @@ def _networked(name: str, package: str, undecorate: frozenset[str] = frozenset()
         HERE / "network_suite_under_mutation.py",
         ADAPTER_CONFIG,
         undecorate,
+        adapter_tests=tuple(folder / file for file in (*helpers, *data, *own_tests)),
         server=name,
     )
 
@@ -117,7 +130,19 @@ TARGETS = {
         ),
     ),
     "postgres": _networked("postgres", "agentstores_postgres"),
-    "redis": _networked("redis", "agentstores_redis"),
+    "redis": _networked(
+        "redis",
+        "agentstores_redis",
+        own_tests=(
+            "test_redis_clock.py",
+            "test_redis_decoding.py",
+            "test_redis_indexes.py",
+            "test_redis_layout.py",
+            "test_redis_packing.py",
+            "test_redis_scripts.py",
+            "test_redis_unencodable.py",
+        ),
+    ),
     "mongo": _networked("mongo", "agentstores_mongo", frozenset({"resent", "snapshot_read"})),
     "s3": _networked("s3", "agentstores_s3", frozenset({"off_loop"})),
 }
@@ -319,12 +344,14 @@ def assemble(*, fresh: bool, target: Target = TARGETS["core"], only: Sequence[st
         shutil.rmtree(workspace)
     _sync_tree(target.package, workspace / "src" / target.package.name, target)
     changed = _sync_file(target.suite, workspace / "tests" / "test_contract.py")
-    adapter = workspace / "tests" / "adapter"
+    adapter = workspace / "tests" / (target.server or "adapter")
+    if target.server is not None:
+        _sync_text("", workspace / "tests" / "__init__.py")
     wanted = {path.name for path in target.adapter_tests}
     for path in target.adapter_tests:
         changed = _sync_file(path, adapter / path.name) or changed
     if adapter.exists():
-        for path in adapter.glob("*.py"):
+        for path in adapter.glob("*.*"):
             if path.name not in wanted:
                 path.unlink()
     config = _rendered_config(target)

@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import asyncio
 import os
+import tempfile
 import uuid
 from collections.abc import Iterator
 
 import pytest
 
+from tests.servers.shared import shared_port, shared_url
 from tests.servers.valkey import (
     ValkeyCluster,
     ValkeySentinelGroup,
@@ -26,6 +28,10 @@ from tests.servers.valkey import (
     system_redis_binary,
 )
 from tests.servers.variants import not_run
+
+SHARED = shared_url()
+"""A mutation run's Valkey (AOF fsynced always, as :func:`valkey_server` starts its own),
+standing in for this session's: see :mod:`tests.servers.shared`."""
 
 REDIS_URL_ENV = "AGENTSTORES_TEST_REDIS_URL"
 
@@ -49,6 +55,9 @@ def purge(url: str) -> None:
 
 @pytest.fixture(scope="session")
 def valkey_server() -> Iterator[ValkeyServer]:
+    if SHARED:  # a handle on the run's server: never started or stopped here
+        yield ValkeyServer(port=shared_port(SHARED), directory=tempfile.gettempdir())
+        return
     with ValkeyServer(appendonly=True, appendfsync="always") as server:
         yield server
 
@@ -78,6 +87,8 @@ if not EXTERNAL:
 
 SERVERS = ("valkey", "valkey-cluster", *([MACHINE] if MACHINE else []))
 SERVERS += ("env",) if EXTERNAL else ()
+if SHARED:
+    SERVERS = ("valkey",)
 
 
 @pytest.fixture(scope="session")
