@@ -10,12 +10,13 @@ log2(n).
 from __future__ import annotations
 
 import math
+import os
 from pathlib import Path
 from typing import Any
 
 from agentstores.keys import ConversationKey
 from agentstores.models import Message
-from agentstores_file.fsio import IOStats
+from agentstores_file.fsio import FileIO, IOStats
 from agentstores_file.stores import FileStores
 
 BIG = 100_000
@@ -113,3 +114,24 @@ async def test_append_and_indexed_reads_cost_the_same_at_100k(tmp_path: Path) ->
     # A time range is two binary searches over the fixed-width index.
     searches = 2 * (math.ceil(math.log2(BIG + 8)) + 1)
     assert at_big["time_range"][0]["reads"] <= searches + 4, at_big["time_range"][0]
+
+
+def test_the_counts_are_of_calls_and_bytes(tmp_path: Path) -> None:
+    """What ``IOStats`` counts, exactly: one read per whole-file read and per positioned
+    read, the bytes each returned; one write and its bytes per positioned write."""
+    stats = IOStats()
+    io = FileIO(fsync=False, stats=stats)
+    path = str(tmp_path / "data")
+    io.replace_file(path, b"0123456789" * 10)
+    stats.reset()
+    assert io.read_file(path) == b"0123456789" * 10
+    fd = os.open(path, os.O_RDWR)
+    try:
+        assert io.pread(fd, 25, 10) == (b"0123456789" * 4)[:25]
+        assert io.pread(fd, 50, 90) == b"0123456789"  # short only at the end of the file
+        io.pwrite(fd, b"abc", 0)
+    finally:
+        os.close(fd)
+    counted = stats.snapshot()
+    assert counted["reads"] == 3 and counted["read_bytes"] == 100 + 25 + 10, counted
+    assert counted["writes"] == 1 and counted["write_bytes"] == 3, counted

@@ -318,6 +318,60 @@ async def test_a_listing_change_is_made_durable_where_it_happened(tmp_path: Path
         assert os.path.dirname(owners) in io.synced and owners not in io.synced, io.synced
 
 
+async def test_a_replaced_file_is_made_durable_in_its_folder(tmp_path: Path) -> None:
+    """A state save replaces the key's state file (temp, fsync, rename): the rename is
+    made durable by syncing the key's own folder, by default (``FileIO`` is durable
+    unless told otherwise)."""
+    assert FileIO().fsync, "the I/O layer's default is durable"
+    io = _DirSyncs()
+    async with FileStores(f"file://{tmp_path / 'store'}", io=io) as stores:
+        key = ConversationKey("t", "saved")
+        await stores.state.save(key, "p", {"n": 1})
+        io.synced.clear()
+        await stores.state.save(key, "p", {"n": 2})
+        assert io.synced == [stores.root.key_dir(key)]
+
+
+class _DirFsync:
+    """The ``os`` module as the I/O layer sees it, its directory fsyncs failing with
+    ``code`` (a filesystem that refuses fsync on a folder says EINVAL)."""
+
+    def __init__(self, code: int) -> None:
+        self.code = code
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(os, name)
+
+    def fsync(self, fd: int) -> None:
+        import stat
+
+        if stat.S_ISDIR(os.fstat(fd).st_mode):
+            raise OSError(self.code, os.strerror(self.code))
+        os.fsync(fd)
+
+
+@pytest.mark.parametrize("code", [errno.EINVAL, errno.EBADF, errno.EIO])
+async def test_a_folder_refusing_fsync_is_no_failure_but_a_failed_one_is(
+    code: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A filesystem that refuses fsync on a folder (EINVAL, EBADF) cannot make a rename
+    more durable than it is: the write succeeds. A folder fsync that fails (EIO) leaves
+    the renamed write's durability unknown: the outcome is unknown."""
+    from agentstores_file import fsio
+
+    async with FileStores(f"file://{tmp_path / 'store'}") as stores:
+        key = ConversationKey("t", "synced")
+        await stores.state.save(key, "p", {"n": 1})
+        monkeypatch.setattr(fsio, "os", _DirFsync(code))
+        if code == errno.EIO:
+            with pytest.raises(UnknownOutcomeError):
+                await stores.state.save(key, "p", {"n": 2})
+        else:
+            await stores.state.save(key, "p", {"n": 2})
+        monkeypatch.undo()
+        assert await stores.state.load(key, "p") == {"n": 2}
+
+
 class _ErasedMeanwhile(FileIO):
     """Removes the owner's (empty) listing folder right before the entry goes in, as
     another process erasing that owner's last conversation at that moment would."""

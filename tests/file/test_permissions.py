@@ -13,6 +13,7 @@ import tempfile
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -193,3 +194,58 @@ async def test_another_user_reads_nothing_of_a_store_written_open(open_parent: P
     async with FileStores(f"file://{root}", fsync=False):
         pass
     assert unreadable_to_another_user(root) == []
+
+
+class _Creations:
+    """The ``os`` module as the I/O layer sees it, recording the mode every file and
+    folder is created with."""
+
+    def __init__(self) -> None:
+        self.files: list[int | None] = []
+        self.folders: list[int | None] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(os, name)
+
+    def open(self, path: str, flags: int, mode: int | None = None) -> int:
+        if flags & os.O_CREAT:
+            self.files.append(mode)
+        return os.open(path, flags) if mode is None else os.open(path, flags, mode)
+
+    def mkdir(self, path: str, mode: int | None = None) -> None:
+        self.folders.append(mode)
+        os.mkdir(path) if mode is None else os.mkdir(path, mode)
+
+
+async def test_entries_are_created_private_not_made_private_after(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every file is created 0600 and every folder 0700: never created looser and then
+    tightened, which would leave a moment when another user could open it."""
+    from agentstores_file import fsio
+
+    created = _Creations()
+    monkeypatch.setattr(fsio, "os", created)
+    async with FileStores(f"file://{tmp_path / 'store'}", fsync=False) as stores:
+        await write_everything(stores)
+    assert created.files and set(created.files) == {0o600}, created.files
+    assert created.folders and set(created.folders) == {0o700}, created.folders
+
+
+async def test_a_root_folder_another_user_owns_keeps_its_mode(tmp_path: Path) -> None:
+    """Opening closes a root folder left open only when it is ours: another user's
+    folder keeps its mode (only its owner may decide who enters it)."""
+    root = tmp_path / "store"
+    async with FileStores(f"file://{root}", fsync=False) as stores:
+        await write_everything(stores)
+    root.chmod(0o755)
+    if os.geteuid() == 0:  # as root (here and in CI): the folder handed to nobody
+        nobody = pwd.getpwnam("nobody")
+        os.chown(root, nobody.pw_uid, nobody.pw_gid)
+        async with FileStores(f"file://{root}", fsync=False):
+            pass
+        assert stat.S_IMODE(root.stat().st_mode) == 0o755
+    else:  # unprivileged, no folder of another user can be made: ours is closed
+        async with FileStores(f"file://{root}", fsync=False):
+            pass
+        assert stat.S_IMODE(root.stat().st_mode) == 0o700
