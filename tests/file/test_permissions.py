@@ -203,6 +203,8 @@ class _Creations:
     def __init__(self) -> None:
         self.files: list[int | None] = []
         self.folders: list[int | None] = []
+        self.leaky: list[str] = []
+        """Opens a child process could inherit, or of a folder not opened as one."""
 
     def __getattr__(self, name: str) -> Any:
         return getattr(os, name)
@@ -210,6 +212,10 @@ class _Creations:
     def open(self, path: str, flags: int, mode: int | None = None) -> int:
         if flags & os.O_CREAT:
             self.files.append(mode)
+        if not flags & os.O_CLOEXEC:
+            self.leaky.append(f"not close-on-exec: {path}")
+        if os.path.isdir(path) and not flags & os.O_DIRECTORY:
+            self.leaky.append(f"a folder not opened as one: {path}")
         return os.open(path, flags) if mode is None else os.open(path, flags, mode)
 
     def mkdir(self, path: str, mode: int | None = None) -> None:
@@ -221,15 +227,18 @@ async def test_entries_are_created_private_not_made_private_after(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Every file is created 0600 and every folder 0700: never created looser and then
-    tightened, which would leave a moment when another user could open it."""
+    tightened, which would leave a moment when another user could open it. And every
+    descriptor is close-on-exec (a process the application starts inherits none), a
+    folder opened as one."""
     from agentstores_file import fsio
 
     created = _Creations()
     monkeypatch.setattr(fsio, "os", created)
-    async with FileStores(f"file://{tmp_path / 'store'}", fsync=False) as stores:
+    async with FileStores(f"file://{tmp_path / 'store'}") as stores:  # folders synced too
         await write_everything(stores)
     assert created.files and set(created.files) == {0o600}, created.files
     assert created.folders and set(created.folders) == {0o700}, created.folders
+    assert created.leaky == []
 
 
 async def test_a_root_folder_another_user_owns_keeps_its_mode(tmp_path: Path) -> None:
