@@ -6,6 +6,7 @@ import errno
 import json
 import os
 import re
+import threading
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -706,3 +707,28 @@ async def test_short_positioned_reads_and_writes_are_completed(
     monkeypatch.setattr(fsio, "os", trickle)
     assert await workload(f"file://{tmp_path / 'short'}") == expected
     assert trickle.short_reads and trickle.short_writes
+
+
+async def test_push_is_on_by_default_and_chosen_by_url_or_keyword(tmp_path: Path) -> None:
+    """``push`` (other processes' writes wake this one's followers) is on unless the URL
+    (``?push=false``, also 0/no/off) or the keyword turns it off; the keyword wins; a
+    value that is not a boolean, or an option the backend does not know, is refused
+    naming the backend. A closed bundle leaves no change-check thread behind."""
+    url = f"file://{tmp_path / 'store'}"
+    assert FileStores(url).push is True
+    for word in ("false", "0", "no", "off", " OFF "):
+        assert FileStores(f"{url}?push={word}").push is False, word
+    for word in ("true", "1", "yes", "on"):
+        assert FileStores(f"{url}?push={word}").push is True, word
+    assert FileStores(f"{url}?push=false", push=True).push is True
+    assert FileStores(url, push=False).push is False
+    with pytest.raises(UsageError, match="push"):
+        FileStores(f"{url}?push=maybe")
+    with pytest.raises(UsageError, match="push"):
+        FileStores(url, push="yes")  # type: ignore[arg-type]
+    with pytest.raises(UsageError, match="unknown file URL option 'pushed'"):
+        FileStores(f"{url}?pushed=true")
+    async with FileStores(url) as stores:
+        assert stores.watcher is not None
+        await stores.state.save(ConversationKey("t", "k"), "p", {"a": 1})
+    assert not [t for t in threading.enumerate() if t.name == "agentstores-file-changes"]
