@@ -732,3 +732,22 @@ async def test_push_is_on_by_default_and_chosen_by_url_or_keyword(tmp_path: Path
         assert stores.watcher is not None
         await stores.state.save(ConversationKey("t", "k"), "p", {"a": 1})
     assert not [t for t in threading.enumerate() if t.name == "agentstores-file-changes"]
+
+
+def test_the_bundles_documented_defaults_and_refusals(tmp_path: Path) -> None:
+    """What ``FileStores`` documents: fsync on, a tombstone kept 30 days, the shared
+    thread pool unless ``workers`` asks for a positive number of threads of its own."""
+    from agentstores.stores import kit
+
+    url = f"file://{tmp_path / 'store'}"
+    stores = FileStores(url)
+    assert stores.io.fsync is True
+    assert stores.root.tombstone_ttl == timedelta(days=30) == kit.DEFAULT_TOMBSTONE_TTL
+    assert FileStores(url, fsync=False).io.fsync is False
+    assert FileStores(url, tombstone_ttl=timedelta(hours=1)).root.tombstone_ttl == timedelta(
+        hours=1
+    )
+    FileStores(url, workers=1)
+    for bad in (0, -1, "2", 1.5):
+        with pytest.raises(UsageError, match="workers"):
+            FileStores(url, workers=bad)  # type: ignore[arg-type]
