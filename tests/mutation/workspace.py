@@ -137,6 +137,7 @@ TARGETS = {
             "test_redis_clock.py",
             "test_redis_decoding.py",
             "test_redis_indexes.py",
+            "test_redis_keys.py",
             "test_redis_layout.py",
             "test_redis_packing.py",
             "test_redis_scripts.py",
