@@ -454,7 +454,8 @@ async def test_crash_in_a_batch_leaves_each_row_old_or_new(fsync: bool, tmp_path
 async def test_finishing_a_crashed_writers_renames_is_counted(tmp_path: Path) -> None:
     """The renames a crash left to redo, finished by the next writer of the key (here a
     state save after a recording's crash), are counted like its own
-    (``IOStats.replaces``): the I/O counts say what a write after a crash cost."""
+    (``IOStats.replaces``), and made durable (its folder synced): the I/O counts say
+    what a write after a crash cost."""
 
     async def recording(stores: FileStores, n: int) -> None:
         """At epoch ``n``: a put that raises the fence changes the header, so its
@@ -477,7 +478,9 @@ async def test_finishing_a_crashed_writers_renames_is_counted(tmp_path: Path) ->
     counts = {}
     for name, path in (("clean", base), ("after the crash", trial)):
         stats = IOStats()
-        async with FileStores(f"file://{path}", fsync=False, io_stats=stats) as stores:
+        async with FileStores(f"file://{path}", io_stats=stats) as stores:
             await stores.state.save(K, OWNER, {"next": 1})  # finishes the recording's
-        counts[name] = stats.snapshot()["replaces"]
-    assert counts["after the crash"] == counts["clean"] + 1, counts
+        counts[name] = stats.snapshot()
+    clean, after = counts["clean"], counts["after the crash"]
+    assert after["replaces"] == clean["replaces"] + 1, counts
+    assert after["syncs"] == clean["syncs"] + 1, "the finished rename's folder is synced"
