@@ -726,21 +726,31 @@ async def test_push_is_on_by_default_and_chosen_by_url_or_keyword(tmp_path: Path
         FileStores(f"{url}?push=maybe")
     with pytest.raises(UsageError, match="push"):
         FileStores(url, push="yes")  # type: ignore[arg-type]
-    with pytest.raises(UsageError, match="unknown file URL option 'pushed'"):
+    with pytest.raises(UsageError, match="unknown file URL option 'pushed'") as unknown:
         FileStores(f"{url}?pushed=true")
+    assert "keyword arguments" in str(unknown.value)  # where fsync, workers... do go
+    async with FileStores(url, push=False) as stores:
+        assert stores.watcher is None
     async with FileStores(url) as stores:
         assert stores.watcher is not None
         await stores.state.save(ConversationKey("t", "k"), "p", {"a": 1})
     assert not [t for t in threading.enumerate() if t.name == "agentstores-file-changes"]
 
 
-def test_the_bundles_documented_defaults_and_refusals(tmp_path: Path) -> None:
-    """What ``FileStores`` documents: fsync on, a tombstone kept 30 days, the shared
-    thread pool unless ``workers`` asks for a positive number of threads of its own."""
+def test_the_bundles_documented_defaults_and_refusals(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What ``FileStores`` documents: ``./.agentstores`` when no URL is given, fsync on,
+    a tombstone kept 30 days, the shared thread pool unless ``workers`` asks for a
+    positive number of threads of its own."""
     from agentstores.stores import kit
+
+    monkeypatch.chdir(tmp_path)
+    assert FileStores().path == str(tmp_path / ".agentstores")
 
     url = f"file://{tmp_path / 'store'}"
     stores = FileStores(url)
+    assert stores.url == url and stores.path == str(tmp_path / "store")
     assert stores.io.fsync is True
     assert stores.root.tombstone_ttl == timedelta(days=30) == kit.DEFAULT_TOMBSTONE_TTL
     assert FileStores(url, fsync=False).io.fsync is False
