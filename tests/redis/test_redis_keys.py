@@ -32,6 +32,8 @@ def test_the_sweepers_shards_and_the_owners_indexes_are_the_format() -> None:
     space = KeySpace("app:v1")
     assert SHARDS == 16
     assert space.shard_of(KEY) == 6
+    shards = [space.shard_of(ConversationKey("tenant/1", s)) for s in ("a", "b", "c", "d")]
+    assert shards == [15, 5, 3, 9]  # the first 8 hex digits of the key's digest, mod 16
     assert space.owner_shard("tenant/1", "ann:x") == 10
     assert space.owner_index("tenant/1", "ann:x") == (
         "app:v1:ix:{bbaf7d9a5f5f490eacd952b2a6aee0cf1a1fcbe2313b3480815a7af506102979}"
