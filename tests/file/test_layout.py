@@ -757,7 +757,8 @@ def test_the_bundles_documented_defaults_and_refusals(
     assert FileStores(url, tombstone_ttl=timedelta(hours=1)).root.tombstone_ttl == timedelta(
         hours=1
     )
-    FileStores(url, workers=1)
+    assert stores._runner.workers is None  # the process-wide pool
+    assert FileStores(url, workers=1)._runner.workers == 1  # a pool of its own
     for bad in (0, -1, "2", 1.5):
         with pytest.raises(UsageError, match="workers"):
             FileStores(url, workers=bad)  # type: ignore[arg-type]
