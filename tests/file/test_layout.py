@@ -50,6 +50,11 @@ def test_urls(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert path_from_url("file://./.agentstores") == str(tmp_path / ".agentstores")
     assert path_from_url("file://../up") == str(tmp_path.parent / "up")
     assert path_from_url("file://localhost/srv") == "/srv"
+    # The query (options) and a fragment are not part of the path; a raw space is.
+    assert path_from_url("file:///srv/a?push=false") == "/srv/a"
+    assert path_from_url("file:///srv/a?push=false?x") == "/srv/a"
+    assert path_from_url("file:///srv/a#b#c") == "/srv/a"
+    assert path_from_url("file:///srv/my store?push=1") == "/srv/my store"
     for bad in ("file://relative", "memory://x", "file:", "file://host/x"):
         with pytest.raises(UsageError):
             path_from_url(bad)
