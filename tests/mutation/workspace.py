@@ -319,11 +319,14 @@ def _restore_results(target: Target, mutants: Path) -> int:
         prefix = prefix.removesuffix(".__init__")
         if meta.exists():
             data = json.loads(meta.read_text())
-        else:
-            data = {"exit_code_by_key": {}, "hash_by_function_name": {}}
-            data |= {"type_check_error_by_key": {}, "durations_by_key": {}}
-            data["estimated_durations_by_key"] = {}
-            data["hash_by_function_name"] = {f: v[0] for f, v in functions.items()}
+        else:  # the tool's own meta file, as it writes one (it merges from it)
+            data = {
+                "exit_code_by_key": {},
+                "hash_by_function_name": {f: v[0] for f, v in functions.items()},
+                "type_check_error_by_key": {},
+                "durations_by_key": {},
+                "estimated_durations_by_key": {},
+            }
         hashes = data["hash_by_function_name"]
         codes = data["exit_code_by_key"]
         for function, (digest, verdicts) in functions.items():
