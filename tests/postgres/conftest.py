@@ -21,19 +21,26 @@ from tests.servers.postgres import (
     server_version,
     system_binaries,
 )
+from tests.servers.shared import shared_url
 from tests.servers.variants import not_run
 
+SHARED = shared_url()
+"""A mutation run's PostgreSQL, standing in for this session's: see
+:mod:`tests.servers.shared`."""
 MACHINE_BINARIES = system_binaries()
 MACHINE = f"machine-pg{server_version(MACHINE_BINARIES)}" if MACHINE_BINARIES else None
 SERVERS = ["embedded-pg18"]
-if MACHINE:
-    SERVERS.append(MACHINE)
+if SHARED:  # one server for the whole mutation run: the other variants need their own
+    SERVERS = ["shared"]
 else:
-    not_run("the machine's PostgreSQL", "no PostgreSQL server programs are installed here")
-if os.environ.get(ENV_URL):
-    SERVERS.append("env")
-else:
-    not_run("an external PostgreSQL", f"${ENV_URL} does not name one")
+    if MACHINE:
+        SERVERS.append(MACHINE)
+    else:
+        not_run("the machine's PostgreSQL", "no PostgreSQL server programs are installed here")
+    if os.environ.get(ENV_URL):
+        SERVERS.append("env")
+    else:
+        not_run("an external PostgreSQL", f"${ENV_URL} does not name one")
 
 
 @dataclass
@@ -54,10 +61,10 @@ class PgServer:
 
 @pytest.fixture(scope="session", params=SERVERS)
 def pg(request: pytest.FixtureRequest) -> Iterator[PgServer]:
-    if request.param == "env":
-        admin = os.environ[ENV_URL]
+    if request.param in ("env", "shared"):
+        admin = SHARED or os.environ[ENV_URL]
         with Installation(admin) as inst:
-            yield PgServer("env", admin, inst, None)
+            yield PgServer(request.param, admin, inst, None)
         return
     bindir = MACHINE_BINARIES if request.param == MACHINE else None
     with EmbeddedPostgres(bindir=bindir) as server, Installation(server.url) as inst:

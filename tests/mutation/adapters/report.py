@@ -60,21 +60,38 @@ edited. The PostgreSQL functions are installed from the copy by the suite's own
 Options: `--adapter postgres|redis|mongo|s3` (repeatable), `--sample N` (N mutants drawn
 with `--seed`, default 0, so a rerun draws the same ones), `--only ID`, `--profile`
 (default `mutation`: quick-sized and derandomized, so a kill reproduces), `--list`,
-`--fresh`. Mutants run one at a time, each in a fresh pytest process with `-x` (the first
-failing test kills it). The unmutated suite runs first and must pass; a mutant's limit is
-three times its duration (at least 120 s). A **timeout counts as killed**: a fault that
-makes the suite run three times longer made some call hang or spin, which CI's per-test
-timeout reports as a failure; timeouts are counted apart below. Results are kept in
-`tests/mutation/adapters/results/` per mutant and source digest (a rerun runs only what is new or
-changed) and this page's score section is rewritten from them. Equivalent mutants, with
-why, are listed in `tests/mutation/adapters/equivalent.toml`.
+`--fresh`, `--rerun VERDICT` (run again the mutants with that verdict, e.g. `survived`
+after a new test). Mutants run one at a time, each in a fresh pytest process with `-x`
+(the first failing test kills it). The unmutated suite runs first and must pass.
 
-CI runs a fixed sample: `tests/postgres/test_mutants.py` and `tests/redis/test_redis_mutants.py`
-plant known-killable mutants and check the contract tests that should kill them do, so
-neither the mutator nor the kill machinery can rot unnoticed.
+PostgreSQL's and Redis's runs share one server (started once, as the mutmut runs do:
+`tests/servers/shared.py`) and run, per mutant, only the tests that reach its file,
+fastest first. Which tests those are is measured once per change of the suite or the
+adapter (`tests/mutation/adapters/probes.py`): a run of the whole suite on a copy with a
+counter at the top of every function or script (a PostgreSQL sequence, never rolled back;
+a Valkey `INCR`), read by the runner's pytest plugin around each test. A mutant no test
+reaches is a survivor without a run. This took the mean cost of a PostgreSQL mutant from
+90 s to a few seconds for a kill and to the reaching tests' time for a survivor.
 
-mutmut over the adapters' Python is not run yet (its per-mutant cost on a real server is
-too high for a shared two-core machine); this page covers their server-side logic.
+A mutant's limit is three times the time of what it runs (at least 120 s). A **timeout
+counts as killed**: a fault that makes the suite run three times longer made some call
+hang or spin, which CI's per-test timeout reports as a failure; timeouts are counted apart
+below. Results are kept in `tests/mutation/adapters/results/`, a mutant's verdict while
+its file is unchanged (a rerun runs only what is new or changed), and this page's score
+section is rewritten from them. Equivalent mutants, with why, are listed in
+`tests/mutation/adapters/equivalent.toml`.
+
+CI runs a fixed sample: `tests/postgres/test_mutants.py`, `tests/redis/test_redis_mutants.py`,
+`tests/mongo/test_mongo_mutants.py` and `tests/s3/test_s3_mutants.py` plant known-killable
+mutants and check the tests that should kill them do, so neither the mutator nor the kill
+machinery can rot unnoticed.
+
+MongoDB's and S3's suites here add the adapter's race and fault tests to the contract
+suite (`tests/mongo/test_mongo_races.py` drives each read-then-conditional-write window
+deliberately, by running another writer's steps between one bundle's requests).
+
+mutmut over the adapters' Python is in [Mutation testing](mutation.md#the-files-adapters-python);
+this page covers their server-side logic.
 
 ## Score
 """
