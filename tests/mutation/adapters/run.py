@@ -8,8 +8,8 @@ pytest process with the copy first on ``PYTHONPATH`` (so the processes the suite
 import it too) against a real server: for PostgreSQL and Redis one the runner starts once,
 and then only the tests that reach the mutant's file, fastest first (the map of which
 test runs which file: :mod:`tests.mutation.adapters.probes`); else the one the suite's
-fixtures start. The repository is never edited. Before the mutants the unmutated copy must pass: else every mutant would count as
-killed.
+fixtures start. The repository is never edited. Before the mutants the unmutated copy
+must pass: else every mutant would count as killed.
 
 Verdicts: ``killed`` (a test failed: pytest exit 1), ``timeout`` (the run outlived its
 limit: the baseline's duration times ``--timeout-factor``, at least ``--min-timeout``),
