@@ -5,16 +5,25 @@ drops its collections at the end (never the whole database)."""
 from __future__ import annotations
 
 import os
+import tempfile
 from collections.abc import Iterator
 
 import pytest
 
 from tests.servers.mongo import MONGODB_URI_ENV, Installation, NxServer
+from tests.servers.shared import shared_port, shared_url
 from tests.servers.variants import not_run
+
+SHARED = shared_url()
+"""A mutation run's nx-27017, standing in for this session's: see
+:mod:`tests.servers.shared`."""
 
 
 @pytest.fixture(scope="session")
 def nx_server() -> Iterator[NxServer]:
+    if SHARED:  # a handle on the run's server: never started or stopped here
+        yield NxServer(port=shared_port(SHARED), directory=tempfile.gettempdir())
+        return
     with NxServer() as server:
         yield server
 
@@ -22,7 +31,7 @@ def nx_server() -> Iterator[NxServer]:
 REAL_MONGODB = os.environ.get(MONGODB_URI_ENV)
 """A real MongoDB, where ``MONGODB_URI`` names one (no MongoDB server installs from a
 package index, so nothing else can start one)."""
-if not REAL_MONGODB:
+if not REAL_MONGODB and not SHARED:
     not_run("a real MongoDB", f"${MONGODB_URI_ENV} does not name one")
 
 
@@ -32,7 +41,7 @@ def real_mongodb() -> str:
     return REAL_MONGODB
 
 
-SERVERS = ("nx-27017", "mongodb") if REAL_MONGODB else ("nx-27017",)
+SERVERS = ("nx-27017", "mongodb") if REAL_MONGODB and not SHARED else ("nx-27017",)
 """Every server the tests run on: a real MongoDB only where ``MONGODB_URI`` names one."""
 
 

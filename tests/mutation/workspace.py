@@ -65,6 +65,9 @@ class Target:
     run). The workspace's ``tests`` is then a package, as in the repository: the server
     helpers go to ``tests/servers/`` and the adapter's own tests to ``tests/<name>/``
     (their conftest hands them the run's server: ``tests/servers/shared.py``)."""
+    support: tuple[str, ...] = ()
+    """What else the adapter's own tests import, each a file or folder relative to the
+    repository, copied to the same place in the workspace (``tests/leaks.py``)."""
 
 
 ADAPTER_CONFIG = HERE / "mutmut-adapter.toml"
@@ -76,12 +79,15 @@ def _networked(
     package: str,
     undecorate: frozenset[str] = frozenset(),
     own_tests: tuple[str, ...] = (),
+    helpers: tuple[str, ...] = (),
+    support: tuple[str, ...] = (),
 ) -> Target:
     """A networked adapter: the contract suite against the server the run starts, and
     ``own_tests`` (modules of ``tests/<name>``, each needing one plain server only, with
-    the folder's package files, conftest and the scripts its tests read)."""
+    the folder's package files, conftest, ``helpers`` (modules beside them) and the
+    scripts its tests read; ``support``: see :class:`Target`)."""
     folder = ROOT / "tests" / name
-    helpers = ("__init__.py", "conftest.py") if own_tests else ()
+    helpers = ("__init__.py", "conftest.py", *helpers) if own_tests else ()
     data = tuple(path.name for path in folder.iterdir() if path.suffix in (".lua", ".sql"))
     return Target(
         name,
@@ -92,6 +98,7 @@ def _networked(
         undecorate,
         adapter_tests=tuple(folder / file for file in (*helpers, *data, *own_tests)),
         server=name,
+        support=support,
     )
 
 
@@ -129,7 +136,21 @@ TARGETS = {
             )
         ),
     ),
-    "postgres": _networked("postgres", "agentstores_postgres"),
+    "postgres": _networked(
+        "postgres",
+        "agentstores_postgres",
+        own_tests=(
+            "test_append_paths.py",
+            "test_cli_check.py",
+            "test_erasure.py",
+            "test_faults.py",
+            "test_fence.py",
+            "test_push.py",
+            "test_secrets.py",
+        ),
+        helpers=("faultproxy.py",),
+        support=("tests/leaks.py", "tests/postgres/previous_layout"),
+    ),
     "redis": _networked(
         "redis",
         "agentstores_redis",
@@ -144,8 +165,41 @@ TARGETS = {
             "test_redis_unencodable.py",
         ),
     ),
-    "mongo": _networked("mongo", "agentstores_mongo", frozenset({"resent", "snapshot_read"})),
-    "s3": _networked("s3", "agentstores_s3", frozenset({"off_loop"})),
+    "mongo": _networked(
+        "mongo",
+        "agentstores_mongo",
+        frozenset({"resent", "snapshot_read"}),
+        own_tests=(
+            "test_mongo_erasure.py",
+            "test_mongo_fairness.py",
+            "test_mongo_faults.py",
+            "test_mongo_push.py",
+            "test_mongo_races.py",
+            "test_mongo_schema.py",
+            "test_mongo_secrets.py",
+            "test_mongo_snapshot_reads.py",
+            "test_mongo_supervision_row.py",
+        ),
+        helpers=("faultproxy.py",),
+        support=("tests/leaks.py",),
+    ),
+    "s3": _networked(
+        "s3",
+        "agentstores_s3",
+        frozenset({"off_loop"}),
+        own_tests=(
+            "test_s3_erasure.py",
+            "test_s3_expect.py",
+            "test_s3_faults.py",
+            "test_s3_guesses.py",
+            "test_s3_if_match.py",
+            "test_s3_large_state.py",
+            "test_s3_pause_tokens.py",
+            "test_s3_runner.py",
+            "test_s3_secrets.py",
+        ),
+        support=("tests/leaks.py",),
+    ),
 }
 WORKSPACE = TARGETS["core"].workspace
 PACKAGE = TARGETS["core"].package
@@ -369,6 +423,12 @@ def assemble(*, fresh: bool, target: Target = TARGETS["core"], only: Sequence[st
     _sync_text(config, previous)
     if target.server is not None:
         _sync_tree(ROOT / "tests" / "servers", workspace / "tests" / "servers")
+    for relative in target.support:
+        source = ROOT / relative
+        if source.is_dir():
+            _sync_tree(source, workspace / relative)
+        else:
+            changed = _sync_file(source, workspace / relative) or changed
     stats = mutants / "mutmut-stats.json"
     if changed and stats.exists():
         # The tool re-maps only tests it has not seen: a test that changed would keep

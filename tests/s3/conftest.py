@@ -11,11 +11,17 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Iterator
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
 from tests.servers.moto import MotoServer, use_test_credentials
+from tests.servers.shared import shared_url
 from tests.servers.variants import not_run
+
+SHARED = shared_url()
+"""A mutation run's moto (an ``s3://`` URL naming its endpoint), standing in for this
+session's: see :mod:`tests.servers.shared`."""
 
 S3_URL_ENV = "AGENTSTORES_TEST_S3_URL"
 BUCKET = "agentstores-test"
@@ -73,12 +79,18 @@ def purge(url: str) -> None:
 
 @pytest.fixture(scope="session")
 def moto_server() -> Iterator[MotoServer]:
+    if SHARED:  # a handle on the run's server: never started or stopped here
+        endpoint = parse_qs(urlsplit(SHARED).query)["endpoint_url"][0]
+        server = MotoServer(port=urlsplit(endpoint).port)
+        make_bucket(server.url(BUCKET))
+        yield server
+        return
     with MotoServer() as server:
         make_bucket(server.url(BUCKET))
         yield server
 
 
-REAL_S3 = os.environ.get(S3_URL_ENV)
+REAL_S3 = None if SHARED else os.environ.get(S3_URL_ENV)
 """A real S3 endpoint (AWS, R2, MinIO), where the env URL names one; Ceph's RADOS gateway
 has a session of its own (tests-s3-ceph)."""
 if not REAL_S3:
