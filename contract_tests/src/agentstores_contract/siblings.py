@@ -144,14 +144,15 @@ class SiblingContract(ContractBase):
         self.run(backend, body)
 
     @promise("keys.siblings")
-    def test_reusing_a_lapsed_key_leaves_its_namesake_alone(
+    def test_reusing_a_lapsed_key_leaves_every_other_key_alone(
         self, backend: BackendUnderTest
     ) -> None:
-        """One session id erased in two tenants, both tombstones past their TTL: a new
-        owner claiming one key claims that one only (a claim that matched lapsed
-        tombstones by session id alone, or outside its tenant, would hand the other to
-        the same owner). On the real clock, with a short TTL: a sweep purges lapsed
-        tombstones, so the lifetimes' own shared wait cannot catch this."""
+        """One session id erased in two tenants, and another session id erased in the
+        same tenant, every tombstone past its TTL: a new owner claiming one key claims
+        that one only (a claim that matched lapsed tombstones by session id alone, or by
+        tenant alone, would hand the others to the same owner). On the real clock, with a
+        short TTL: a sweep purges lapsed tombstones, so the lifetimes' own shared wait
+        cannot catch this."""
         assert backend.open_with is not None, (
             "the contract makes tombstone_ttl a backend option, but this BackendUnderTest "
             "has no open_with to set it"
@@ -160,10 +161,11 @@ class SiblingContract(ContractBase):
         tenant = self.tenant()
         key = ConversationKey(tenant, "reused")
         namesake = ConversationKey(tenant + "-namesake", "reused")
+        sibling = ConversationKey(tenant, "reused-sibling")
 
         async def body() -> None:
             async with opened as stores:
-                for erased in (namesake, key):
+                for erased in (namesake, sibling, key):
                     await stores.conversations.append_messages(
                         erased, OWNER, [Message("m", "user", 1)]
                     )
@@ -185,6 +187,16 @@ class SiblingContract(ContractBase):
                 assert [m.id for m in stored] == ["o"], (
                     "after its TTL, another owner could not use the session id in another "
                     "tenant once a lapsed key of the same id was claimed"
+                )
+                assert await stores.conversations.get_conversation(sibling, "heir") is None, (
+                    "claiming a lapsed key claimed another lapsed key of its tenant"
+                )
+                stored = await stores.conversations.append_messages(
+                    sibling, "another", [Message("o", "user", 1)]
+                )
+                assert [m.id for m in stored] == ["o"], (
+                    "after its TTL, another owner could not use a key once a lapsed key "
+                    "of the same tenant was claimed"
                 )
 
         asyncio.run(body())
