@@ -37,7 +37,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from tests.mutation.adapters import probes
@@ -223,7 +223,9 @@ def _kept(
         here = _file_digest(adapter, str(value["path"]))
         if value.get("digest") == whole:  # kept under the whole-adapter digest of old
             value = {**value, "digest": here}
-        if value.get("digest") != here or (key in chosen and value.get("verdict") in rerun):
+        if value.get("digest") != here or value.get("verdict") == "error":
+            continue  # a changed file, or a run that proved nothing
+        if key in chosen and value.get("verdict") in rerun:
             continue
         kept[key] = value
     return kept
@@ -271,6 +273,54 @@ def _reaching(tests: dict[str, dict[str, object]], mutant: Mutant) -> tuple[str,
     return tuple(sorted(reach, key=lambda t: (float(tests[t]["seconds"]), t)))  # type: ignore[arg-type]
 
 
+@dataclass
+class _Ground:
+    """What every mutant's run is measured against: the unmutated suite's time and (with a
+    shared server) the map, made for one state of the suite."""
+
+    digest: str
+    seconds: float
+    tests: dict[str, dict[str, object]] | None
+    overhead: float
+
+    def selection(self, mutant: Mutant) -> tuple[tuple[str, ...], float]:
+        """The tests to run for ``mutant`` (empty: the whole suite, or none reach it) and
+        the seconds they took unmutated."""
+        if self.tests is None:
+            return (), self.seconds
+        select = _reaching(self.tests, mutant)
+        return select, self.overhead + sum(float(self.tests[t]["seconds"]) for t in select)  # type: ignore[arg-type]
+
+
+def _ground(
+    adapter: Adapter, results: dict[str, dict[str, object]], server: str | None, profile: str
+) -> _Ground | None:
+    """The baseline (run again when the suite changed) and the map; None when the
+    unmutated suite fails."""
+    digest = _suite_digest(adapter)
+    base = results.get(BASELINE, {})
+    if (base.get("profile"), base.get("digest"), base.get("shared")) != (
+        profile,
+        digest,
+        bool(server),
+    ):
+        outcome = run_suite(adapter, None, profile=profile, timeout=3600, server=server)
+        if outcome["verdict"] != "survived":
+            print(f"{adapter.name}: the unmutated suite does not pass:\n{outcome['tail']}")
+            return None
+        base = {"seconds": outcome["seconds"], "digest": digest, "profile": profile}
+        results[BASELINE] = base | {"shared": bool(server)}
+        _save(adapter, results)
+    tests = _test_map(adapter, results, server, profile) if server else None
+    _save(adapter, results)
+    seconds = float(base["seconds"])  # type: ignore[arg-type]
+    overhead = seconds
+    if tests:
+        overhead = max(10.0, seconds - sum(float(t["seconds"]) for t in tests.values()))  # type: ignore[arg-type]
+    print(f"{adapter.name}: baseline {seconds:.0f} s, start-up {overhead:.0f} s", flush=True)
+    return _Ground(digest, seconds, tests, overhead)
+
+
 def _run_adapter(adapter: Adapter, chosen: list[Mutant], args: argparse.Namespace) -> int:
     name = adapter.name
     results = {} if args.fresh else load_results(adapter)
@@ -281,41 +331,15 @@ def _run_adapter(adapter: Adapter, chosen: list[Mutant], args: argparse.Namespac
     if not todo:
         return 0
     with _server(adapter) as server:
-        digest = _suite_digest(adapter)
-        base = results.get(BASELINE, {})
-        if (base.get("profile"), base.get("digest"), base.get("shared")) != (
-            args.profile,
-            digest,
-            bool(server),
-        ):
-            base = run_suite(adapter, None, profile=args.profile, timeout=3600, server=server)
-            if base.pop("verdict") != "survived":
-                print(
-                    f"{name}: the unmutated suite does not pass:\n{base['tail']}", file=sys.stderr
-                )
-                return 2
-            base = {
-                "seconds": base["seconds"],
-                "digest": digest,
-                "profile": args.profile,
-                "shared": bool(server),
-            }
-            results[BASELINE] = base
-            _save(adapter, results)
-        tests = _test_map(adapter, results, server, args.profile) if server else None
-        _save(adapter, results)
-        overhead = float(base["seconds"])  # type: ignore[arg-type]
-        if tests:
-            overhead = max(10.0, overhead - sum(float(t["seconds"]) for t in tests.values()))  # type: ignore[arg-type]
-        print(f"{name}: baseline {base['seconds']} s, start-up {overhead:.0f} s", flush=True)
+        ground = _ground(adapter, results, server, args.profile)
         for k, m in enumerate(todo, 1):
-            select: tuple[str, ...] = ()
-            spent = float(base["seconds"])  # type: ignore[arg-type]
-            if tests is not None:
-                select = _reaching(tests, m)
-                spent = overhead + sum(float(tests[t]["seconds"]) for t in select)  # type: ignore[arg-type]
+            if ground is not None and _suite_digest(adapter) != ground.digest:
+                ground = _ground(adapter, results, server, args.profile)  # tests changed
+            if ground is None:
+                return 2
+            select, spent = ground.selection(m)
             limit = max(args.min_timeout, args.timeout_factor * spent)
-            if tests is not None and not select:  # no test runs its file: nothing can kill it
+            if ground.tests is not None and not select:  # no test runs its file
                 outcome: dict[str, object] = {"verdict": "survived", "seconds": 0, "by": ""}
                 outcome |= {"tail": "", "unreached": True}
             else:
@@ -324,13 +348,13 @@ def _run_adapter(adapter: Adapter, chosen: list[Mutant], args: argparse.Namespac
                 )
             tail = str(outcome.pop("tail"))
             if outcome["verdict"] == "error":
-                print(tail, file=sys.stderr)
+                print(tail)
             results[m.id] = {
                 **asdict(m),
                 **outcome,
                 "digest": _file_digest(adapter, m.path),
                 "profile": args.profile,
-                "tests": len(select) if tests is not None else None,
+                "tests": len(select) if ground.tests is not None else None,
             }
             _save(adapter, results)
             print(
