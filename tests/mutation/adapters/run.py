@@ -79,12 +79,14 @@ def _suite_digest(adapter: Adapter) -> str:
     folders = [
         adapter.src,
         ROOT / "packages" / "agentstores" / "src",
-        ROOT / "packages" / "agentstores-contract" / "src",
+        ROOT / "contract_tests" / "src",
         ROOT / adapter.suite[0].split("::")[0].rsplit("/", 1)[0],
         ROOT / "tests" / "servers",
     ]
     h = hashlib.sha256()
     for folder in folders:
+        if not folder.is_dir():
+            raise RuntimeError(f"{folder} is not a folder: the digest would miss a change")
         for path in sorted(folder.rglob("*")):
             if path.is_file() and "__pycache__" not in path.parts:
                 h.update(path.relative_to(ROOT).as_posix().encode())
