@@ -157,13 +157,17 @@ TARGETS = {
         own_tests=(
             "test_redis_clock.py",
             "test_redis_decoding.py",
+            "test_redis_faults.py",
             "test_redis_indexes.py",
             "test_redis_keys.py",
             "test_redis_layout.py",
             "test_redis_packing.py",
             "test_redis_scripts.py",
+            "test_redis_secrets.py",
             "test_redis_unencodable.py",
         ),
+        helpers=("helpers.py",),
+        support=("tests/leaks.py",),
     ),
     "mongo": _networked(
         "mongo",
