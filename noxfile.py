@@ -10,6 +10,8 @@ import argparse
 import glob
 import os
 import shutil
+import tomllib
+from pathlib import Path
 
 import nox
 
@@ -64,6 +66,11 @@ ZAV_PYTHON = _interpreter("3.12")
 """The zav agents SDK (and so agentstores-zav) needs Python 3.12 or newer."""
 
 
+_SOURCES = tomllib.loads(Path("pyproject.toml").read_text())["tool"]["uv"]["sources"]
+WORKSPACE = sorted(name for name, source in _SOURCES.items() if source.get("workspace"))
+"""The workspace's own distributions (built from their folders)."""
+
+
 def _sync(session: nox.Session, *groups: str, editable: bool = True) -> None:
     """Install exactly the workspace's dependency ``groups`` (pyproject.toml), at the
     versions uv.lock pins, into the session's environment (anything else is removed).
@@ -74,7 +81,10 @@ def _sync(session: nox.Session, *groups: str, editable: bool = True) -> None:
     command = ["uv", "sync", "--locked", "--no-default-groups", "--quiet"]
     command += [arg for group in groups for arg in ("--group", group)]
     if not editable:
+        # uv keys a built local distribution on its pyproject.toml alone: without a
+        # reinstall, a changed source file would leave the environment's copy stale.
         command.append("--no-editable")
+        command += [arg for name in WORKSPACE for arg in ("--reinstall-package", name)]
     python = os.path.join(session.virtualenv.location, "bin", "python")
     env = {"UV_PROJECT_ENVIRONMENT": session.virtualenv.location, "UV_PYTHON": python}
     session.run_install(*command, env=env, external=True)
