@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from agentstores.errors import BackendUnavailableError, UnknownOutcomeError
+from agentstores.errors import AgentStoresError, BackendUnavailableError, UnknownOutcomeError
 from agentstores.keys import ConversationKey
 from agentstores.models import SupervisionRow, Swap
 from agentstores_file import fsio
@@ -45,6 +45,15 @@ class FailingIO(FileIO):
         super().sync_dir(path)
 
 
+def _names_its_row(error: AgentStoresError | None, key: ConversationKey) -> None:
+    """A failed row's error says what failed and where (the batch call, the row's key)
+    and keeps the OS error it stands for as its cause."""
+    assert error is not None
+    assert error.context.get("operation") == "supervision.compare_and_swap_many"
+    assert error.key == key, "a row's error names another key"
+    assert isinstance(error.__cause__, OSError), "a row's error lost the OS error behind it"
+
+
 def _beat(epoch: int, new: int | None = None) -> list[Swap]:
     row = SupervisionRow("running", "turn", new or epoch)
     return [Swap(k, OWNER, epoch, row) for k in KEYS]
@@ -70,6 +79,7 @@ async def test_a_failed_fsync_fails_only_its_row_and_changes_nothing(tmp_path: P
         assert [o.swapped for o in out] == [True, True, False, True, True, True]
         assert isinstance(out[2].error, BackendUnavailableError)
         assert not isinstance(out[2].error, UnknownOutcomeError)  # nothing was renamed
+        _names_its_row(out[2].error, KEYS[2])
         assert all(o.error is None for i, o in enumerate(out) if i != 2)
         io.fail_file = None
         view = await stores.supervision.read(KEYS[2], OWNER)
@@ -83,6 +93,22 @@ async def test_a_failed_fsync_fails_only_its_row_and_changes_nothing(tmp_path: P
         await stores.__aexit__(None, None, None)
 
 
+async def test_a_batch_of_one_failing_row_fails_definitely(tmp_path: Path) -> None:
+    """A batch of one row takes the single path; its failure before the rename is that
+    row's definite error, naming the batch call and its key (never a success)."""
+    io = FailingIO()
+    stores = await _claimed(f"file://{tmp_path}", io)
+    try:
+        io.fail_file = stores.root.key_dir(KEYS[0])
+        [out] = await stores.supervision.compare_and_swap_many(_beat(1, 2)[:1])
+        assert out.swapped is False
+        assert isinstance(out.error, BackendUnavailableError)
+        assert not isinstance(out.error, UnknownOutcomeError)  # nothing was renamed
+        _names_its_row(out.error, KEYS[0])
+    finally:
+        await stores.__aexit__(None, None, None)
+
+
 async def test_a_failed_directory_sync_is_an_unknown_outcome(tmp_path: Path) -> None:
     io = FailingIO()
     stores = await _claimed(f"file://{tmp_path}", io)
@@ -90,7 +116,8 @@ async def test_a_failed_directory_sync_is_an_unknown_outcome(tmp_path: Path) -> 
         io.fail_dir = stores.root.key_dir(KEYS[4])
         out = await stores.supervision.compare_and_swap_many(_beat(1, 2))
         assert isinstance(out[4].error, UnknownOutcomeError)
-        assert not out[4].swapped
+        _names_its_row(out[4].error, KEYS[4])
+        assert out[4].swapped is False
         assert [o.swapped for i, o in enumerate(out) if i != 4] == [True] * 5
     finally:
         await stores.__aexit__(None, None, None)
@@ -208,9 +235,10 @@ async def test_a_row_never_renamed_fails_definitely_and_alone(
     try:
         out = await stores.supervision.compare_and_swap_many(_mixed(takeovers, 1))
         failed = out.pop(takeovers - 1)
-        assert not failed.swapped
+        assert failed.swapped is False
         assert isinstance(failed.error, BackendUnavailableError)
         assert not isinstance(failed.error, UnknownOutcomeError), "nothing was renamed"
+        _names_its_row(failed.error, sick)
         assert [(o.swapped, o.error) for o in out] == [(True, None)] * takeovers
         view = await stores.supervision.read(sick, OWNER)
         assert view.row is not None and view.row.epoch == 1
@@ -274,7 +302,8 @@ async def test_a_heartbeat_whose_fsync_fails_is_an_unknown_outcome(
         batch = _mixed(1, beats)  # KEYS[0] moves on; KEYS[1] is the failing heartbeat
         io.fail_file = os.path.join(stores.root.key_dir(KEYS[1]), "beat")
         out = await stores.supervision.compare_and_swap_many(batch)
-        assert not out[1].swapped and isinstance(out[1].error, UnknownOutcomeError)
+        assert out[1].swapped is False and isinstance(out[1].error, UnknownOutcomeError)
+        _names_its_row(out[1].error, KEYS[1])
         others = [out[0], *out[2:]]
         assert [(o.swapped, o.error) for o in others] == [(True, None)] * beats
     finally:
@@ -299,7 +328,9 @@ async def test_a_failed_syncfs_leaves_every_heartbeat_it_covered_unknown(
         assert len(beats) >= fsio.SYNCFS_FROM
         out = await stores.supervision.compare_and_swap_many(beats)
         assert len(calls) == 1, "one syncfs for the one filesystem"
-        assert all(not o.swapped and isinstance(o.error, UnknownOutcomeError) for o in out)
+        assert all(o.swapped is False and isinstance(o.error, UnknownOutcomeError) for o in out)
+        for key, outcome in zip(KEYS, out, strict=True):
+            _names_its_row(outcome.error, key)
         monkeypatch.undo()
         out = await stores.supervision.compare_and_swap_many(beats)
         assert [(o.swapped, o.error) for o in out] == [(True, None)] * len(KEYS)
