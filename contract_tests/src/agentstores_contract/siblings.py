@@ -12,10 +12,10 @@ from __future__ import annotations
 import asyncio
 from datetime import timedelta
 
-from agentstores.errors import FencedError
+from agentstores.errors import FencedError, NotOwnedError
 from agentstores.keys import ConversationKey
 from agentstores.models import Message, RecordedEvent, SupervisionRow
-from agentstores.stores import OverCap, Stores
+from agentstores.stores import UNSET, OverCap, Stores
 
 from .backend import BackendUnderTest
 from .base import ContractBase
@@ -200,6 +200,48 @@ class SiblingContract(ContractBase):
                 )
 
         asyncio.run(body())
+
+    @promise("keys.siblings")
+    def test_a_namesake_in_another_tenant_grants_nothing(self, backend: BackendUnderTest) -> None:
+        """The writer owns the same session id in another tenant, at a lower fence: an
+        append to the key it does not own is refused, and one below the key's own fence
+        is fenced, through every append path (one message of neither speaker under a tail
+        check, the path a backend may shorten, and a plain one). A rule that found the
+        key's header by session id alone could judge the write by the namesake's."""
+        t1, t2 = self.tenant("namesake"), self.tenant("namesake")
+        theirs, mine = ConversationKey(t1, "s"), ConversationKey(t2, "s")
+        fenced, low = ConversationKey(t1, "f"), ConversationKey(t2, "f")
+
+        async def body(stores: Stores) -> None:
+            conv = stores.conversations
+            await conv.append_messages(theirs, "q", [Message("q0", "user", "q")])
+            await conv.append_messages(mine, OWNER, [Message("p0", "user", "p")])
+            for tail in ("q0", UNSET):
+                await raises(
+                    NotOwnedError,
+                    conv.append_messages(
+                        theirs, OWNER, [Message("x", "tool", "x")], expected_tail=tail
+                    ),
+                    f"an append to another principal's key (tail check: {tail!r}) while "
+                    "the writer owns its namesake in another tenant",
+                )
+            await conv.append_messages(fenced, OWNER, [Message("f0", "user", "f")])
+            await stores.state.save(fenced, OWNER, {"at": 5}, epoch=5)
+            await conv.append_messages(low, OWNER, [Message("l0", "user", "l")])
+            await stores.state.save(low, OWNER, {"at": 1}, epoch=1)
+            for tail in ("f0", UNSET):
+                await raises(
+                    FencedError,
+                    conv.append_messages(
+                        fenced, OWNER, [Message("y", "tool", "y")], expected_tail=tail, epoch=1
+                    ),
+                    f"an append below the key's fence (tail check: {tail!r}) while its "
+                    "namesake in another tenant is at that epoch",
+                )
+            assert [m.id for m in await conv.read_messages(theirs, "q")] == ["q0"]
+            assert [m.id for m in await conv.read_messages(fenced, OWNER)] == ["f0"]
+
+        self.run(backend, body)
 
     @promise("conversations.speakers")
     def test_a_reply_appended_alone_is_found_by_speaker(self, backend: BackendUnderTest) -> None:
