@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -59,6 +60,7 @@ def main() -> int:
     parser.add_argument("--cwd", required=True, help="where the command runs")
     parser.add_argument("command", nargs=argparse.REMAINDER)
     args = parser.parse_args()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # the server is stopped too
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     with serving(args.adapter) as url:
         print(f"{args.adapter} server up for the run", flush=True)

@@ -173,6 +173,9 @@ def run_suite(
                 "by": "",
                 "tail": output[-2000:],
             }
+        except BaseException:  # the runner itself was stopped: the run goes with it
+            os.killpg(process.pid, signal.SIGKILL)
+            raise
         seconds = round(time.monotonic() - began)
     verdict = {0: "survived", 1: "killed"}.get(process.returncode, "error")
     failed = _FAILED.findall(output)
@@ -382,6 +385,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--list", action="store_true", help="print the mutants and stop")
     args = parser.parse_args(argv)
+    # Stopped by a signal, the run still stops the server it started (and keeps results).
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     from tests.mutation.adapters.report import write_report
 
     for name in args.adapter:
