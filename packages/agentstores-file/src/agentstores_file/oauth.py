@@ -93,7 +93,9 @@ class FileOAuthStore(FileStoreBase, OAuthStore):
                 continue
             data = loads(raw, path)
             if data["pending"] is not None and data["pending"]["state"] == state:
-                return self._read_integration(path, data["tenant"], data["user"], data["server"])
+                # Built from the very bytes matched: a second read could see a save that
+                # landed since, a record no longer pending on this state.
+                return UserIntegration.from_json(data)
         return None
 
     @off_loop
