@@ -246,12 +246,13 @@ class Transcript:
                 hi = mid
         return lo
 
-    def rank(self, kind: str, seq: int) -> int:
-        """How many messages of ``kind`` come before ``seq``."""
+    def rank(self, speaker: str, seq: int) -> int:
+        """How many messages of ``speaker`` (``user`` or ``assistant``: the reads by
+        speaker are the only callers) come before ``seq``."""
         if seq >= self.count:
-            return self.kind_count(kind)
+            return self.kind_count(speaker)
         e = self.entry(seq)
-        return {"user": e.urank, "assistant": e.arank, "compaction": e.crank}[kind]
+        return e.urank if speaker == "user" else e.arank
 
     # --- the id table ------------------------------------------------------------
 
