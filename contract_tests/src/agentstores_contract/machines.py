@@ -16,6 +16,7 @@ from typing import Any
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
+from agentstores.errors import AgentStoresError, UsageError
 from agentstores.keys import ConversationKey
 from agentstores.models import (
     MAX_COUNTER,
@@ -147,11 +148,13 @@ class ModelMachine(RuleBasedStateMachine):
             self.stores.conversations.append_messages(key, owner, []),
             lambda: self.model.append(key, owner, []),
             lambda stored: [(m.id, m.seq) for m in stored],
+            key=key,
         )
         self.both(
             f"conversations.share({key}, {owner!r}, {reader!r})",
             self.stores.conversations.share(key, owner, reader),
             lambda: self.model.set_shared(key, owner, reader, True),
+            key=key,
         )
         self.observe(key, before)
 
@@ -167,9 +170,18 @@ class ModelMachine(RuleBasedStateMachine):
         real: Awaitable[Any],
         model: Callable[[], Any],
         view: Callable[[Any], Any] = lambda v: v,
+        *,
+        key: ConversationKey,
     ) -> Outcome:
+        """Call the store and the model; their outcomes must match, and a refusal must
+        name the conversation the call named (``error.key``: what a caller acts on)."""
         outcome = self.h.call(real)
         expect(what, outcome, capture_sync(model), view)
+        error = outcome.error
+        if isinstance(error, AgentStoresError) and not isinstance(error, UsageError):
+            assert error.key == key, (
+                f"{what}: the {type(error).__name__} names the key {error.key}, not {key}"
+            )
         return outcome
 
     def clock(self) -> datetime:
@@ -193,6 +205,7 @@ class ModelMachine(RuleBasedStateMachine):
                 self.stores.conversations.get_conversation(key, principal),
                 lambda principal=principal: self.model.info(key, principal),  # type: ignore[misc]
                 info_view(key),
+                key=key,
             )
             if principal == k.owner:
                 seen = outcome.value
@@ -305,6 +318,7 @@ class SupervisionRules(ModelMachine):
             f"supervision.compare_and_swap({key}, {principal!r}, {expect_epoch}, epoch={epoch})",
             self.stores.supervision.compare_and_swap(key, principal, expect_epoch, row),
             lambda: self.model.supervision_cas(key, principal, expect_epoch, (status, mid, epoch)),
+            key=key,
         )
 
     @rule(k=SLOT, p=SLOT)
@@ -315,6 +329,7 @@ class SupervisionRules(ModelMachine):
             self.stores.supervision.read(key, principal),
             lambda: self.model.supervision_read(key, principal),
             _row_view,
+            key=key,
         )
 
     @rule(k=SLOT, p=SLOT, exact=st.booleans(), mid=st.sampled_from(MESSAGE_IDS[:4]), epoch=EPOCH)
@@ -327,6 +342,7 @@ class SupervisionRules(ModelMachine):
             f"supervision.delete({key}, {principal!r}, {mid!r}, {epoch})",
             self.stores.supervision.delete(key, principal, mid, epoch),
             lambda: self.model.supervision_delete(key, principal, mid, epoch),
+            key=key,
         )
 
 
@@ -353,6 +369,7 @@ class RecordingRules(ModelMachine):
             f"recording.put({key}, {principal!r}, index={index}, {mid!r}, epoch={epoch})",
             self.stores.recording.put(key, principal, event),
             lambda: self.model.recording_put(key, principal, (index, message, mid, epoch)),
+            key=key,
         )
 
     @rule(k=SLOT, p=SLOT)
@@ -363,6 +380,7 @@ class RecordingRules(ModelMachine):
             self.stores.recording.read(key, principal),
             lambda: self.model.recording_read(key, principal),
             _event_view,
+            key=key,
         )
 
     @rule(
@@ -379,6 +397,7 @@ class RecordingRules(ModelMachine):
             f"recording.delete({key}, {principal!r}, {mid!r}, epoch={epoch})",
             self.stores.recording.delete(key, principal, mid, epoch=epoch),
             lambda: self.model.recording_delete(key, principal, mid, epoch),
+            key=key,
         )
 
 
@@ -391,6 +410,7 @@ class StateRules(ModelMachine):
             f"state.save({key}, {principal!r}, epoch={epoch})",
             self.stores.state.save(key, principal, blob, epoch=epoch),
             lambda: self.model.state_save(key, principal, blob, epoch),
+            key=key,
         )
 
     @rule(k=SLOT, p=SLOT)
@@ -400,6 +420,7 @@ class StateRules(ModelMachine):
             f"state.load({key}, {principal!r})",
             self.stores.state.load(key, principal),
             lambda: self.model.state_load(key, principal),
+            key=key,
         )
 
     @rule(k=SLOT, p=SLOT, fenced=st.booleans(), offset=st.integers(-1, 1))
@@ -410,6 +431,7 @@ class StateRules(ModelMachine):
             f"state.delete({key}, {principal!r}, epoch={epoch})",
             self.stores.state.delete(key, principal, epoch=epoch),
             lambda: self.model.state_delete(key, principal, epoch),
+            key=key,
         )
 
 
@@ -504,6 +526,7 @@ class ConversationRules(ModelMachine):
                 metadata=metadata,
             ),
             lambda stored: [(m.id, m.seq) for m in stored],
+            key=key,
         )
         if outcome.ok and outcome.value:
             conv = self.model.at(key).conversation
@@ -531,6 +554,7 @@ class ConversationRules(ModelMachine):
             f"conversations.set_last_turn_status({key}, {principal!r}, {status!r}, epoch={epoch})",
             self.stores.conversations.set_last_turn_status(key, principal, status, epoch=epoch),
             lambda: self.model.set_last_turn_status(key, principal, status, epoch),
+            key=key,
         )
         self.observe(key, before)
 
@@ -549,6 +573,7 @@ class ConversationRules(ModelMachine):
             f"conversations.set_title({key}, {principal!r}, {title!r}, epoch={epoch})",
             self.stores.conversations.set_title(key, principal, title, epoch=epoch),
             lambda: self.model.set_title(key, principal, title, epoch),
+            key=key,
         )
         self.observe(key, before)
 
@@ -563,6 +588,7 @@ class ConversationRules(ModelMachine):
             f"conversations.set_metadata({key}, {principal!r}, {updates!r}, epoch={epoch})",
             self.stores.conversations.set_metadata(key, principal, updates, epoch=epoch),
             lambda: self.model.set_metadata(key, principal, updates, epoch),
+            key=key,
         )
         self.observe(key, before)
 
@@ -575,6 +601,7 @@ class ConversationRules(ModelMachine):
             f"conversations.{'share' if shared else 'unshare'}({key}, {principal!r}, {with_!r})",
             method(key, principal, with_),
             lambda: self.model.set_shared(key, principal, with_, shared),
+            key=key,
         )
         self.observe(key, before)
 
@@ -611,6 +638,7 @@ class ConversationRules(ModelMachine):
                 key, principal, mid, epoch=epoch, cut=cut, expected_tail=expected
             ),
             lambda: self.model.truncate(key, principal, mid, epoch, cut, expected),
+            key=key,
         )
         self.observe(key, before)
 
@@ -632,6 +660,7 @@ class ConversationRules(ModelMachine):
                 key, principal, mid, new_session_id=new_key.session_id
             ),
             lambda: (self.model.branch(key, principal, mid, new_key), new_key)[1],
+            key=key,
         )
         self.observe(key, before)
         if not outcome.ok:
@@ -662,6 +691,7 @@ class ConversationRules(ModelMachine):
             f"conversations.delete({key}, {principal!r})",
             self.stores.conversations.delete(key, principal),
             lambda: self.model.erase(key, principal),
+            key=key,
         )
         self.observe(key, before)
 
@@ -704,6 +734,7 @@ class ConversationRules(ModelMachine):
                 key, principal, index=at, time_range=time_range, speaker=speaker, limit=limit
             ),
             lambda rows: [(r.index, r.role, r.content, r.id) for r in rows],
+            key=key,
         )
 
     @rule(k=SLOT, p=SLOT, limit=st.integers(1, 4))
@@ -714,6 +745,7 @@ class ConversationRules(ModelMachine):
             self.stores.conversations.recent(key, principal, limit),
             lambda: self.model.recent(key, principal, limit),
             _stored_view,
+            key=key,
         )
 
     @rule(k=SLOT, p=SLOT, limit=st.integers(0, 4))
@@ -727,6 +759,7 @@ class ConversationRules(ModelMachine):
             lambda found: (
                 None if found is None else (info(found.info), _stored_view(found.messages))
             ),
+            key=key,
         )
 
     @rule(k=SLOT, p=SLOT)
@@ -737,6 +770,7 @@ class ConversationRules(ModelMachine):
             self.stores.conversations.history(key, principal),
             lambda: self.model.history(key, principal),
             _stored_view,
+            key=key,
         )
 
     @rule(k=SLOT, p=SLOT)
@@ -747,6 +781,7 @@ class ConversationRules(ModelMachine):
             self.stores.conversations.get_conversation(key, principal),
             lambda: self.model.info(key, principal),
             info_view(key),
+            key=key,
         )
 
     @invariant()
@@ -782,6 +817,7 @@ class PauseTokenRules(ModelMachine):
             f"expires_at={expires_at}, epoch={epoch})",
             self.stores.pause_tokens.put(token, key, principal, payload, expires_at, epoch=epoch),
             lambda: self.model.token_put(token, key, principal, payload, expired, epoch),
+            key=key,
         )
 
     @rule(k=SLOT, p=SLOT, token=st.sampled_from(("t0", "t1", "t/2")))
@@ -791,6 +827,7 @@ class PauseTokenRules(ModelMachine):
             f"pause_tokens.claim({token!r}, {key}, {principal!r})",
             self.stores.pause_tokens.claim(token, key, principal),
             lambda: self.model.token_claim(token, key, principal),
+            key=key,
         )
 
     @rule(k=SLOT, p=SLOT, token=st.sampled_from(("t0", "t1", "t/2")))
@@ -800,6 +837,7 @@ class PauseTokenRules(ModelMachine):
             f"pause_tokens.abandon({token!r}, {key}, {principal!r})",
             self.stores.pause_tokens.abandon(token, key, principal),
             lambda: self.model.token_abandon(token, key, principal),
+            key=key,
         )
 
 
