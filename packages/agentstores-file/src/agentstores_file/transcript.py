@@ -108,6 +108,12 @@ def record_bytes(m: NewMessage) -> bytes:
     return b'{"i":' + ident + b',"c":' + m.content_json + b',"m":' + m.metadata_json + b"}"
 
 
+def _not_json(constant: str) -> Any:
+    """``NaN`` and the infinities: Python reads them, JSON has none, and no write of this
+    store makes one; a record holding one is damaged."""
+    raise ValueError(f"{constant} is not JSON")
+
+
 def corrupt(what: str) -> BackendUnavailableError:
     return BackendUnavailableError(f"file store is corrupt: {what}")
 
@@ -228,7 +234,8 @@ class Transcript:
                 raise corrupt(f"{DATA} is shorter than its index says")
             for e in entries[i:j]:
                 try:
-                    out.append(json.loads(raw[e.offset - base : e.offset - base + e.length]))
+                    record = raw[e.offset - base : e.offset - base + e.length]
+                    out.append(json.loads(record, parse_constant=_not_json))
                 except ValueError:
                     raise corrupt(f"record {e.seq} in {DATA} does not parse") from None
             i = j
