@@ -240,6 +240,16 @@ class SiblingContract(ContractBase):
                 )
             assert [m.id for m in await conv.read_messages(theirs, "q")] == ["q0"]
             assert [m.id for m in await conv.read_messages(fenced, OWNER)] == ["f0"]
+            # And the other way round: raising one key's fence leaves its namesake's,
+            # the key's and its lease's alike.
+            row = SupervisionRow("running", "turn", 1)
+            assert await stores.supervision.compare_and_swap(low, OWNER, None, row)
+            await stores.state.save(fenced, OWNER, {"at": 6}, epoch=6)
+            await stores.state.save(low, OWNER, {"at": 1}, epoch=1)
+            assert await stores.supervision.compare_and_swap(low, OWNER, 1, row), (
+                "a fence raised on one key refused its namesake's heartbeat in another tenant"
+            )
+            assert (await stores.supervision.read(low, OWNER)).fence == 1
 
         self.run(backend, body)
 
