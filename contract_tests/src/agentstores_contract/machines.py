@@ -171,7 +171,7 @@ class ModelMachine(RuleBasedStateMachine):
         model: Callable[[], Any],
         view: Callable[[Any], Any] = lambda v: v,
         *,
-        key: ConversationKey,
+        key: ConversationKey | tuple[ConversationKey, ...],
     ) -> Outcome:
         """Call the store and the model; their outcomes must match, and a refusal must
         name the conversation the call named (``error.key``: what a caller acts on)."""
@@ -179,7 +179,8 @@ class ModelMachine(RuleBasedStateMachine):
         expect(what, outcome, capture_sync(model), view)
         error = outcome.error
         if isinstance(error, AgentStoresError) and not isinstance(error, UsageError):
-            assert error.key == key, (
+            named = key if isinstance(key, tuple) else (key,)
+            assert error.key in named, (
                 f"{what}: the {type(error).__name__} names the key {error.key}, not {key}"
             )
         return outcome
@@ -660,7 +661,7 @@ class ConversationRules(ModelMachine):
                 key, principal, mid, new_session_id=new_key.session_id
             ),
             lambda: (self.model.branch(key, principal, mid, new_key), new_key)[1],
-            key=key,
+            key=(key, new_key),  # a refusal about the new key names it
         )
         self.observe(key, before)
         if not outcome.ok:
