@@ -95,7 +95,10 @@ async def test_a_call_cancelled_before_a_thread_took_it_never_runs() -> None:
 
 async def test_stop_ends_every_thread_and_a_later_call_starts_afresh() -> None:
     runner = Runner(8)
-    await asyncio.gather(*(runner(time.sleep, 0.02) for _ in range(8)))
+    # Each call waits until all eight run: none can finish and be reused early, however
+    # slowly the event loop hands the calls out on a busy machine.
+    everyone = threading.Barrier(8)
+    await asyncio.gather(*(runner(everyone.wait, 30) for _ in range(8)))
     pool = runner.pool
     assert pool is not None and len(pool.threads) == 8
     await runner.stop()
