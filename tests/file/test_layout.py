@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import errno
 import json
 import os
 import re
+import struct
 import threading
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -37,6 +39,7 @@ from agentstores.stores import OverCap
 from agentstores_file.fsio import FileIO
 from agentstores_file.plugin import agentstores_backends
 from agentstores_file.stores import FileStores, path_from_url
+from agentstores_file.transcript import IDX, INDEX
 
 from .conftest import ManualClock
 
@@ -182,6 +185,46 @@ async def test_a_corrupt_file_is_refused_as_corrupt(
     (Path(stores.root.key_dir(key)) / name).write_bytes(content)
     with pytest.raises(BackendUnavailableError, match="corrupt"):
         await stores.recording.read(key, "u")
+
+
+async def test_an_index_shorter_than_its_count_is_corrupt_to_a_lookup_by_id(
+    stores: FileStores,
+) -> None:
+    """A transcript index cut short (a damaged disk) is refused as corrupt when an
+    append looks its ids up, as when a read reaches it: never an untyped error."""
+    key = ConversationKey("t", "c")
+    await stores.conversations.append_messages(key, "u", _three())
+    await asyncio.to_thread(os.truncate, Path(stores.root.key_dir(key)) / INDEX, 2 * IDX.size)
+    with pytest.raises(BackendUnavailableError, match="corrupt"):
+        await stores.conversations.append_messages(key, "u", [Message("c", "user", "c")])
+
+
+async def test_a_truncation_before_a_damaged_entry_cuts_it_away(stores: FileStores) -> None:
+    """A damaged index entry is reported only by the calls that read it: truncating
+    the conversation before it reads only what it keeps, and the conversation reads
+    whole again (a way out that needs no repair tool)."""
+    key = ConversationKey("t", "c")
+    await stores.conversations.append_messages(key, "u", _three())
+    index = Path(stores.root.key_dir(key)) / INDEX
+    await asyncio.to_thread(_overwrite, index, 2 * IDX.size + ROLE_AT, bytes([255]))  # no role
+    with pytest.raises(BackendUnavailableError, match="corrupt"):
+        await stores.conversations.read_messages(key, "u")
+    assert await stores.conversations.truncate(key, "u", "a", cut="after") == 2
+    assert [m.id for m in await stores.conversations.read_messages(key, "u")] == ["a"]
+
+
+ROLE_AT = struct.calcsize("<QQqIIII")
+"""Where an index entry's role code is (``IDX``)."""
+
+
+def _overwrite(path: Path, at: int, data: bytes) -> None:
+    with open(path, "r+b") as f:
+        f.seek(at)
+        f.write(data)
+
+
+def _three() -> list[Message]:
+    return [Message(name, "user", name) for name in "abc"]
 
 
 async def test_os_errors_are_typed_at_the_edge(tmp_path: Path) -> None:
@@ -481,6 +524,55 @@ async def test_created_times_never_go_back_when_the_clock_does(
         stamps = [(m.id, m.created_at) for m in await conv.read_messages(key, "u")]
         assert [i for i, _ in stamps] == ["a", "b", "d", "e"]
         assert [t for _, t in stamps] == sorted(t for _, t in stamps), stamps
+
+
+async def test_a_truncated_message_holds_no_later_stamp_back(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    """A truncation forgets the stamps it dropped: the next append is stamped at the store
+    clock's time when that is after the last message kept, even if a dropped message was
+    stamped later (``created_at`` says when the store took the message)."""
+    async with FileStores(f"file://{tmp_path / 'store'}", clock=clock, fsync=False) as stores:
+        conv = stores.conversations
+        key = ConversationKey("t", "s")
+        for name in "abc":
+            await conv.append_messages(key, "u", [Message(name, "user", name)])
+            clock.advance(10)
+        assert await conv.truncate(key, "u", "b", cut="after") == 1
+        clock.advance(-15)  # after b's stamp, before the dropped c's
+        await conv.append_messages(key, "u", [Message("d", "user", "d")])
+        last = (await conv.read_messages(key, "u"))[-1]
+        assert (last.id, last.created_at) == ("d", clock.now)
+
+
+class _Listing(FileIO):
+    """Lists every folder in name order, or the reverse (a filesystem may list in any)."""
+
+    def __init__(self, reverse: bool) -> None:
+        super().__init__(fsync=False)
+        self.reverse = reverse
+
+    def listdir(self, path: str) -> list[str]:
+        return sorted(super().listdir(path), reverse=self.reverse)
+
+
+@pytest.mark.parametrize("reverse", [False, True], ids=["in name order", "in reverse"])
+async def test_an_erase_leaves_no_data_file_whatever_the_listing_order(
+    tmp_path: Path, reverse: bool
+) -> None:
+    """Erasing a key removes every data file it holds (messages, state, recording, pause
+    tokens) and keeps only its lock, its tombstone and the emptied tokens folder, in
+    whatever order the folder lists them (the tokens folder first, too)."""
+    async with FileStores(f"file://{tmp_path / 'store'}", io=_Listing(reverse)) as stores:
+        key = ConversationKey("t", "s")
+        await stores.conversations.append_messages(key, "p", [Message("m", "user", "hi")])
+        await stores.state.save(key, "p", {"a": 1})
+        await stores.recording.put(key, "p", RecordedEvent(0, "x", "m", 4))
+        await stores.pause_tokens.put("t", key, "p", 1, stores.root.now() + timedelta(hours=1))
+        kdir = Path(stores.root.key_dir(key))
+        assert await stores.conversations.delete(key, "p")
+    assert sorted(await asyncio.to_thread(os.listdir, kdir)) == ["head", "lock", "tokens"]
+    assert await asyncio.to_thread(os.listdir, kdir / "tokens") == []
 
 
 LAYOUT = [
