@@ -135,3 +135,22 @@ def test_the_counts_are_of_calls_and_bytes(tmp_path: Path) -> None:
     counted = stats.snapshot()
     assert counted["reads"] == 3 and counted["read_bytes"] == 100 + 25 + 10, counted
     assert counted["writes"] == 1 and counted["write_bytes"] == 3, counted
+
+
+async def test_a_page_of_messages_costs_the_reads_of_one(tmp_path: Path) -> None:
+    """Consecutive messages are read with one read of the index and one of the records
+    for the whole page (up to 8 MiB): a page of 40 costs the reads a page of 1 does, in
+    the whole transcript and in a speaker's view whose messages follow each other."""
+    stats = IOStats()
+    async with FileStores(f"file://{tmp_path / 'store'}", io_stats=stats) as stores:
+        conv = stores.conversations
+        key = ConversationKey("t", "page")
+        await conv.append_messages(key, "owner", [Message(f"u{i}", "user", i) for i in range(50)])
+        for speaker in ("all", "user"):
+            reads = []
+            for limit in (1, 40):
+                stats.reset()
+                page = await conv.get_transcript(key, "owner", speaker=speaker, limit=limit)
+                assert [m.id for m in page] == [f"u{i}" for i in range(limit)]
+                reads.append(stats.snapshot()["reads"])
+            assert reads[1] == reads[0], (speaker, reads)

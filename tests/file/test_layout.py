@@ -39,7 +39,7 @@ from agentstores.stores import OverCap
 from agentstores_file.fsio import FileIO
 from agentstores_file.plugin import agentstores_backends
 from agentstores_file.stores import FileStores, path_from_url
-from agentstores_file.transcript import IDX, INDEX
+from agentstores_file.transcript import IDX, INDEX, ROLES
 
 from .conftest import ManualClock
 
@@ -199,14 +199,17 @@ async def test_an_index_shorter_than_its_count_is_corrupt_to_a_lookup_by_id(
         await stores.conversations.append_messages(key, "u", [Message("c", "user", "c")])
 
 
-async def test_a_truncation_before_a_damaged_entry_cuts_it_away(stores: FileStores) -> None:
+@pytest.mark.parametrize("code", [len(ROLES), 255], ids=["the first unused", "the last"])
+async def test_a_truncation_before_a_damaged_entry_cuts_it_away(
+    stores: FileStores, code: int
+) -> None:
     """A damaged index entry is reported only by the calls that read it: truncating
     the conversation before it reads only what it keeps, and the conversation reads
     whole again (a way out that needs no repair tool)."""
     key = ConversationKey("t", "c")
     await stores.conversations.append_messages(key, "u", _three())
     index = Path(stores.root.key_dir(key)) / INDEX
-    await asyncio.to_thread(_overwrite, index, 2 * IDX.size + ROLE_AT, bytes([255]))  # no role
+    await asyncio.to_thread(_overwrite, index, 2 * IDX.size + ROLE_AT, bytes([code]))  # no role
     with pytest.raises(BackendUnavailableError, match="corrupt"):
         await stores.conversations.read_messages(key, "u")
     assert await stores.conversations.truncate(key, "u", "a", cut="after") == 2
