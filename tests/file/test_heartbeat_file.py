@@ -10,6 +10,7 @@ import errno
 import json
 import os
 import shutil
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -267,6 +268,23 @@ def test_a_forked_child_draws_other_generations_on_a_pool_of_its_own() -> None:
     assert fresh
     parent = [_generations.getrandbits(63) for _ in range(8)]
     assert not set(child) & set(parent)
+
+
+def test_forgetting_the_pool_makes_the_next_call_start_one() -> None:
+    """What the fork hook does to the pool, seen in this process (the mutation tool maps
+    only the calls a test makes in its own process): after it, the next call gets a new
+    working pool (the one before is left to the threads it has)."""
+    from agentstores_file import _base
+
+    before = _base.shared_pool()
+    try:
+        _base._forget_shared()
+        after = _base.shared_pool()
+        assert isinstance(after, ThreadPoolExecutor) and after is not before
+        assert after.submit(int, "7").result(10) == 7
+        after.shutdown()
+    finally:
+        _base._shared = before
 
 
 BATCH = [ConversationKey("t", f"batch{i}") for i in range(8)]

@@ -529,6 +529,26 @@ async def test_created_times_never_go_back_when_the_clock_does(
         assert [t for _, t in stamps] == sorted(t for _, t in stamps), stamps
 
 
+async def test_a_conversation_written_before_metadata_reads_with_none(
+    stores: FileStores,
+) -> None:
+    """A conversation written before conversation metadata existed (format 1 stores can
+    hold one: its header's entry has no ``md``) reads with no metadata, takes metadata
+    on its next append, and its branch starts with none."""
+    key = ConversationKey("t", "old")
+    await stores.conversations.append_messages(key, "u", [Message("a", "user", "a")])
+    head = Path(stores.root.key_dir(key), "head")
+    old = _read_json(head)
+    del old["conv"]["md"]
+    await asyncio.to_thread(head.write_bytes, json.dumps(old).encode())
+    conv = stores.conversations
+    assert (await conv.get_conversation(key, "u")).metadata == {}
+    branch = await conv.branch(key, "u", "a")
+    assert (await conv.get_conversation(branch, "u")).metadata == {}
+    await conv.append_messages(key, "u", [Message("b", "user", "b")], metadata={"topic": "x"})
+    assert (await conv.get_conversation(key, "u")).metadata == {"topic": "x"}
+
+
 async def test_a_truncated_message_holds_no_later_stamp_back(
     tmp_path: Path, clock: ManualClock
 ) -> None:
