@@ -5,6 +5,7 @@ crashed write leaves on disk, and listings that survive stray and stale entries.
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import json
 import os
 import threading
@@ -217,6 +218,38 @@ async def test_writes_to_an_absent_key_leave_no_key_folder(stores: FileStores) -
     assert not await c.erase_if(key, OverCap(0))
     assert not await _exists(stores.root.key_dir(key)), "a no-op made the key's folder"
     assert stores.root.io.listdir(stores.root.keys_root) == [], "a no-op made a shard folder"
+
+
+async def test_reads_of_an_absent_key_leave_no_key_folder(stores: FileStores) -> None:
+    """Reading a conversation that does not exist finds nothing and makes nothing: no
+    key folder, no lock file (reads must not fill the disk with empty keys)."""
+    c = stores.conversations
+    key = ConversationKey("t", "never")
+    assert await c.read_messages(key, P) == []
+    assert await c.get_transcript(key, P) == []
+    assert await c.recent(key, P, 4) == []
+    assert await c.tail(key, P, 4) is None
+    assert await c.get_conversation(key, P) is None
+    assert not await _exists(stores.root.key_dir(key)), "a read made the key's folder"
+
+
+async def test_reads_share_the_key_lock(stores: FileStores) -> None:
+    """Reads take the key's lock shared: a read goes through while another reader (here
+    another open of the lock file, as another process would hold it) holds it."""
+    c = stores.conversations
+    key = ConversationKey("t", "read")
+    await c.append_messages(key, P, _msgs("m", 2))
+    lock = await asyncio.to_thread(
+        os.open, stores.root.lock_path(stores.root.key_dir(key)), os.O_RDWR
+    )
+    try:
+        await asyncio.to_thread(fcntl.flock, lock, fcntl.LOCK_SH)
+        reads = asyncio.gather(c.read_messages(key, P), c.get_transcript(key, P), c.tail(key, P, 1))
+        done, _ = await asyncio.wait([reads], timeout=WAIT)
+        assert done, "a read waited for another reader's shared lock"
+    finally:
+        await asyncio.to_thread(os.close, lock)  # closing releases it
+    await reads
 
 
 async def test_sharing_that_changes_nothing_writes_nothing(store_url: str) -> None:

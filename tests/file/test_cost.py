@@ -18,6 +18,7 @@ from agentstores.keys import ConversationKey
 from agentstores.models import Message
 from agentstores_file.fsio import FileIO, IOStats
 from agentstores_file.stores import FileStores
+from agentstores_file.transcript import READ_CHUNK
 
 BIG = 100_000
 SMALL = 10
@@ -154,3 +155,34 @@ async def test_a_page_of_messages_costs_the_reads_of_one(tmp_path: Path) -> None
                 assert [m.id for m in page] == [f"u{i}" for i in range(limit)]
                 reads.append(stats.snapshot()["reads"])
             assert reads[1] == reads[0], (speaker, reads)
+
+
+class _Preads(FileIO):
+    """Records the size of every positioned read."""
+
+    def __init__(self) -> None:
+        super().__init__(fsync=False)
+        self.sizes: list[int] = []
+
+    def pread(self, fd: int, size: int, offset: int) -> bytes:
+        self.sizes.append(size)
+        return super().pread(fd, size, offset)
+
+
+async def test_records_are_read_8_mib_at_a_time(tmp_path: Path) -> None:
+    """Consecutive records are read together up to 8 MiB a read, and never more: nine
+    records of exactly 1 MiB take one read of 8 MiB and one of the ninth."""
+    record = READ_CHUNK // 8
+    framing = 24  # the record's JSON around a string content, with a two-character id
+    io = _Preads()
+    async with FileStores(f"file://{tmp_path / 'store'}", io=io) as stores:
+        conv = stores.conversations
+        key = ConversationKey("t", "big")
+        for i in range(9):
+            await conv.append_messages(
+                key, "owner", [Message(f"m{i}", "user", "x" * (record - framing))]
+            )
+        io.sizes.clear()
+        page = await conv.get_transcript(key, "owner", limit=9)
+    assert [m.id for m in page] == [f"m{i}" for i in range(9)]
+    assert [size for size in io.sizes if size >= record] == [READ_CHUNK, record], io.sizes
