@@ -225,8 +225,8 @@ async def test_a_read_never_creates_the_key_it_reads(tmp_path: Path) -> None:
         view = await sup.read(K, OWNER)
         assert io.moves == []
         assert (view.row, view.fence) == (None, 0)
-        assert io.locks == []
         assert not _exists(kdir), "a read made the key's directory"
+        assert io.locks == []
 
 
 # --- writes ----------------------------------------------------------------------------
