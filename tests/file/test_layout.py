@@ -39,7 +39,7 @@ from agentstores.stores import OverCap
 from agentstores_file.fsio import FileIO
 from agentstores_file.plugin import agentstores_backends
 from agentstores_file.stores import FileStores, path_from_url
-from agentstores_file.transcript import IDX, INDEX, ROLES
+from agentstores_file.transcript import DATA, IDX, INDEX, ROLES, id_hash
 
 from .conftest import ManualClock
 
@@ -547,6 +547,41 @@ async def test_a_conversation_written_before_metadata_reads_with_none(
     assert (await conv.get_conversation(branch, "u")).metadata == {}
     await conv.append_messages(key, "u", [Message("b", "user", "b")], metadata={"topic": "x"})
     assert (await conv.get_conversation(key, "u")).metadata == {"topic": "x"}
+
+
+async def test_a_message_record_is_utf8_json(stores: FileStores) -> None:
+    """A message's record is part of the format: UTF-8 JSON of its id, content and
+    metadata, non-ASCII text kept as is (not escaped: a record is no bigger than its
+    text)."""
+    key = ConversationKey("t", "utf8")
+    await stores.conversations.append_messages(key, "u", [Message("é✓", "user", "é", {"k": "ü"})])
+    data = await asyncio.to_thread(Path(stores.root.key_dir(key), DATA).read_bytes)
+    assert data == '{"i":"é✓","c":"é","m":{"k":"ü"}}'.encode()
+
+
+def test_the_id_tables_hash_is_part_of_the_format() -> None:
+    """The id table places a message id by its 8-byte BLAKE2b read little-endian: a store
+    written earlier must find its ids at the same slots."""
+    assert id_hash("é✓") == 0xE2A189EFDCC0A46E
+    assert id_hash("m0") == 15034451923967951876
+
+
+async def test_an_id_placed_past_the_tables_end_is_found_after_it_grows(
+    stores: FileStores,
+) -> None:
+    """A probe that reaches the id table's last slot goes on at its first: two ids that
+    both start at the last slot (of a 64-slot table and of the 128-slot one it grows
+    into) are placed there and at slot 0, and re-appending the second is still a no-op
+    once the table has grown."""
+    wrapped = ["w65", "w381"]
+    assert all(id_hash(i) & 127 == 127 for i in wrapped)
+    conv = stores.conversations
+    key = ConversationKey("t", "wrap")
+    await conv.append_messages(key, "u", [Message(i, "user", i) for i in wrapped])
+    await conv.append_messages(key, "u", [Message(f"f{i}", "tool", i) for i in range(31)])
+    assert await conv.append_messages(key, "u", [Message("w381", "user", "w381")]) == []
+    ids = [m.id for m in await conv.read_messages(key, "u")]
+    assert len(ids) == 33 and ids.count("w381") == 1
 
 
 async def test_a_truncated_message_holds_no_later_stamp_back(
