@@ -311,9 +311,13 @@ class Transcript:
         return None
 
     def _insert(self, h: int, seq: int, count: int) -> bool:
-        """Point a slot at ``seq``: an empty one, or a stale one holding ``h``."""
+        """Point a slot at ``seq``: an empty one, or a stale one holding ``h``. A slot
+        that already points at ``seq`` for ``h`` (left by a truncation, now that the same
+        id is appended at the same position again) is kept as it is."""
         fd, _ = self._table()
         for slot, slot_hash, seq1 in self._slots(h):
+            if seq1 == seq + 1 and slot_hash == h:
+                return True
             reuse = seq1 != 0 and slot_hash == h and self._live(slot_hash, seq1, count) is None
             if seq1 == 0 or reuse:
                 self.io.pwrite(fd, SLOT.pack(h, seq + 1), slot * SLOT.size)
