@@ -223,7 +223,7 @@ async def test_a_table_filled_by_crashed_appends_is_read_once_round_and_rebuilt(
         # once round each.
         assert io.table_reads <= (size + 1) * per_lookup, io.table_reads
         io.inodes = set()  # the full table is gone: its inode may be another file's now
-        for m in batches[3]:
+        for m in [Message("a", "user", "a"), *batches[3]]:  # committed before, and now
             assert await conv.append_messages(key, "u", [m]) == []
         assert len(await conv.append_messages(key, "u", batches[0])) == size
         ids = [m.id for m in await conv.read_messages(key, "u")]

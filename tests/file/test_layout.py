@@ -384,6 +384,83 @@ async def test_a_replaced_file_is_made_durable_in_its_folder(tmp_path: Path) -> 
         assert io.synced == [stores.root.key_dir(key)]
 
 
+async def test_files_an_old_life_left_are_removed_durably_before_a_transcript_starts(
+    tmp_path: Path,
+) -> None:
+    """Transcript files a crash left in a key's folder (no header names them) are
+    removed when the key's first message starts its transcript, the key's folder is
+    made durable, and none of their bytes reach the new transcript."""
+    io = _DirSyncs()
+    async with FileStores(f"file://{tmp_path / 'store'}", io=io) as stores:
+        key = ConversationKey("t", "old-life")
+        await stores.state.save(key, "p", {"n": 1})  # the key exists, with no transcript
+        kdir = stores.root.key_dir(key)
+        await asyncio.to_thread(Path(kdir, "msgs.dat").write_bytes, b'{"i":"ghost"}')
+        io.synced.clear()
+        await stores.conversations.append_messages(key, "p", [Message("m", "user", "hi")])
+        assert kdir in io.synced, io.synced
+        assert [m.id for m in await stores.conversations.read_messages(key, "p")] == ["m"]
+
+
+async def test_an_append_that_replaces_no_file_syncs_its_folder_once(tmp_path: Path) -> None:
+    """An append that outgrows nothing syncs its key's folder once (for the header's
+    rename) and no more; one whose id table grows also removes the old table, and syncs
+    the folder once more for that."""
+    io = _DirSyncs()
+    async with FileStores(f"file://{tmp_path / 'store'}", io=io) as stores:
+        key = ConversationKey("t", "syncs")
+        kdir = stores.root.key_dir(key)
+        conv = stores.conversations
+        await conv.append_messages(key, "p", [Message("m0", "user", "hi")])
+        io.synced.clear()
+        await conv.append_messages(key, "p", [Message("m1", "user", "hi")])
+        assert io.synced.count(kdir) == 1, io.synced
+        io.synced.clear()
+        await conv.append_messages(key, "p", [Message(f"g{i}", "tool", i) for i in range(40)])
+        assert io.synced.count(kdir) == 2, io.synced
+        assert len([n for n in os.listdir(kdir) if n.endswith(".tbl")]) == 1
+
+
+class _KeepsOldTables(FileIO):
+    """Refuses to remove an id table, or to sync the folder once one is removed."""
+
+    def __init__(self, refused: str) -> None:
+        super().__init__(fsync=False)
+        self.refused = refused
+        self.removed = False
+
+    def unlink(self, path: str) -> bool:
+        if path.endswith(".tbl"):
+            if self.refused == "unlink":
+                raise PermissionError(errno.EACCES, "refused", path)
+            self.removed = True
+        return super().unlink(path)
+
+    def sync_dir(self, path: str) -> None:
+        if self.removed and self.refused == "sync":
+            raise OSError(errno.EIO, "refused", path)
+        super().sync_dir(path)
+
+
+@pytest.mark.parametrize("refused", ["unlink", "sync"])
+async def test_a_file_left_behind_by_a_committed_write_fails_no_write(
+    tmp_path: Path, refused: str
+) -> None:
+    """Removing a file a committed header no longer names (an id table the transcript
+    outgrew) is best effort: an OS error removing it or syncing its folder after fails
+    nothing, and the append it followed is committed and reads back."""
+    io = _KeepsOldTables(refused)
+    async with FileStores(f"file://{tmp_path / 'store'}", io=io) as stores:
+        key = ConversationKey("t", "keeps")
+        conv = stores.conversations
+        await conv.append_messages(key, "p", [Message("m0", "user", "hi")])
+        grown = await conv.append_messages(
+            key, "p", [Message(f"g{i}", "tool", i) for i in range(40)]
+        )
+        assert len(grown) == 40
+        assert len(await conv.read_messages(key, "p")) == 41
+
+
 class _DirFsync:
     """The ``os`` module as the I/O layer sees it, its directory fsyncs failing with
     ``code`` (a filesystem that refuses fsync on a folder says EINVAL)."""
