@@ -27,8 +27,9 @@ from agentstores.keys import ConversationKey
 from agentstores.models import SupervisionRow
 from agentstores_file import beat, supervision
 from agentstores_file.fsio import FileIO
-from agentstores_file.header import FileRoot, Head
 from agentstores_file.stores import FileStores
+
+from . import test_lease_files as lease_files
 
 OWNER = "owner"
 K = ConversationKey("t", "internals")
@@ -251,24 +252,16 @@ async def test_every_swap_holds_the_keys_exclusive_lock_a_new_keys_claim_too(
 # --- what is kept between calls --------------------------------------------------------
 
 
-class CountingRoot(FileRoot):
-    """Counts headers parsed and checked against a key, and key directories built."""
+class CountingRoot(lease_files.CountingRoot):
+    """Counts key directories built too."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.parsed = self.checked = self.dirs = 0
+        self.dirs = 0
 
     def key_dir(self, key: ConversationKey) -> str:
         self.dirs += 1
         return super().key_dir(key)
-
-    def parse_head(self, raw: bytes | None, kdir: str) -> Head | None:
-        self.parsed += 1
-        return super().parse_head(raw, kdir)
-
-    def checked_head(self, head: Head | None, key: ConversationKey) -> Head | None:  # type: ignore[override]
-        self.checked += 1
-        return FileRoot.checked_head(head, key)
 
 
 class CountingStores(FileStores):

@@ -26,9 +26,10 @@ from agentstores.models import Message
 from agentstores_file import transcript
 from agentstores_file.fsio import FileIO
 from agentstores_file.stores import FileStores
-from agentstores_file.transcript import SLOT, TABLE_MIN
+from agentstores_file.transcript import TABLE_MIN
 
 from .conftest import ManualClock
+from .test_id_table import _free_slots, _tables
 
 
 class _Crash(BaseException):
@@ -46,18 +47,6 @@ class _CrashBeforeCommit(FileIO):
         if self.crash and what == "create_tmp" and path.endswith(os.sep + ".head.tmp"):
             raise _Crash(path)
         super().step(what, path)
-
-
-def _tables(kdir: str) -> list[str]:
-    return sorted(n for n in os.listdir(kdir) if n.startswith("ids-") and n.endswith(".tbl"))
-
-
-def _free_slots(kdir: str) -> list[int]:
-    free = []
-    for name in _tables(kdir):
-        raw = Path(kdir, name).read_bytes()
-        free.append(sum(1 for _, seq1 in SLOT.iter_unpack(raw) if seq1 == 0))
-    return free
 
 
 async def test_created_at_never_goes_back_across_appends_when_the_clock_does(
