@@ -512,13 +512,17 @@ def mutation(session: nox.Session) -> None:
     for the run, each test in a namespace of its own on it); ``--max-children N``:
     mutmut's workers (default 2); ``--only GLOB`` (repeatable): only the mutants whose
     names match, each re-run even if it has a result, and the score over them alone
-    (``--only 'agentstores_file.header.*'``). The verdicts are kept in
+    (``--only 'agentstores_file.header.*'``); ``--sample N`` (``--seed S``, default 0): N
+    mutants drawn uniformly, the same ones for the same source and seed, tested unless
+    they have a verdict, and the score over them with its 95% interval. The verdicts are kept in
     ``tests/mutation/results/`` (commit them), which a fresh clone's workspace starts from."""
     parser = argparse.ArgumentParser(prog="nox -s mutation --")
     parser.add_argument("--adapter", choices=["file", *MUTATION_GROUPS], default=None)
     parser.add_argument("--fresh", action="store_true")
     parser.add_argument("--max-children", type=int, default=2)
     parser.add_argument("--only", action="append", default=[])
+    parser.add_argument("--sample", type=int, default=0)
+    parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(session.posargs)
     target = args.adapter or "core"
     # Every target's groups, whichever runs: the targets share this environment, and
@@ -527,10 +531,22 @@ def mutation(session: nox.Session) -> None:
     _sync(session, "core", "test", "mutation", *every, editable=False)
     only = [arg for pattern in args.only for arg in ("--only", pattern)]
     chosen = ["--adapter", target, *only] + (["--fresh"] if args.fresh else [])
+    if args.sample:
+        chosen += ["--sample", str(args.sample), "--seed", str(args.seed)]
     session.run("python", "-m", "tests.mutation.workspace", *chosen)
     workspace = ".mutation" if target == "core" else f".mutation-{target}"
     os.makedirs(workspace, exist_ok=True)  # --install-only runs no command: nothing made it
-    mutmut = ["mutmut", "run", "--max-children", str(args.max_children), *args.only]
+    names = list(args.only)
+    scored = only
+    if args.sample:
+        to_run = os.path.join(workspace, "to-run.txt")
+        names = Path(to_run).read_text().split() if os.path.exists(to_run) else []
+        scored = ["--names-from", os.path.join(workspace, "sample.txt")]
+    mutmut = ["mutmut", "run", "--max-children", str(args.max_children), *names]
+    if args.sample and not names:
+        session.log("every mutant drawn has a verdict: nothing to run")
+        session.run("python", "-m", "tests.mutation.score", "--adapter", target, *scored)
+        return
     if target in MUTATION_GROUPS:
         serve = ["python", "-m", "tests.mutation.serve", "--adapter", target, "--cwd", workspace]
         session.run(*serve, "--", *mutmut)
@@ -538,7 +554,7 @@ def mutation(session: nox.Session) -> None:
         with session.chdir(workspace):
             session.run(*mutmut, external=False)
     session.run("python", "-m", "tests.mutation.workspace", "--adapter", target, "--save")
-    session.run("python", "-m", "tests.mutation.score", "--adapter", target, *only)
+    session.run("python", "-m", "tests.mutation.score", "--adapter", target, *scored)
 
 
 MUTATION_GROUPS = {

@@ -230,3 +230,20 @@ async def test_a_table_filled_by_crashed_appends_is_read_once_round_and_rebuilt(
         assert ids == ["a"] + [m.id for m in batches[3] + batches[0]]
     _, table_size, _ = await asyncio.to_thread(_table, kdir)
     assert table_size == 2 * TABLE_MIN * SLOT.size
+
+
+@pytest.mark.parametrize("moved_to", [1, 5])
+async def test_an_id_moved_by_a_truncation_keeps_one_slot(tmp_path: Path, moved_to: int) -> None:
+    """An id appended again at another position after a truncation takes back its own
+    stale slot (the first position's included) instead of a free one: the table holds one
+    used slot per id of the transcript, however often ids move."""
+    async with FileStores(f"file://{tmp_path / 'store'}", fsync=False) as stores:
+        conv = stores.conversations
+        key = ConversationKey("t", f"moved{moved_to}")
+        kdir = stores.root.key_dir(key)
+        await conv.append_messages(key, "u", [Message("w17", "user", "first")])
+        assert await conv.truncate(key, "u", "w17", cut="before") == 1
+        fillers = [Message(f"f{i}", "user", i) for i in range(moved_to)]
+        await conv.append_messages(key, "u", [*fillers, Message("w17", "user", "moved")])
+        assert await asyncio.to_thread(_free_slots, kdir) == [TABLE_MIN - moved_to - 1]
+        assert [m.id for m in await conv.read_messages(key, "u")][-1] == "w17"

@@ -52,6 +52,8 @@ def test_urls(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     assert path_from_url("file://./.agentstores") == str(tmp_path / ".agentstores")
     assert path_from_url("file://../up") == str(tmp_path.parent / "up")
+    assert path_from_url("file://.") == str(tmp_path)  # the working directory itself
+    assert path_from_url("file://..") == str(tmp_path.parent)
     assert path_from_url("file://localhost/srv") == "/srv"
     # The query (options) and a fragment are not part of the path; a raw space is.
     assert path_from_url("file:///srv/a?push=false") == "/srv/a"
@@ -61,6 +63,8 @@ def test_urls(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     for bad in ("file://relative", "memory://x", "file:", "file://host/x"):
         with pytest.raises(UsageError):
             path_from_url(bad)
+    with pytest.raises(UsageError, match="NUL"):  # an escaped NUL, refused before any open
+        path_from_url("file:///srv/a%00b")
     for root in ("file:///", "file:////", "file:///a/..", "file://localhost/"):
         with pytest.raises(UsageError, match="filesystem root"):  # never write at /
             path_from_url(root)
@@ -994,3 +998,25 @@ def test_the_bundles_documented_defaults_and_refusals(
     for bad in (0, -1, "2", 1.5):
         with pytest.raises(UsageError, match="workers"):
             FileStores(url, workers=bad)  # type: ignore[arg-type]
+
+
+def test_a_file_another_user_owns_keeps_its_mode_and_opens() -> None:
+    """A file the store opens that another user owns (only its owner may change its
+    mode) is opened with its mode as it is, not refused: here ``/dev/null``, opened by a
+    user who does not own it (a forked child, made ``nobody`` first when run as root)."""
+    from agentstores_file import fsio
+
+    pid = os.fork()
+    if pid == 0:  # the child: never back into pytest
+        code = 1
+        try:
+            if os.geteuid() == 0:
+                os.setgid(65534)
+                os.setuid(65534)
+            os.close(fsio.open_private(os.devnull, os.O_RDWR))
+            code = 0
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert os.stat(os.devnull).st_mode & 0o777 == 0o666

@@ -3,11 +3,15 @@ microseconds; a corrupt header found by a listing names its key directory; the
 process-wide pool runs :data:`DEFAULT_WORKERS` blocking calls at once, is taken without
 a lock once made, and its threads (and the change watcher's) are named for the backend;
 the change watcher never keeps a process alive and, once closed, reads as not pushing;
-closing a bundle with a pool of its own waits for the calls running on it."""
+closing a bundle with a pool of its own waits for the calls running on it; a bundle
+without ``workers`` makes no pool, one with ``workers`` runs that many calls at once on
+its own (started on first use); bundles opening a new root at once all open; a key lock
+the kernel refuses is a typed error and leaks no descriptor."""
 
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 import types
 from datetime import UTC, datetime
@@ -199,3 +203,146 @@ async def test_closing_waits_for_the_calls_running_on_the_bundles_own_pool(
     io.go.set()
     await closing
     assert io.finished.is_set()
+
+
+class _Threads(FileIO):
+    """Records the thread each header read runs on, and (once ``hold`` is set) keeps the
+    reads in until the test lets them go, counting how many are in at once."""
+
+    def __init__(self) -> None:
+        super().__init__(fsync=False)
+        self.threads: set[threading.Thread] = set()
+        self.hold = False
+        self.inside = 0
+        self.most = 0
+        self.count = threading.Lock()
+        self.go = threading.Event()
+
+    def read_file(self, path: str) -> bytes | None:
+        self.threads.add(threading.current_thread())
+        if self.hold and path.endswith("/head"):
+            with self.count:
+                self.inside += 1
+                self.most = max(self.most, self.inside)
+            self.go.wait(WAIT)
+            with self.count:
+                self.inside -= 1
+        return super().read_file(path)
+
+
+async def test_a_bundle_without_workers_runs_on_the_shared_pool(tmp_path: Path) -> None:
+    """No ``workers``: the bundle makes no pool of its own, its calls run on the
+    process-wide pool's threads."""
+    io = _Threads()
+    async with FileStores(f"file://{tmp_path}", io=io, push=False) as stores:
+        await stores.conversations.append_messages(ConversationKey("t", "s"), P, _msgs(2))
+        await stores.conversations.get_conversation(ConversationKey("t", "s"), P)
+    shared = set(_base.shared_pool()._threads)  # the executor's own threads
+    assert io.threads and io.threads <= shared, (io.threads, shared)
+
+
+async def test_a_bundle_with_workers_runs_that_many_calls_at_once_on_its_own_threads(
+    tmp_path: Path,
+) -> None:
+    """``workers=2``: the bundle's calls run on a pool of its own, of two threads named
+    ``agentstores-file_N``: with three calls waiting on storage, two are in and the
+    third waits its turn; all three end once storage answers."""
+    io = _Threads()
+    async with FileStores(f"file://{tmp_path}", io=io, workers=2, push=False) as stores:
+        keys = [ConversationKey("t", f"s{i}") for i in range(3)]
+        for key in keys:
+            await stores.conversations.append_messages(key, P, _msgs(1))
+        io.hold = True
+        calls = [asyncio.ensure_future(stores.conversations.get_conversation(k, P)) for k in keys]
+        for _ in range(100):
+            if io.inside == 2:
+                break
+            await asyncio.sleep(0.02)
+        await asyncio.sleep(0.3)  # time for a third thread, were there one, to enter
+        assert (io.inside, io.most) == (2, 2)
+        io.go.set()
+        assert all(c is not None for c in await asyncio.gather(*calls))
+    shared = set(_base.shared_pool()._threads)
+    names = {t.name for t in io.threads}
+    assert len(io.threads) == 2 and not io.threads & shared, names
+    assert all(n.startswith("agentstores-file_") for n in names), names
+
+
+async def test_a_bundle_with_workers_starts_its_pool_on_first_use(tmp_path: Path) -> None:
+    """A bundle with ``workers`` called before it is opened (or after it was closed)
+    starts its own pool on that call rather than failing; closing stops it."""
+    io = _Threads()
+    stores = FileStores(f"file://{tmp_path}", io=io, workers=2, push=False)
+    key = ConversationKey("t", "s")
+    try:
+        stored = await stores.conversations.append_messages(key, P, _msgs(1))
+        assert [m.id for m in stored] == ["m0"]
+        assert [m.id for m in await stores.conversations.read_messages(key, P)] == ["m0"]
+    finally:
+        await stores.close()
+    assert io.threads and not io.threads & set(_base.shared_pool()._threads)
+
+
+class _HeldAtMarker(FileIO):
+    """Holds the first replace of the root's format marker until the test lets it go."""
+
+    def __init__(self) -> None:
+        super().__init__(fsync=False)
+        self.reached = threading.Event()
+        self.go = threading.Event()
+
+    def step(self, what: str, path: str) -> None:
+        if what == "replace" and path.endswith("FORMAT") and not self.reached.is_set():
+            self.reached.set()
+            self.go.wait(WAIT)
+
+
+async def test_bundles_opening_a_new_root_at_once_all_open(tmp_path: Path) -> None:
+    """Two bundles (two replicas) opening the same new root at once both open: the
+    second waits while the first writes the format marker (its temp file has a fixed
+    name, so two writers at once would take it from each other)."""
+    url = f"file://{tmp_path / 'root'}"
+    first_io = _HeldAtMarker()
+    first = FileStores(url, io=first_io, push=False)
+    second = FileStores(url, push=False)
+    opening = asyncio.ensure_future(first.__aenter__())
+    assert await asyncio.to_thread(first_io.reached.wait, WAIT)
+    joining = asyncio.ensure_future(second.__aenter__())
+    await asyncio.sleep(0.3)  # time for the second to write the marker, were it let in
+    first_io.go.set()
+    await asyncio.gather(opening, joining)
+    await first.close()
+    await second.close()
+    assert (tmp_path / "root" / "FORMAT").read_bytes() == header.FORMAT
+
+
+class _LockFails(FileIO):
+    """Its key locks fail with an OS error (a lock the kernel refuses)."""
+
+    def lock(self, fd: int, *, exclusive: bool) -> None:
+        raise OSError(37, "No locks available")
+
+
+def _open_fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+async def test_a_key_lock_the_kernel_refuses_is_a_typed_error_and_leaks_no_file(
+    tmp_path: Path,
+) -> None:
+    """When taking a key's lock fails, the call raises the backend's typed error (never
+    a stray exception of its own) and the lock file's descriptor is closed."""
+    async with FileStores(f"file://{tmp_path}", fsync=False, push=False) as stores:
+        key = ConversationKey("t", "s")
+        await stores.conversations.append_messages(key, P, _msgs(1))
+    io = _LockFails(fsync=False)
+    stores = FileStores(f"file://{tmp_path}", io=io, push=False)
+    stores.root.setup = lambda: None  # type: ignore[method-assign]  # setup locks too
+    async with stores:
+        before = _open_fds()
+        for _ in range(3):
+            with pytest.raises(BackendUnavailableError):
+                await stores.conversations.append_messages(key, P, _msgs(2))
+        assert _open_fds() == before
+    async with FileStores(f"file://{tmp_path}", fsync=False, push=False) as stores:
+        assert [m.id for m in await stores.conversations.read_messages(key, P)] == ["m0"]

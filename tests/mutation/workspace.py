@@ -1,8 +1,9 @@
 """Assemble the mutation workspace: the package source, the test command, the config.
 
 The workspace keeps the mutation tool's results between runs, so a run only tests the
-mutants of functions that changed since the last one, plus every earlier survivor (a
-new contract test may kill it now). ``--fresh`` deletes the workspace first.
+mutants of functions that changed since the last one, plus every earlier survivor not
+listed as equivalent (a new contract test may kill it now). ``--fresh`` deletes the
+workspace first.
 
 The verdicts also live in the repository (``tests/mutation/results/<target>.json``: each
 function's source hash and its mutants' exit codes; ``--save`` writes it from the
@@ -23,7 +24,7 @@ import hashlib
 import json
 import shutil
 import tomllib
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from string import Template
@@ -78,6 +79,7 @@ def _networked(
     name: str,
     package: str,
     undecorate: frozenset[str] = frozenset(),
+    import_time: frozenset[str] = frozenset(),
     own_tests: tuple[str, ...] = (),
     helpers: tuple[str, ...] = (),
     support: tuple[str, ...] = (),
@@ -85,7 +87,8 @@ def _networked(
     """A networked adapter: the contract suite against the server the run starts, and
     ``own_tests`` (modules of ``tests/<name>``, each needing one plain server only, with
     the folder's package files, conftest, ``helpers`` (modules beside them) and the
-    scripts its tests read; ``support``: see :class:`Target`)."""
+    scripts its tests read; ``undecorate``, ``import_time``, ``support``: see
+    :class:`Target`)."""
     folder = ROOT / "tests" / name
     helpers = ("__init__.py", "conftest.py", *helpers) if own_tests else ()
     data = tuple(path.name for path in folder.iterdir() if path.suffix in (".lua", ".sql"))
@@ -96,6 +99,7 @@ def _networked(
         HERE / "network_suite_under_mutation.py",
         ADAPTER_CONFIG,
         undecorate,
+        import_time,
         adapter_tests=tuple(folder / file for file in (*helpers, *data, *own_tests)),
         server=name,
         support=support,
@@ -151,6 +155,7 @@ TARGETS = {
     "postgres": _networked(
         "postgres",
         "agentstores_postgres",
+        import_time=frozenset({"_load"}),  # the shipped SQL, read once: DEFINITIONS, STEPS
         own_tests=(
             "test_append_paths.py",
             "test_cli_check.py",
@@ -166,6 +171,7 @@ TARGETS = {
     "redis": _networked(
         "redis",
         "agentstores_redis",
+        import_time=frozenset({"load_script"}),  # lua.py's module-level Script objects
         own_tests=(
             "test_redis_clock.py",
             "test_redis_decoding.py",
@@ -185,6 +191,7 @@ TARGETS = {
         "mongo",
         "agentstores_mongo",
         frozenset({"resent", "snapshot_read"}),
+        frozenset({"resent", "snapshot_read"}),  # decorators: applied while importing
         own_tests=(
             "test_mongo_erasure.py",
             "test_mongo_fairness.py",
@@ -203,6 +210,7 @@ TARGETS = {
         "s3",
         "agentstores_s3",
         frozenset({"off_loop"}),
+        frozenset({"off_loop"}),  # a decorator: applied while importing
         own_tests=(
             "test_s3_erasure.py",
             "test_s3_expect.py",
@@ -298,10 +306,14 @@ NO_TESTS = (5, 33)
 """The mutation tool's exit codes for a mutant no test calls (a new test may call it)."""
 
 
-def _retest_unkilled(mutants: Path, only: Sequence[str] = ()) -> int:
+def _retest_unkilled(
+    mutants: Path, only: Sequence[str] = (), equivalent: Collection[str] = ()
+) -> int:
     """Mark every surviving mutant, and every one no test called, as not yet checked
     (only those whose names match one of ``only``, when given: the run tests no other);
-    return how many."""
+    return how many. A survivor listed as ``equivalent`` keeps its verdict unless ``only``
+    names it: the listing reasons about its function's code, and a change of that code
+    discards the verdict anyway (a new hash), so re-running it only spends the time."""
     count = 0
     for meta in mutants.rglob("*.meta"):
         data = json.loads(meta.read_text())
@@ -310,7 +322,11 @@ def _retest_unkilled(mutants: Path, only: Sequence[str] = ()) -> int:
             name
             for name, code in codes.items()
             if code in (SURVIVED, *NO_TESTS)
-            and (not only or any(fnmatch.fnmatchcase(name, glob) for glob in only))
+            and (
+                any(fnmatch.fnmatchcase(name, glob) for glob in only)
+                if only
+                else name not in equivalent
+            )
         ]
         for name in unkilled:
             codes[name] = None
@@ -412,7 +428,16 @@ def _restore_results(target: Target, mutants: Path) -> int:
     return taken
 
 
-def assemble(*, fresh: bool, target: Target = TARGETS["core"], only: Sequence[str] = ()) -> Path:
+def assemble(
+    *,
+    fresh: bool,
+    target: Target = TARGETS["core"],
+    only: Sequence[str] = (),
+    retest: bool = True,
+) -> Path:
+    """Bring the workspace up to date with the repository (``fresh``: from nothing), take
+    the committed verdicts, and (``retest``) mark the earlier survivors, or those of
+    ``only``, for testing again."""
     workspace = target.workspace
     if fresh and workspace.exists():
         shutil.rmtree(workspace)
@@ -453,10 +478,71 @@ def assemble(*, fresh: bool, target: Target = TARGETS["core"], only: Sequence[st
         print("the tests changed: which test calls which function is mapped anew")
     if not fresh:
         print(f"{_restore_results(target, mutants)} verdicts taken from {RESULTS.name}/")
-    if mutants.exists():
-        retested = _retest_unkilled(mutants, only)
+    if mutants.exists() and retest:
+        from tests.mutation.score import equivalents  # score imports this module
+
+        retested = _retest_unkilled(mutants, only, equivalents(target=target.name))
         print(f"re-testing {retested} earlier survivors and untested mutants")
     return workspace
+
+
+def _verdicts(mutants: Path) -> dict[str, int | None]:
+    codes: dict[str, int | None] = {}
+    for meta in sorted(mutants.rglob("*.meta")):
+        codes.update(json.loads(meta.read_text())["exit_code_by_key"])
+    return codes
+
+
+GENERATE = (
+    "import os\n"
+    "from mutmut.__main__ import create_mutants\n"
+    "from mutmut.mutation.trampoline import set_mutant_under_test\n"
+    "from mutmut.utils.file_utils import copy_also_copy_files, copy_src_dir, setup_source_paths\n"
+    "set_mutant_under_test('mutant_generation')\n"
+    "os.makedirs('mutants', exist_ok=True)\n"
+    "copy_src_dir(); copy_also_copy_files(); setup_source_paths(); create_mutants(2)\n"
+)
+"""The mutation tool's own first step of ``mutmut run`` (writing the mutants and their meta
+files, merging the verdicts kept there), without the test runs: the steps of mutmut 3.8's
+``_run`` up to the stats, as uv.lock pins it. A later run finds the mutants up to date."""
+
+SAMPLE = "sample.txt"
+"""In a workspace: the names of the mutants its last ``--sample`` drew, one a line."""
+TO_RUN = "to-run.txt"
+"""In a workspace: the drawn mutants without a verdict (or with a survivor's not listed as
+equivalent), which the run tests; the rest keep theirs."""
+
+
+def _rank(seed: int, name: str) -> bytes:
+    return hashlib.sha256(f"{seed}:{name}".encode()).digest()
+
+
+def draw_sample(target: Target, size: int, seed: int) -> tuple[list[str], list[str]]:
+    """Generate the workspace's mutants and draw ``size`` of them uniformly with ``seed``:
+    the ``size`` whose names hash lowest under the seed (a random order no name's
+    neighbours change, so a change of one function changes the sample only where that
+    function's mutants come or go, and a sample's verdicts carry over between sittings);
+    write them to ``SAMPLE`` and those the run must test to ``TO_RUN``; return both."""
+    import subprocess
+    import sys
+
+    from tests.mutation.score import equivalents  # score imports this module
+
+    made = subprocess.run(
+        [sys.executable, "-c", GENERATE], cwd=target.workspace, capture_output=True, text=True
+    )
+    if made.returncode:
+        raise SystemExit(f"making the mutants failed:\n{made.stdout}{made.stderr}")
+    mutants = target.workspace / "mutants"
+    ranked = sorted(_verdicts(mutants), key=lambda name: _rank(seed, name))
+    drawn = sorted(ranked[:size])
+    listed = equivalents(target=target.name)
+    _retest_unkilled(mutants, [name for name in drawn if name not in listed])
+    codes = _verdicts(mutants)
+    to_run = [name for name in drawn if codes[name] is None]
+    for path, listed in ((SAMPLE, drawn), (TO_RUN, to_run)):
+        (target.workspace / path).write_text("".join(f"{name}\n" for name in listed))
+    return drawn, to_run
 
 
 def main() -> None:
@@ -467,12 +553,20 @@ def main() -> None:
     parser.add_argument(
         "--only", action="append", default=[], help="the run's mutant globs (re-test only these)"
     )
+    parser.add_argument(
+        "--sample", type=int, default=0, help=f"draw this many mutants (names in {SAMPLE})"
+    )
+    parser.add_argument("--seed", type=int, default=0, help="the sample's seed")
     args = parser.parse_args()
     target = TARGETS[args.adapter]
     if args.save:
         print(f"verdicts kept in {save_results(target).relative_to(ROOT)}")
         return
-    print(f"mutation workspace: {assemble(fresh=args.fresh, target=target, only=args.only)}")
+    workspace = assemble(fresh=args.fresh, target=target, only=args.only, retest=not args.sample)
+    print(f"mutation workspace: {workspace}")
+    if args.sample:
+        drawn, to_run = draw_sample(target, args.sample, args.seed)
+        print(f"drew {len(drawn)} mutants (seed {args.seed}): {len(to_run)} to test")
 
 
 if __name__ == "__main__":
