@@ -29,7 +29,9 @@ from agentstores.keys import MAX_ID_BYTES
 from agentstores.models import RecordedEvent
 from agentstores.stores import Stores
 from agentstores.stores.kit import (
+    DEFAULT_TOMBSTONE_TTL,
     MAX_CURSOR_CHARS,
+    MAX_TOMBSTONE_TTL,
     after_cursor,
     can_read,
     check_recording_put,
@@ -40,6 +42,7 @@ from agentstores.stores.kit import (
     judge_write,
     raised_fence,
     to_micros,
+    tombstone_ttl,
     writer_nonce,
 )
 from agentstores_contract import BackendUnderTest
@@ -266,3 +269,53 @@ def test_the_suite_refuses_an_unknown_capability_instead_of_skipping() -> None:
     assert backend.has(Capability.SETTABLE_CLOCK) and backend.has("settable_clock")
     with pytest.raises(UsageError, match="multi_proces"):
         backend.has("multi_proces")
+
+
+@pytest.mark.parametrize(
+    ("given", "ttl"),
+    [
+        (None, DEFAULT_TOMBSTONE_TTL),
+        (timedelta(hours=1), timedelta(hours=1)),
+        (60, timedelta(minutes=1)),
+        (1.5, timedelta(seconds=1.5)),
+        ("60", timedelta(minutes=1)),  # a URL query's text
+        (" 2.5 ", timedelta(seconds=2.5)),
+        (MAX_TOMBSTONE_TTL, MAX_TOMBSTONE_TTL),
+        (MAX_TOMBSTONE_TTL.total_seconds(), MAX_TOMBSTONE_TTL),
+        (str(int(MAX_TOMBSTONE_TTL.total_seconds())), MAX_TOMBSTONE_TTL),
+    ],
+)
+def test_tombstone_ttl_takes_a_timedelta_or_seconds(given: object, ttl: timedelta) -> None:
+    assert tombstone_ttl(given) == ttl  # type: ignore[arg-type]
+    assert timedelta(days=36_525) == MAX_TOMBSTONE_TTL
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        0,
+        -1,
+        0.0,
+        timedelta(0),
+        timedelta(seconds=-1),
+        MAX_TOMBSTONE_TTL + timedelta(microseconds=1),
+        MAX_TOMBSTONE_TTL.total_seconds() + 1,
+        timedelta(days=3_000_000),  # PostgreSQL's clock_timestamp() - ttl overflowed
+        1e-9,  # rounds to a zero timedelta
+        True,
+        False,
+        "soon",
+        "",
+        "nan",
+        "inf",
+        float("nan"),
+        float("-inf"),
+        10**400,  # beyond a float
+        [60],
+    ],
+    ids=lambda bad: repr(bad)[:24],
+)
+def test_tombstone_ttl_refuses_by_name_and_bound(bad: object) -> None:
+    with pytest.raises(UsageError, match=r"tombstone_ttl .*at most 100 years") as refused:
+        tombstone_ttl(bad)  # type: ignore[arg-type]
+    assert refused.value.context["option"] == "tombstone_ttl"

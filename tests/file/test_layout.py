@@ -19,6 +19,7 @@ from agentstores.api import DEFAULT_URL, open_stores
 from agentstores.errors import (
     BackendUnavailableError,
     ConflictError,
+    ErasedError,
     NotFoundError,
     NotOwnedError,
     StaleWriteError,
@@ -998,6 +999,46 @@ def test_the_bundles_documented_defaults_and_refusals(
     for bad in (0, -1, "2", 1.5):
         with pytest.raises(UsageError, match="workers"):
             FileStores(url, workers=bad)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("query", "options"),
+    [
+        pytest.param("", {"tombstone_ttl": 0}, id="0"),
+        pytest.param("", {"tombstone_ttl": timedelta(seconds=-1)}, id="minus-1s"),
+        pytest.param("", {"tombstone_ttl": timedelta(days=36_526)}, id="100y+1d"),
+        pytest.param("", {"tombstone_ttl": True}, id="bool"),
+        pytest.param("", {"tombstone_ttl": "soon"}, id="text"),
+        pytest.param("?tombstone_ttl=soon", {}, id="url-query"),  # a keyword only here
+    ],
+)
+def test_a_bad_tombstone_ttl_is_refused_by_name_when_the_bundle_is_made(
+    tmp_path: Path, query: str, options: dict[str, object]
+) -> None:
+    """Before, any value was taken and a bad one failed, or went wrong, at the first erase."""
+    with pytest.raises(UsageError, match="tombstone_ttl") as refused:
+        FileStores(f"file://{tmp_path / 'store'}{query}", **options)  # type: ignore[arg-type]
+    assert refused.value.context["option"] == "tombstone_ttl"
+    assert not (tmp_path / "store").exists(), "refused before anything was written"
+
+
+@pytest.mark.parametrize("ttl", [timedelta(days=36_525), timedelta(seconds=1)], ids=["100y", "1s"])
+async def test_a_tombstone_ttl_up_to_100_years_is_kept(
+    tmp_path: Path, clock: ManualClock, ttl: timedelta
+) -> None:
+    url = f"file://{tmp_path / 'store'}"
+    key = ConversationKey("t", "ttl")
+    async with FileStores(url, clock=clock, fsync=False, tombstone_ttl=ttl) as stores:
+        assert stores.root.tombstone_ttl == ttl
+        await stores.conversations.append_messages(key, "p", [Message("m", "user", "hi")])
+        erased_at = clock.now
+        assert await stores.conversations.delete(key, "p")
+        clock.now = erased_at + ttl - timedelta(microseconds=1)
+        with pytest.raises(ErasedError) as erased:
+            await stores.conversations.append_messages(key, "p", [Message("n", "user", "late")])
+        assert erased.value.until == erased_at + ttl
+        clock.now = erased_at + ttl
+        await stores.conversations.append_messages(key, "p", [Message("n", "user", "new")])
 
 
 def test_a_file_another_user_owns_keeps_its_mode_and_opens() -> None:

@@ -5,14 +5,16 @@ Also: the bundle accepts the application's own ``AsyncMongoClient`` and leaves i
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections.abc import Iterator
+from datetime import timedelta
 
 import pytest
 from pymongo import AsyncMongoClient
 
 from agentstores import open_stores
 from agentstores.cli import main as cli_main
-from agentstores.errors import BackendUnavailableError, UsageError
+from agentstores.errors import BackendUnavailableError, ErasedError, UsageError
 from agentstores.keys import ConversationKey
 from agentstores.models import Message
 from agentstores_mongo.schema import INDEXES
@@ -95,6 +97,67 @@ async def test_an_application_client_is_used_and_left_open(installed: Installati
         assert await client.admin.command("ping")  # still open
     finally:
         await client.close()
+
+
+@pytest.mark.parametrize(
+    ("query", "options"),
+    [
+        pytest.param("", {"tombstone_ttl": 0}, id="0"),
+        pytest.param("", {"tombstone_ttl": timedelta(seconds=-1)}, id="minus-1s"),
+        pytest.param("", {"tombstone_ttl": timedelta(days=36_526)}, id="100y+1d"),
+        pytest.param("?tombstone_ttl=3155846400", {}, id="url-100y+1d"),
+        pytest.param("", {"tombstone_ttl": True}, id="bool"),
+        pytest.param("?tombstone_ttl=soon", {}, id="url-text"),
+    ],
+)
+def test_a_bad_tombstone_ttl_is_refused_by_name_when_the_bundle_is_made(
+    query: str, options: dict[str, object]
+) -> None:
+    """Before, no upper bound, and ``True`` was one second."""
+    with pytest.raises(UsageError, match="tombstone_ttl") as refused:
+        MongoStores(f"mongodb://127.0.0.1:1/app{query}", **options)
+    assert refused.value.context["option"] == "tombstone_ttl"
+
+
+async def test_a_bundle_on_an_application_client_refuses_a_bad_tombstone_ttl_too() -> None:
+    client: AsyncMongoClient[dict[str, object]] = AsyncMongoClient(
+        "mongodb://127.0.0.1:1", connect=False
+    )
+    try:
+        with pytest.raises(UsageError, match="tombstone_ttl"):
+            MongoStores(client, tombstone_ttl=timedelta(days=36_526))
+    finally:
+        await client.close()
+
+
+async def _erase_then_write_late(stores: MongoStores, ttl: timedelta) -> None:
+    """A new key's first append, an erase, a late write: refused until erase time + ttl."""
+    key = ConversationKey("t", f"ttl-{uuid.uuid4().hex}")
+    await stores.conversations.append_messages(key, "p", [Message("m", "user", "hi")])
+    before = await stores.now()
+    assert await stores.conversations.delete(key, "p")
+    after = await stores.now()
+    try:
+        await stores.conversations.append_messages(key, "p", [Message("n", "user", "late")])
+    except ErasedError as erased:
+        assert erased.until is not None and before + ttl <= erased.until <= after + ttl
+    else:  # taken only once the tombstone lapsed (the 1 s case on a slow machine)
+        assert await stores.now() >= before + ttl, "a late write inside tombstone_ttl was taken"
+
+
+@pytest.mark.parametrize(
+    ("query", "options", "ttl"),
+    [
+        pytest.param("&tombstone_ttl=3155760000", {}, timedelta(days=36_525), id="url-100y"),
+        pytest.param("", {"tombstone_ttl": timedelta(seconds=1)}, timedelta(seconds=1), id="1s"),
+    ],
+)
+async def test_a_tombstone_ttl_up_to_100_years_is_kept(
+    installed: Installation, query: str, options: dict[str, object], ttl: timedelta
+) -> None:
+    async with MongoStores(installed.url + query, **options) as stores:
+        assert stores.ctx.tombstone_ttl == ttl
+        await _erase_then_write_late(stores, ttl)
 
 
 def test_urls_and_options_are_checked() -> None:

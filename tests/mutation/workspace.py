@@ -159,10 +159,12 @@ TARGETS = {
         own_tests=(
             "test_append_paths.py",
             "test_cli_check.py",
+            "test_connect_and_translate.py",
             "test_erasure.py",
             "test_faults.py",
             "test_fence.py",
             "test_push.py",
+            "test_reconcile.py",
             "test_secrets.py",
         ),
         helpers=("faultproxy.py",),

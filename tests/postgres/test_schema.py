@@ -10,16 +10,18 @@ import asyncio
 import re
 import subprocess
 import sys
+import uuid
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 
 import asyncpg
 import pytest
 
 from agentstores.cli import main as cli_main
-from agentstores.errors import BackendUnavailableError, UsageError
+from agentstores.errors import BackendUnavailableError, ErasedError, UsageError
 from agentstores.keys import ConversationKey
-from agentstores.models import SupervisionRow
+from agentstores.models import Message, SupervisionRow
 from agentstores_postgres.functions import DEFINITIONS, FUNCTIONS, FunctionDefinition
 from agentstores_postgres.migrations import (
     MIGRATIONS,
@@ -223,6 +225,62 @@ def test_bad_names_and_options_are_usage_errors() -> None:
         PostgresStores("postgresql://u@h/db", no_such_option=1)
     with pytest.raises(UsageError):
         PostgresStores("mysql://u@h/db")
+
+
+@pytest.mark.parametrize(
+    ("query", "options"),
+    [
+        pytest.param("", {"tombstone_ttl": 0}, id="0"),
+        pytest.param("", {"tombstone_ttl": timedelta(seconds=-1)}, id="minus-1s"),
+        pytest.param("", {"tombstone_ttl": timedelta(days=36_526)}, id="100y+1d"),
+        pytest.param("", {"tombstone_ttl": timedelta(days=3_000_000)}, id="3M-days"),
+        pytest.param("?tombstone_ttl=3155846400", {}, id="url-100y+1d"),
+        pytest.param("", {"tombstone_ttl": True}, id="bool"),
+        pytest.param("?tombstone_ttl=soon", {}, id="url-text"),
+    ],
+)
+def test_a_bad_tombstone_ttl_is_refused_by_name_when_the_bundle_is_made(
+    query: str, options: dict[str, object]
+) -> None:
+    """Before, a TTL past PostgreSQL's earliest timestamp opened, then failed the first
+    append of a new key with "timestamp out of range", naming no option."""
+    with pytest.raises(UsageError, match="tombstone_ttl") as refused:
+        PostgresStores(f"postgresql://u@h/db{query}", **options)
+    assert refused.value.context["option"] == "tombstone_ttl"
+
+
+async def _erase_then_write_late(stores: PostgresStores, ttl: timedelta) -> None:
+    """A new key's first append, an erase, a late write: refused until erase time + ttl."""
+    key = ConversationKey("t", f"ttl-{uuid.uuid4().hex}")
+    await stores.conversations.append_messages(key, "p", [Message("m", "user", "hi")])
+    before = await stores.now()
+    assert await stores.conversations.delete(key, "p")
+    after = await stores.now()
+    try:
+        await stores.conversations.append_messages(key, "p", [Message("n", "user", "late")])
+    except ErasedError as erased:
+        assert erased.until is not None and before + ttl <= erased.until <= after + ttl
+    else:  # taken only once the tombstone lapsed (the 1 s case on a slow machine)
+        assert await stores.now() >= before + ttl, "a late write inside tombstone_ttl was taken"
+
+
+@pytest.mark.parametrize(
+    ("query", "options", "ttl"),
+    [
+        pytest.param("3155760000", {}, timedelta(days=36_525), id="url-100y"),
+        pytest.param(
+            "", {"tombstone_ttl": timedelta(days=36_525)}, timedelta(days=36_525), id="100y"
+        ),
+        pytest.param("", {"tombstone_ttl": timedelta(seconds=1)}, timedelta(seconds=1), id="1s"),
+    ],
+)
+async def test_a_tombstone_ttl_up_to_100_years_is_kept(
+    pg: PgServer, query: str, options: dict[str, object], ttl: timedelta
+) -> None:
+    url = with_query(pg.url, tombstone_ttl=query) if query else pg.url
+    async with PostgresStores(url, **options) as stores:
+        assert stores.config.tombstone_ttl == ttl
+        await _erase_then_write_late(stores, ttl)
 
 
 RELEASED_FINGERPRINTS = {

@@ -1,16 +1,21 @@
 """``agentstores check`` on Redis that cannot be used, and the URL options the adapter
 takes: a closed port is one line with the driver's reason, an unknown option is refused
-by name before connecting, redis-py's own parameters still reach it."""
+by name before connecting, redis-py's own parameters still reach it, and a bad
+``tombstone_ttl`` is refused by name when the bundle is made."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
+import uuid
+from datetime import timedelta
 
 import pytest
 
-from agentstores.errors import UsageError
-from agentstores_redis.stores import parse_url
+from agentstores.errors import ErasedError, UsageError
+from agentstores.keys import ConversationKey
+from agentstores.models import Message
+from agentstores_redis.stores import RedisStores, parse_url
 from tests.servers.valkey import free_port
 
 
@@ -67,3 +72,56 @@ def test_redis_py_parameters_still_reach_the_driver(url: str, passed: str) -> No
 def test_other_names_are_refused_saying_what_to_use(url: str, says: str) -> None:
     with pytest.raises(UsageError, match=says):
         parse_url(url, {})
+
+
+@pytest.mark.parametrize(
+    ("query", "options"),
+    [
+        pytest.param("", {"tombstone_ttl": 0}, id="0"),
+        pytest.param("", {"tombstone_ttl": timedelta(seconds=-1)}, id="minus-1s"),
+        pytest.param("", {"tombstone_ttl": timedelta(days=36_526)}, id="100y+1d"),
+        pytest.param("?tombstone_ttl=3155846400", {}, id="url-100y+1d"),
+        pytest.param("", {"tombstone_ttl": True}, id="bool"),
+        pytest.param("?tombstone_ttl=soon", {}, id="url-text"),
+    ],
+)
+def test_a_bad_tombstone_ttl_is_refused_by_name_when_the_bundle_is_made(
+    query: str, options: dict[str, object]
+) -> None:
+    """Before, no upper bound, ``True`` was one second and a word was a float's error."""
+    with pytest.raises(UsageError, match="tombstone_ttl") as refused:
+        RedisStores(f"redis://127.0.0.1:{free_port()}/0{query}", **options)
+    assert refused.value.context["option"] == "tombstone_ttl"
+
+
+async def _erase_then_write_late(stores: RedisStores, ttl: timedelta) -> None:
+    """A new key's first append, an erase, a late write: refused until erase time + ttl
+    (give or take the millisecond a Redis expiry is kept in)."""
+    ms = timedelta(milliseconds=1)
+    key = ConversationKey("t", f"ttl-{uuid.uuid4().hex}")
+    await stores.conversations.append_messages(key, "p", [Message("m", "user", "hi")])
+    before = await stores.now()
+    assert await stores.conversations.delete(key, "p")
+    after = await stores.now()
+    try:
+        await stores.conversations.append_messages(key, "p", [Message("n", "user", "late")])
+    except ErasedError as erased:
+        assert erased.until is not None
+        assert before + ttl - ms <= erased.until <= after + ttl + ms
+    else:  # taken only once the tombstone lapsed (the 1 s case on a slow machine)
+        assert await stores.now() >= before + ttl, "a late write inside tombstone_ttl was taken"
+
+
+@pytest.mark.parametrize(
+    ("query", "options", "ttl"),
+    [
+        pytest.param("&tombstone_ttl=3155760000", {}, timedelta(days=36_525), id="url-100y"),
+        pytest.param("", {"tombstone_ttl": timedelta(seconds=1)}, timedelta(seconds=1), id="1s"),
+    ],
+)
+async def test_a_tombstone_ttl_up_to_100_years_is_kept(
+    url: str, query: str, options: dict[str, object], ttl: timedelta
+) -> None:
+    async with RedisStores(url + query, **options) as stores:
+        assert stores.ctx.tombstone_ttl_ms == ttl // timedelta(milliseconds=1)
+        await _erase_then_write_late(stores, ttl)

@@ -1,12 +1,17 @@
 """Erasure leaves nothing of an owner behind: once their last conversation is erased (by
 them or by the sweeper), no object's name or body carries their id, and their listing
-prefix ``o/<sha(tenant, owner)>/`` is empty."""
+prefix ``o/<sha(tenant, owner)>/`` is empty. The tombstone it leaves lasts
+``tombstone_ttl``, checked when the bundle is made (above zero, at most 100 years)."""
 
 from __future__ import annotations
 
 import asyncio
 import uuid
+from datetime import UTC, datetime, timedelta
 
+import pytest
+
+from agentstores.errors import ErasedError, UsageError
 from agentstores.keys import ConversationKey
 from agentstores.models import Message
 from agentstores.stores import OverCap
@@ -68,5 +73,56 @@ def test_an_erasure_whose_sweep_failed_is_finished_by_asking_again(url: str) -> 
             assert len(io.list(kdir)) > 1, "nothing was left to sweep"
             assert await stores.conversations.delete(key, "p") is False  # erased already
             assert io.list(kdir) == [kdir + "h"], "asking again did not finish the sweep"
+
+    asyncio.run(main())
+
+
+@pytest.mark.parametrize(
+    ("query", "options"),
+    [
+        pytest.param("", {"tombstone_ttl": 0}, id="0"),
+        pytest.param("", {"tombstone_ttl": timedelta(seconds=-1)}, id="minus-1s"),
+        pytest.param("", {"tombstone_ttl": timedelta(days=36_526)}, id="100y+1d"),
+        pytest.param("?tombstone_ttl=3155846400", {}, id="url-100y+1d"),
+        pytest.param("", {"tombstone_ttl": True}, id="bool"),
+        pytest.param("?tombstone_ttl=soon", {}, id="url-text"),
+    ],
+)
+def test_a_bad_tombstone_ttl_is_refused_by_name_when_the_bundle_is_made(
+    query: str, options: dict[str, object]
+) -> None:
+    """Before, a negative timedelta and any large one were taken, and ``True`` was 1 s."""
+    with pytest.raises(UsageError, match="tombstone_ttl") as refused:
+        S3Stores(f"s3://bucket/p{query}", **options)
+    assert refused.value.context["option"] == "tombstone_ttl"
+
+
+@pytest.mark.parametrize(
+    ("query", "options", "ttl"),
+    [
+        pytest.param("&tombstone_ttl=3155760000", {}, timedelta(days=36_525), id="url-100y"),
+        pytest.param("", {"tombstone_ttl": timedelta(seconds=1)}, timedelta(seconds=1), id="1s"),
+    ],
+)
+def test_a_tombstone_ttl_up_to_100_years_is_kept(
+    url: str, query: str, options: dict[str, object], ttl: timedelta
+) -> None:
+    """A late write is refused until the erase time plus ``ttl`` (a clock the test sets)."""
+    erased_at = datetime(2030, 1, 1, tzinfo=UTC)
+    now = erased_at
+
+    async def main() -> None:
+        nonlocal now
+        key = ConversationKey("erasure", uuid.uuid4().hex)
+        async with S3Stores(url + query, clock=lambda: now, **options) as stores:
+            assert stores.root.tombstone_ttl == ttl
+            await stores.conversations.append_messages(key, "p", [Message("m", "user", "hi")])
+            assert await stores.conversations.delete(key, "p")
+            now = erased_at + ttl - timedelta(microseconds=1)
+            with pytest.raises(ErasedError) as erased:
+                await stores.conversations.append_messages(key, "p", [Message("n", "user", "x")])
+            assert erased.value.until == erased_at + ttl
+            now = erased_at + ttl
+            await stores.conversations.append_messages(key, "p", [Message("n", "user", "new")])
 
     asyncio.run(main())

@@ -88,7 +88,7 @@ class FileStores(Stores):
       file calls; by default every bundle of a process shares one pool of
       :data:`DEFAULT_WORKERS` threads.
     - ``clock``: a callable returning an aware datetime (default: the local clock).
-    - ``tombstone_ttl``: timedelta, default 30 days.
+    - ``tombstone_ttl``: timedelta, default 30 days, at most 100 years.
     - ``io_stats`` (an :class:`IOStats` counting every read and write) or ``io`` (a
       :class:`FileIO` to route every file operation through).
     - ``push`` (default True, also ``?push=false`` on the URL): while open, a thread
@@ -125,6 +125,7 @@ class FileStores(Stores):
         self.url = url
         self.path = path_from_url(url)
         self.push = push_option(url, push)
+        ttl = kit.tombstone_ttl(tombstone_ttl)  # the kit's rule: positive, at most 100 years
         self.watcher: ChangeWatcher | None = None
         """The change check while open with push on."""
         if workers is not None and (not isinstance(workers, int) or workers < 1):
@@ -136,7 +137,7 @@ class FileStores(Stores):
             self.path,
             io=io,
             clock=clock,
-            tombstone_ttl=kit.DEFAULT_TOMBSTONE_TTL if tombstone_ttl is None else tombstone_ttl,
+            tombstone_ttl=ttl,
         )
         self._runner = Runner(workers)
         self.supervision = FileSupervisionStore(self.root, self._runner)

@@ -9,8 +9,9 @@ The URL is PyMongo's (its own query options pass through); the database is the U
 path, else ``database=``, else ``agentstores``. Options, as keyword arguments or URL
 query parameters: ``collection_prefix`` (``agentstores_``), ``write_concern``
 (``majority``, or a number of nodes), ``write_timeout`` (seconds the write concern may
-take, 10), ``tombstone_ttl`` (seconds or a timedelta; 30 days), ``stall_after`` (2 s:
-how long a write waits for another writer's uncommitted documents before retiring it),
+take, 10), ``tombstone_ttl`` (seconds or a timedelta; 30 days; at most 100 years),
+``stall_after`` (2 s: how long a write waits for another writer's uncommitted documents
+before retiring it),
 ``reconcile_window`` (5 s: how long a write whose reply was lost tries to read its
 outcome back), ``reconnect_window`` (5 s: how long a call keeps resending after a
 connection failure before its commit, e.g. while the server restarts),
@@ -32,7 +33,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from agentstores.errors import BackendUnavailableError, UsageError
 from agentstores.stores import Stores
-from agentstores.stores.kit import DEFAULT_TOMBSTONE_TTL, url_options
+from agentstores.stores.kit import tombstone_ttl, url_options
 from agentstores.urls import redact_url
 
 from ._base import Context
@@ -192,7 +193,7 @@ class MongoStores(Stores):
         except (TypeError, ValueError) as exc:
             raise UsageError(f"bad write_concern {concern!r}: {exc}") from exc
         db = client.get_database(database, write_concern=wc, read_preference=ReadPreference.PRIMARY)
-        ttl = opts.get("tombstone_ttl")
+        ttl = tombstone_ttl(opts.get("tombstone_ttl"))  # the kit's rule: at most 100 years
         self.check_indexes = _flag(opts.get("check_indexes", True))
         self.push = _push(opts.get("push", "false"))
         self.listener: ChangeListener | None = None
@@ -208,11 +209,7 @@ class MongoStores(Stores):
             tokens=db[prefix + "tokens"],
             oauth_users=db[prefix + "oauth_users"],
             oauth_clients=db[prefix + "oauth_clients"],
-            tombstone_ttl=(
-                DEFAULT_TOMBSTONE_TTL
-                if ttl is None
-                else timedelta(seconds=_seconds(ttl, "tombstone_ttl"))
-            ),
+            tombstone_ttl=ttl,
             stall_after=_seconds(opts.get("stall_after", 2.0), "stall_after"),
             reconcile_window=_seconds(opts.get("reconcile_window", 5.0), "reconcile_window"),
             reconnect_window=_seconds(opts.get("reconnect_window", 5.0), "reconnect_window"),

@@ -142,10 +142,15 @@ class Database:
             raise
 
     async def _identify(self, conn: Conn) -> None:
-        started = await conn.fetchval(
-            "SELECT backend_start FROM pg_stat_activity WHERE pid = pg_backend_pid()"
+        """Note when the connection's server process started, so a write whose reply is
+        lost can wait for that process to end. A pooler may hand the client an id of its
+        own in the handshake (PgBouncer in session mode does): that id names no server
+        process, so nothing is noted and only a write's own trace proves it landed."""
+        r = await conn.fetchrow(
+            "SELECT pid, backend_start FROM pg_stat_activity WHERE pid = pg_backend_pid()"
         )
-        self.backend_starts[conn.get_server_pid()] = started
+        if r is not None and r["pid"] == conn.get_server_pid():
+            self.backend_starts[r["pid"]] = r["backend_start"]
 
     async def close(self) -> None:
         pool, self.pool = self.pool, None

@@ -28,8 +28,8 @@ class PostgresStores(Stores):
     ``pool_min_size`` (1), ``pool_max_size`` (10), ``acquire_timeout`` (10 s: waiting for
     a free pooled connection), ``reconcile_timeout`` (15 s: learning the outcome of a
     write whose connection broke), ``pgbouncer`` (transaction pooling: no statement
-    cache, no session state), ``tombstone_ttl`` (seconds or timedelta; 30 days),
-    ``command_timeout`` (seconds, client-side; default 30), ``push`` (default on:
+    cache, no session state), ``tombstone_ttl`` (seconds or timedelta; 30 days; at most
+    100 years), ``command_timeout`` (seconds, client-side; default 30), ``push`` (default on:
     one extra connection listens for other processes' writes and subscribes to the keys
     this bundle's followers watch, and writes of a followed key publish wake-ups; off
     behind pgbouncer).

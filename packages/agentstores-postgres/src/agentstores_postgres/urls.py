@@ -18,7 +18,7 @@ from typing import Any
 from urllib.parse import urlencode, urlsplit, urlunsplit
 
 from agentstores.errors import UsageError
-from agentstores.stores.kit import DEFAULT_TOMBSTONE_TTL, url_options
+from agentstores.stores.kit import DEFAULT_TOMBSTONE_TTL, tombstone_ttl, url_options
 from agentstores.urls import redact_url
 
 DEFAULT_SCHEMA = "agentstores"
@@ -113,6 +113,8 @@ _SETTINGS_HINT = " (a server setting goes in options=-c name=value)"
 
 
 def _coerce(name: str, value: Any) -> Any:
+    if name == "tombstone_ttl":
+        return tombstone_ttl(value)  # the kit's rule: positive, at most 100 years
     kind = _OPTIONS[name]
     try:
         if kind is bool:
@@ -124,10 +126,6 @@ def _coerce(name: str, value: Any) -> Any:
             if text in {"0", "false", "no", "off", ""}:
                 return False
             raise ValueError(value)
-        if name == "tombstone_ttl":
-            if isinstance(value, timedelta):
-                return value
-            return timedelta(seconds=float(value))
         return kind(value)
     except (TypeError, ValueError) as exc:
         raise UsageError(f"option {name}={value!r} is not a valid {kind.__name__}") from exc
@@ -164,6 +162,4 @@ def parse_url(url: str, **options: Any) -> Config:
         raise UsageError("pool_min_size cannot exceed pool_max_size")
     if config.acquire_timeout <= 0 or config.reconcile_timeout <= 0:
         raise UsageError("acquire_timeout and reconcile_timeout must be positive")
-    if config.tombstone_ttl <= timedelta(0):
-        raise UsageError("tombstone_ttl must be positive")
     return config

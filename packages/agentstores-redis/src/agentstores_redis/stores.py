@@ -15,7 +15,7 @@ Options, as keyword arguments or URL query parameters (``?key_prefix=app1&pool_s
 wait for a free connection before ``BackendUnavailableError``), ``socket_timeout``
 (10 s), ``connect_timeout`` (5 s), ``reconnect_window`` (3 s: how long a call keeps
 trying to connect while the server is unreachable, e.g. restarting; nothing was sent, so
-retrying is safe), ``tombstone_ttl`` (seconds or a timedelta; 30 days),
+retrying is safe), ``tombstone_ttl`` (seconds or a timedelta; 30 days; at most 100 years),
 ``expiry_grace`` (seconds or a timedelta; 1 hour: how long after ``expires_at`` the server
 drops a temporary conversation by itself if no sweeper erased it), and, off by default,
 ``wait_replicas`` / ``wait_aof_local`` / ``wait_aof_replicas`` /
@@ -36,7 +36,7 @@ from redis.exceptions import NoPermissionError
 
 from agentstores.errors import BackendUnavailableError, UnsupportedError, UsageError
 from agentstores.stores import Capability, Stores
-from agentstores.stores.kit import DEFAULT_TOMBSTONE_TTL, from_micros, url_options
+from agentstores.stores.kit import DEFAULT_TOMBSTONE_TTL, from_micros, tombstone_ttl, url_options
 from agentstores.urls import redact_url
 
 from ._base import Context
@@ -82,12 +82,11 @@ _FLOAT_OPTIONS = (
     "pool_timeout",
     "socket_timeout",
     "connect_timeout",
-    "tombstone_ttl",
     "expiry_grace",
 )
 _STR_OPTIONS = ("key_prefix", "client_name")
 _BOOL_OPTIONS = ("push",)
-OPTIONS = _INT_OPTIONS + _FLOAT_OPTIONS + _STR_OPTIONS + _BOOL_OPTIONS
+OPTIONS = (*_INT_OPTIONS, *_FLOAT_OPTIONS, "tombstone_ttl", *_STR_OPTIONS, *_BOOL_OPTIONS)
 
 _REFUSED = {
     "protocol": "replies are parsed as RESP2",
@@ -167,6 +166,8 @@ def parse_url(url: str, options: dict[str, Any]) -> tuple[str, bool, dict[str, A
                 merged[name] = _flag(name, merged[name])
     except (TypeError, ValueError) as exc:
         raise UsageError(f"bad redis option value: {exc}") from exc
+    if "tombstone_ttl" in merged:  # the kit's rule: positive, at most 100 years
+        merged["tombstone_ttl"] = tombstone_ttl(merged["tombstone_ttl"])
     if sentinel:
         driver = f"{driver_scheme}://{before.partition('://')[2]}"
         return driver + (f"?{urlencode(rest)}" if rest else ""), cluster, merged
@@ -185,11 +186,7 @@ class RedisStores(Stores):
         driver_url, cluster, opts = parse_url(url, options)
         self.url = url
         self.cluster = cluster
-        ttl = opts.get("tombstone_ttl", DEFAULT_TOMBSTONE_TTL)
-        if not isinstance(ttl, timedelta):
-            ttl = timedelta(seconds=float(ttl))
-        if ttl <= timedelta(0):
-            raise UsageError("tombstone_ttl must be positive")
+        ttl: timedelta = opts.get("tombstone_ttl", DEFAULT_TOMBSTONE_TTL)
         grace = opts.get("expiry_grace", DEFAULT_EXPIRY_GRACE)
         if not isinstance(grace, timedelta):
             grace = timedelta(seconds=float(grace))

@@ -8,7 +8,7 @@ bundle's pool, where every blocking boto3 call runs), ``max_attempts`` (5: botoc
 standard retry mode, which backs off on throttling and 5xx), ``connect_timeout`` and
 ``read_timeout`` (seconds), ``reconnect_window`` (15 s: how long a call keeps trying
 while the endpoint refuses connections, as during a server restart; 0 to fail at once),
-``tombstone_ttl`` (seconds or a timedelta; 30 days),
+``tombstone_ttl`` (seconds or a timedelta; 30 days; at most 100 years),
 ``conditional_delete`` (``true``: deletes use ``DeleteObject`` with ``If-Match``; ``false``
 for stores that ignore it, e.g. MinIO and Ceph RGW: a conditional tombstone write
 instead), ``quoted_if_match`` (``true``: ``If-Match`` carries the ETag quoted, as the
@@ -27,13 +27,13 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 from urllib.parse import urlsplit
 
 from agentstores.errors import BackendUnavailableError, UsageError
 from agentstores.stores import Stores
-from agentstores.stores.kit import DEFAULT_TOMBSTONE_TTL, from_micros, url_options
+from agentstores.stores.kit import from_micros, tombstone_ttl, url_options
 from agentstores.urls import redact_url
 
 from ._base import DEFAULT_WORKERS, Runner
@@ -225,9 +225,7 @@ class S3Stores(Stores):
         **options: Any,
     ) -> None:
         bucket, prefix, merged = parse_url(url, options)
-        ttl = merged.get("tombstone_ttl", DEFAULT_TOMBSTONE_TTL)
-        if not isinstance(ttl, timedelta):
-            ttl = timedelta(seconds=_number(ttl, "tombstone_ttl"))
+        ttl = tombstone_ttl(merged.get("tombstone_ttl"))  # the kit's rule: at most 100 years
         workers = _number(merged.get("workers", DEFAULT_WORKERS), "workers", int)
         merged["workers"] = workers
         if merged.get("addressing_style", "path") not in ("auto", "path", "virtual"):

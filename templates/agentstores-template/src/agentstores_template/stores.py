@@ -13,8 +13,8 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from agentstores.errors import UsageError
-from agentstores.stores import Stores
-from agentstores.stores.kit import DEFAULT_TOMBSTONE_TTL, url_options
+from agentstores.stores import Stores, kit
+from agentstores.stores.kit import url_options
 
 from ._base import Context
 from .conversations import TemplateConversationStore
@@ -30,7 +30,8 @@ URL_OPTIONS: tuple[str, ...] = ()
 
 
 class TemplateStores(Stores):
-    """``template://...``. Options: ``tombstone_ttl`` (a timedelta; default 30 days)."""
+    """``template://...``. Options: ``tombstone_ttl`` (a timedelta; default 30 days, at
+    most 100 years)."""
 
     backend = BACKEND.name
     capabilities = BACKEND.capabilities
@@ -39,7 +40,7 @@ class TemplateStores(Stores):
         if not url.startswith("template://"):
             raise UsageError(f"not a template:// URL: {url!r}")
         url_options(url, URL_OPTIONS, backend=BACKEND.name)
-        self.ctx = Context(url, tombstone_ttl or DEFAULT_TOMBSTONE_TTL)
+        self.ctx = Context(url, kit.tombstone_ttl(tombstone_ttl))
         self.supervision = TemplateSupervisionStore(self.ctx)
         self.recording = TemplateRecordingStore(self.ctx)
         self.state = TemplateAgentStateStore(self.ctx)

@@ -18,7 +18,8 @@ from ..models import (
     SupervisionRow,
     UserIntegration,
 )
-from ..stores.kit import DEFAULT_TOMBSTONE_TTL, can_read, check_write, judge_write, raised_fence
+from ..stores import kit
+from ..stores.kit import can_read, check_write, judge_write, raised_fence
 from ..stores.wakeups import Wakeups
 
 
@@ -121,7 +122,7 @@ class MemoryData:
         self, clock: Callable[[], datetime] | None = None, tombstone_ttl: timedelta | None = None
     ) -> None:
         self.clock = clock or (lambda: datetime.now(UTC))
-        self.tombstone_ttl = tombstone_ttl or DEFAULT_TOMBSTONE_TTL
+        self.tombstone_ttl = kit.tombstone_ttl(tombstone_ttl)
         self.headers: dict[ConversationKey, Header] = {}
         self.supervision: dict[ConversationKey, SupervisionRow] = {}
         self.recording: dict[ConversationKey, StoredRecord] = {}
@@ -150,7 +151,7 @@ class MemoryData:
             return self
         view = copy.copy(self)
         view.clock = clock or self.clock
-        view.tombstone_ttl = tombstone_ttl or self.tombstone_ttl
+        view.tombstone_ttl = self.tombstone_ttl if tombstone_ttl is None else tombstone_ttl
         return view
 
     # --- the key header ---------------------------------------------------------

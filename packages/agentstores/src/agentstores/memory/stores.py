@@ -51,6 +51,7 @@ from ..stores import (
     TranscriptQuery,
     cut_position,
     decode_metadata,
+    kit,
     merge_metadata,
 )
 from ..stores.kit import (
@@ -706,7 +707,8 @@ class MemoryStores(Stores):
     """``memory://[name]``: bundles with the same name in one process share data.
 
     Options: ``clock`` (a callable returning an aware datetime; the store clock),
-    ``tombstone_ttl`` (timedelta, default 30 days), ``fresh=True`` to start empty.
+    ``tombstone_ttl`` (timedelta, default 30 days, at most 100 years), ``fresh=True`` to
+    start empty.
     ``clock`` and ``tombstone_ttl`` are this bundle's own: bundles of one name share the
     records, each with its own options.
     """
@@ -725,11 +727,12 @@ class MemoryStores(Stores):
         if not url.startswith("memory://"):
             raise UsageError(f"not a memory:// URL: {url!r}")
         url_options(url, (), backend="memory", hint=_OPTIONS_HINT)
+        ttl = kit.tombstone_ttl(tombstone_ttl)  # the kit's rule: positive, at most 100 years
         self.name = url[len("memory://") :].split("?", 1)[0] or "default"
         if fresh:
             forget(self.name)
         shared = shared_data(self.name)
-        self.data = shared.with_options(clock=clock, tombstone_ttl=tombstone_ttl)
+        self.data = shared.with_options(clock=clock, tombstone_ttl=ttl)
         self._wakeups = self.data.wakeups
         self.supervision = MemorySupervisionStore(self.data)
         self.recording = MemoryRecordingStore(self.data)

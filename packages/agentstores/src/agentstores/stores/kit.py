@@ -15,7 +15,9 @@ contract suite keeps every copy equal.
 - :func:`check_tail`: a conditional write's tail condition;
 - :func:`check_recording_put`: the recording's never-roll-back rule;
 - :func:`url_options`: a backend URL's query options, an unknown name refused by name;
-- :data:`DEFAULT_TOMBSTONE_TTL`: how long an erased key refuses late writes.
+- :data:`DEFAULT_TOMBSTONE_TTL`: how long an erased key refuses late writes;
+- :func:`tombstone_ttl`: the ``tombstone_ttl`` option checked, at most
+  :data:`MAX_TOMBSTONE_TTL` (100 years).
 """
 
 from __future__ import annotations
@@ -37,6 +39,9 @@ from ..models import RecordedEvent
 
 DEFAULT_TOMBSTONE_TTL = timedelta(days=30)
 """How long an erased conversation's tombstone refuses late writes, unless configured."""
+MAX_TOMBSTONE_TTL = timedelta(days=36_525)
+"""The longest ``tombstone_ttl`` a backend takes: 100 years, far past any retention
+policy and far inside what every backend's clock arithmetic can represent."""
 
 UNIX_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICROSECOND = timedelta(microseconds=1)
@@ -245,6 +250,47 @@ def check_recording_put(
     return not (message_id == event.message_id and epoch == event.epoch and event.index < index)
 
 
+# --- options ---------------------------------------------------------------------------
+
+_TTL_RULE = (
+    "tombstone_ttl must be a timedelta or a number of seconds, above zero and at most "
+    "100 years (MAX_TOMBSTONE_TTL)"
+)
+
+
+def tombstone_ttl(value: timedelta | float | int | str | None) -> timedelta:
+    """The ``tombstone_ttl`` option checked: how long an erased key refuses late writes.
+
+    ``None`` is :data:`DEFAULT_TOMBSTONE_TTL`; a number, or its text from a URL query, is
+    seconds. Every backend calls this when the bundle is made, so a bad value fails there,
+    in the same words everywhere, instead of at the first write in the store's own words
+    (PostgreSQL: ``timestamp out of range``) or silently (a zero taken as the default).
+
+    Raises:
+        UsageError: ``value`` is a bool, not a duration, not above zero, or above
+            :data:`MAX_TOMBSTONE_TTL` (100 years); ``context["option"]`` is
+            ``tombstone_ttl``.
+    """
+    if value is None:
+        return DEFAULT_TOMBSTONE_TTL
+    refused = UsageError(f"{_TTL_RULE}, got {value!r}", option="tombstone_ttl")
+    if isinstance(value, timedelta):
+        ttl = value
+    elif isinstance(value, bool):
+        raise refused
+    else:
+        try:
+            seconds = float(value)
+        except (TypeError, ValueError, OverflowError):
+            raise refused from None
+        if not 0 < seconds <= MAX_TOMBSTONE_TTL.total_seconds():  # NaN and inf fail here
+            raise refused
+        ttl = timedelta(seconds=seconds)
+    if not timedelta(0) < ttl <= MAX_TOMBSTONE_TTL:  # also seconds that round to zero
+        raise refused
+    return ttl
+
+
 # --- URLs ------------------------------------------------------------------------------
 
 
@@ -280,6 +326,7 @@ def url_options(
 __all__ = [
     "DEFAULT_TOMBSTONE_TTL",
     "MAX_CURSOR_CHARS",
+    "MAX_TOMBSTONE_TTL",
     "UNIX_EPOCH",
     "after_cursor",
     "can_read",
@@ -291,6 +338,7 @@ __all__ = [
     "judge_write",
     "raised_fence",
     "to_micros",
+    "tombstone_ttl",
     "url_options",
     "writer_nonce",
     "writer_nonce_hex",
