@@ -163,6 +163,8 @@ TARGETS = {
             "test_erasure.py",
             "test_faults.py",
             "test_fence.py",
+            "test_held_connections.py",
+            "test_install.py",
             "test_push.py",
             "test_reconcile.py",
             "test_secrets.py",

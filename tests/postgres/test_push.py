@@ -406,3 +406,34 @@ async def test_closing_stops_listening(pg: PgServer) -> None:
         )
     finally:
         await admin.close()
+
+
+async def test_after_closing_nothing_of_the_listener_runs(
+    pg: PgServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Closing stops the task that keeps the listening connection: none of the bundle's
+    tasks is left. (A task left would beat, find no connection, and listen again on a
+    connection nobody closes.) Beats come fast here, and after a few of them the server
+    shows no listening connection of the role."""
+    monkeypatch.setattr(listener_module, "HEALTH_INTERVAL", 0.05)
+    key = _key()
+    before = asyncio.all_tasks()
+    async with PostgresStores(pg.url + PUSH) as stores:
+        listener = stores.listener
+        assert listener is not None
+        async with _following(stores, key):  # a watch row, for close to delete
+            pass
+    left = asyncio.all_tasks() - before
+    assert not left, f"tasks still running after close: {left}"
+    await asyncio.sleep(0.3)  # several beats, had the listener's task been left running
+    assert listener.server_pid is None and listener.connects == 1
+    admin = await asyncpg.connect(pg.admin_url)
+    try:
+        listening = await admin.fetchval(
+            "SELECT count(*) FROM pg_stat_activity "
+            "WHERE usename = $1 AND application_name = 'agentstores-listener'",
+            pg.installation.role,
+        )
+    finally:
+        await admin.close()
+    assert listening == 0

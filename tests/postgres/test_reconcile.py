@@ -354,6 +354,23 @@ async def test_lost_reply_of_a_delete_returns_what_an_answered_delete_returns(
         assert await conv.delete(keys[1], P) is False
 
 
+async def test_lost_reply_of_a_one_message_append_returns_what_an_answered_append_returns(
+    pg: PgServer,
+) -> None:
+    """One message appended, its reply lost after commit: the call returns the stored
+    message with its position and time, as an answered append does, and the message is
+    there once."""
+    key = _key()
+    async with _proxy(pg) as proxy, _stores(_through(pg.url, proxy.port), push=False) as stores:
+        conv = stores.conversations
+        answered = await conv.append_messages(key, P, [Message("m0", "user", {"q": 0})])  # warm
+        lost = await _lost_reply(proxy, conv.append_messages(key, P, [Message("m1", "user", "a")]))
+        stored = await conv.read_messages(key, P)
+        assert [m.id for m in stored] == ["m0", "m1"]
+        assert answered == stored[:1]
+        assert lost == stored[1:] and lost[0].seq == 1
+
+
 async def test_lost_reply_of_a_user_integration_save_is_landed(pg: PgServer) -> None:
     tenant = _key().tenant
     async with _proxy(pg) as proxy, _stores(_through(pg.url, proxy.port), push=False) as stores:

@@ -65,3 +65,11 @@ def test_scans_match_the_prefix_alone() -> None:
     for bad in ("", "a*b", "a{b}", "x" * 65, 5):
         with pytest.raises(UsageError, match="key_prefix"):
             KeySpace(bad)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("prefix", ["app\n", "a\nb", "", "a" * 65, "a b"])
+def test_a_key_prefix_outside_its_alphabet_is_refused(prefix: str) -> None:
+    """A key prefix is 1 to 64 of ``A-Z a-z 0-9 _ . : -``, the whole of it (a final
+    newline included: a pattern's ``$`` would let it through)."""
+    with pytest.raises(UsageError):
+        KeySpace(prefix)

@@ -43,13 +43,13 @@ DATA_TABLES = (
 )
 TABLE_PRIVILEGES = ("SELECT", "INSERT", "UPDATE", "DELETE")
 
-_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
 _FILE_NAME = re.compile(r"^(\d{4})_([\w-]+)\.sql$")
 
 
 def check_identifier(name: str, what: str) -> str:
     """Schema and role names are plain identifiers; anything else is refused up front."""
-    if not isinstance(name, str) or not _IDENT.match(name):
+    if not isinstance(name, str) or not _IDENT.fullmatch(name):
         raise UsageError(
             f"{what} must be a plain identifier (letters, digits, _; at most 63), got {name!r}"
         )

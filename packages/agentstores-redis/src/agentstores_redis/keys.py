@@ -37,7 +37,7 @@ from agentstores.keys import ConversationKey, encode_component
 SHARDS = 16
 """Sweeper index shards; spreads index writes over a cluster. Fixed for a deployment."""
 
-_PREFIX = re.compile(r"^[A-Za-z0-9_.:-]{1,64}$")
+_PREFIX = re.compile(r"[A-Za-z0-9_.:-]{1,64}")
 
 CONV_PARTS: tuple[tuple[str, str], ...] = (
     ("header", "h"),
@@ -60,7 +60,7 @@ scripts receive them when they need all of them."""
 
 def check_prefix(prefix: str) -> str:
     """A key prefix: 1-64 chars of ``[A-Za-z0-9_.:-]`` (no braces, so no hash tag)."""
-    if not isinstance(prefix, str) or not _PREFIX.match(prefix):
+    if not isinstance(prefix, str) or not _PREFIX.fullmatch(prefix):
         raise UsageError(f"key_prefix must match [A-Za-z0-9_.:-]{{1,64}}, got {prefix!r}")
     return prefix
 
