@@ -177,6 +177,7 @@ TARGETS = {
         "agentstores_redis",
         import_time=frozenset({"load_script"}),  # lua.py's module-level Script objects
         own_tests=(
+            "test_redis_client_paths.py",
             "test_redis_clock.py",
             "test_redis_decoding.py",
             "test_redis_faults.py",
@@ -184,8 +185,10 @@ TARGETS = {
             "test_redis_keys.py",
             "test_redis_layout.py",
             "test_redis_packing.py",
+            "test_redis_push_link.py",
             "test_redis_scripts.py",
             "test_redis_secrets.py",
+            "test_redis_store_edges.py",
             "test_redis_unencodable.py",
         ),
         helpers=("helpers.py",),
