@@ -248,3 +248,19 @@ async def test_a_spent_pause_tokens_refusal_names_its_status(pg: PgServer, first
         status = {"claim": "claimed", "abandon": "abandoned"}[first]
         assert refused.value.context.get("status") == status, refused.value.context
         assert refused.value.key == key
+
+
+# --- timeouts in the URL ----------------------------------------------------------------
+
+
+def test_timeouts_take_any_positive_number_of_seconds() -> None:
+    """``acquire_timeout`` and ``reconcile_timeout`` take any positive number of seconds,
+    fractions under one included; zero or less is refused by name."""
+    base = "postgresql://u@127.0.0.1:5432/db"
+    for option in ("acquire_timeout", "reconcile_timeout"):
+        for seconds in ("0.25", "1", "30"):
+            config = parse_url(f"{base}?{option}={seconds}")
+            assert getattr(config, option) == float(seconds), (option, seconds)
+        for seconds in ("0", "-1"):
+            with pytest.raises(UsageError, match="timeout"):
+                parse_url(f"{base}?{option}={seconds}")
