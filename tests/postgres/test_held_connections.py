@@ -10,7 +10,13 @@ What must hold, after each call has run once (its statement prepared on the conn
   back to asyncpg's pool runs its release in a task of its own (``asyncio.shield``) and
   taking it again goes through the pool's queue, about a fifth of a short call's time,
   without a single extra byte on the wire: counting round trips cannot see it, counting
-  tasks does.
+  tasks does;
+- only a call that completed leaves its connection for the next: a call cancelled while
+  its statement runs on the server holds up no later call. asyncpg asks the server to
+  cancel the statement, on a connection of its own, and the connection stays busy until
+  the server answers; should that request be lost (a load balancer or another pooler
+  process taking it), the statement runs on, and the next calls still run at once, on
+  other connections.
 """
 
 from __future__ import annotations
@@ -26,13 +32,19 @@ from agentstores_postgres.stores import PostgresStores
 from tests.servers.relay import Relay
 
 from .conftest import PgServer
-from .test_faults import _key, _through
+from .test_faults import _key, _row_locked, _through, _waiting_backend
 
 P = "owner"
 ROUNDS = 5
 ONE_STATEMENT = [b"B", b"E", b"S"]
 """What asyncpg sends to run a statement it has prepared on the connection: Bind,
 Execute, Sync (the Sync ends the round trip)."""
+CANCEL_REQUEST = (16).to_bytes(4) + (80877102).to_bytes(4)
+"""How a cancel request starts: its length, then the cancel code (the backend's pid and
+secret follow)."""
+PATIENCE = 10.0
+"""Seconds a test waits for calls that take milliseconds: a bound on a wait that must
+end, not a measure of speed."""
 
 
 class _Counter(Relay):
@@ -75,6 +87,21 @@ class _Counter(Relay):
             self._sent.append(buf[:1])
             buf = buf[end:]
         self._streams[connection] = buf
+        return True
+
+
+class _LoseCancels(Relay):
+    """A relay that loses every cancel request (dropped, its connection closed), as a
+    network that routes it elsewhere does; :attr:`lost` is set when one was."""
+
+    def __init__(self, host: str, port: int) -> None:
+        super().__init__(host, port)
+        self.lost = asyncio.Event()
+
+    def request(self, data: bytes, marks: list[Any]) -> bool:
+        if data.startswith(CANCEL_REQUEST):
+            self.lost.set()
+            return False
         return True
 
 
@@ -166,3 +193,46 @@ async def test_calls_in_a_row_keep_their_connection_and_start_no_task(pg: PgServ
                 for _, call in calls:
                     await call(i)
         assert started == [], "calls gave their connection back to the pool and took it again"
+
+
+async def test_a_call_cancelled_mid_statement_holds_up_no_later_call(pg: PgServer) -> None:
+    """A write waits on a row lock and its caller is cancelled; the cancel request is
+    lost, so the statement runs on. Its connection goes back to asyncpg's pool (which
+    waits the statement out), not to the next call: kept, it would make that call wait
+    for the cancelled statement, or fail at ``command_timeout``."""
+    parts = urlsplit(pg.url)
+    relay = await _LoseCancels(parts.hostname or "127.0.0.1", parts.port or 5432).start()
+    try:
+        async with PostgresStores(_through(pg.url, relay.port), push=False) as stores:
+            key, other = _key(), _key()
+            conv, sup = stores.conversations, stores.supervision
+            assert await sup.compare_and_swap(key, P, None, SupervisionRow("running", "m", 1))
+
+            async def next_calls() -> int:
+                """Writes and reads of another key; the backend the last one ran on."""
+                assert await sup.compare_and_swap(other, P, None, SupervisionRow("running", "m", 1))
+                assert (await sup.read(other, P)).row.epoch == 1  # type: ignore[union-attr]
+                await conv.append_messages(other, P, [Message("m1", "user", 1)])
+                await stores.now()
+                return int(await stores.db.read(lambda c: c.fetchval("SELECT pg_backend_pid()")))
+
+            async with _row_locked(pg, key, "supervision") as admin:
+                cancelled = asyncio.ensure_future(
+                    sup.compare_and_swap(key, P, 1, SupervisionRow("running", "m", 2))
+                )
+                busy = await _waiting_backend(admin, pg.installation.role)
+                cancelled.cancel()
+                await asyncio.wait_for(relay.lost.wait(), PATIENCE)
+                following = asyncio.ensure_future(next_calls())
+                done, _ = await asyncio.wait({following}, timeout=PATIENCE)
+                running = await admin.fetchval(
+                    "SELECT wait_event_type FROM pg_stat_activity WHERE pid = $1", busy
+                )
+            # the lock is gone: a call that waited for the cancelled statement ends now
+            served = await following
+            await asyncio.gather(cancelled, return_exceptions=True)
+            assert running == "Lock", "the cancelled statement did not run on"
+            assert following in done, "a later call waited for the cancelled statement"
+            assert served != busy, "a later call ran on the cancelled statement's connection"
+    finally:
+        await relay.close()

@@ -12,8 +12,16 @@ What must hold:
 - a write applied on the primary that ``WAITAOF`` cannot confirm raises
   :class:`UnknownOutcomeError` (it ran, but is not durable as asked); in a batch the row
   that changed nothing is a plain ``False``, the row that swapped is unknown;
+- ``wait_aof_replicas`` (a URL option) is asked after every write: on a server with no
+  replica the write cannot be confirmed and is :class:`UnknownOutcomeError`;
 - a :class:`Script` is identified by the SHA1 of its source, and one the server has never
-  seen is loaded on first use and run.
+  seen is loaded on first use and run;
+- opening retries a server it cannot reach only within ``reconnect_window``: with a window
+  of 0 it connects once and raises :class:`BackendUnavailableError`;
+- with no ``connect_timeout`` given, a server that accepts the connection and never
+  answers fails the open after the documented 5 s default, never hangs;
+- a cluster whose slots are not all served is refused at open
+  (:class:`BackendUnavailableError`), not later key by key.
 
 The Sentinel here is a stand-in speaking the one command redis-py asks
 (``SENTINEL MASTERS``), naming a private server that ``REPLICAOF`` demotes and
@@ -259,3 +267,91 @@ async def test_a_script_is_its_source_sha1_and_is_loaded_on_first_use(
         assert await s.client.read(script, [f"{marker}:k"], ["x"]) == [marker.encode(), b"x"]
         exists = await s.client.on_primaries("SCRIPT", "EXISTS", script.sha)
         assert exists == [[1]]
+
+
+# --- WAITAOF on replicas ----------------------------------------------------------------
+
+
+async def test_wait_aof_replicas_from_the_url_is_asked_after_every_write(
+    valkey_server: ValkeyServer,
+) -> None:
+    """``?wait_aof_replicas=1`` on a server with no replica: the write ran but no replica
+    can confirm it, so it is UnknownOutcomeError; without the option the same write is
+    plainly True."""
+    url = with_prefix(valkey_server.url)
+    async with RedisStores(f"{url}&wait_aof_replicas=1&wait_timeout_ms=50") as s:
+        with pytest.raises(UnknownOutcomeError, match="WAITAOF"):
+            await s.supervision.compare_and_swap(key(), "p", None, row(1))
+    async with RedisStores(url) as s:
+        assert await s.supervision.compare_and_swap(key(), "p", None, row(1)) is True
+        await s.purge()
+
+
+# --- opening: unreachable, silent, partly served ----------------------------------------
+
+
+class _Listener:
+    """Accepts TCP connections and counts them; ``silent`` keeps each open and never
+    answers, otherwise each is closed at once (a server going away under the client)."""
+
+    def __init__(self, *, silent: bool) -> None:
+        self.silent = silent
+        self.accepted = 0
+        self.port = 0
+        self._server: asyncio.Server | None = None
+        self._held: list[asyncio.StreamWriter] = []
+
+    async def __aenter__(self) -> _Listener:
+        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        self.port = self._server.sockets[0].getsockname()[1]
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self._server is not None
+        for writer in self._held:
+            writer.close()
+        self._server.close()
+
+    def url(self, **options: object) -> str:
+        extra = "".join(f"&{k}={v}" for k, v in options.items())
+        return with_prefix(f"redis://127.0.0.1:{self.port}/0") + extra
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.accepted += 1
+        if self.silent:
+            self._held.append(writer)
+        else:
+            writer.close()
+
+
+async def test_a_zero_reconnect_window_connects_once_then_is_unavailable() -> None:
+    """``reconnect_window=0``: no pause fits in the window, so opening connects once and
+    raises BackendUnavailableError (a retry never starts past the window's end)."""
+    async with _Listener(silent=False) as listener:
+        with pytest.raises(BackendUnavailableError, match="cannot open"):
+            await RedisStores(listener.url(reconnect_window=0)).open()
+        assert listener.accepted == 1, "retried past the end of the window"
+
+
+async def test_a_silent_server_fails_the_open_by_the_default_connect_timeout() -> None:
+    """No ``connect_timeout`` given: a server that accepts and never answers the
+    handshake fails the open with BackendUnavailableError after the default 5 s, instead
+    of holding the caller forever."""
+    async with _Listener(silent=True) as listener:
+        stores = RedisStores(listener.url())
+        with pytest.raises(BackendUnavailableError, match=r"no handshake within 5\.0 s"):
+            await asyncio.wait_for(stores.open(), 30)
+        assert listener.accepted >= 1
+
+
+async def test_a_cluster_with_unserved_slots_is_refused_at_open() -> None:
+    """A one-node cluster serving half the slots: opening fails with
+    BackendUnavailableError naming the uncovered slots, rather than opening and failing
+    every key of the other half later."""
+    bus = free_port()
+    args = ("--cluster-enabled", "yes", "--cluster-port", str(bus))
+    with ValkeyServer(extra_args=args) as node:
+        node.command("CLUSTER", "ADDSLOTSRANGE", "0", "8191")
+        url = with_prefix(f"redis+cluster://127.0.0.1:{node.port}")
+        with pytest.raises(BackendUnavailableError, match="cover"):
+            await RedisStores(url).open()
