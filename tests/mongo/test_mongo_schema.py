@@ -5,7 +5,6 @@ Also: the bundle accepts the application's own ``AsyncMongoClient`` and leaves i
 from __future__ import annotations
 
 import asyncio
-import uuid
 from collections.abc import Iterator
 from datetime import timedelta
 
@@ -14,12 +13,13 @@ from pymongo import AsyncMongoClient
 
 from agentstores import open_stores
 from agentstores.cli import main as cli_main
-from agentstores.errors import BackendUnavailableError, ErasedError, UsageError
+from agentstores.errors import BackendUnavailableError, UsageError
 from agentstores.keys import ConversationKey
 from agentstores.models import Message
 from agentstores_mongo.schema import INDEXES
 from agentstores_mongo.stores import MongoStores, parse_url
 from tests.servers.mongo import Installation
+from tests.tombstone_ttls import REFUSED, erase_then_write_late
 
 
 @pytest.fixture
@@ -101,14 +101,7 @@ async def test_an_application_client_is_used_and_left_open(installed: Installati
 
 @pytest.mark.parametrize(
     ("query", "options"),
-    [
-        pytest.param("", {"tombstone_ttl": 0}, id="0"),
-        pytest.param("", {"tombstone_ttl": timedelta(seconds=-1)}, id="minus-1s"),
-        pytest.param("", {"tombstone_ttl": timedelta(days=36_526)}, id="100y+1d"),
-        pytest.param("?tombstone_ttl=3155846400", {}, id="url-100y+1d"),
-        pytest.param("", {"tombstone_ttl": True}, id="bool"),
-        pytest.param("?tombstone_ttl=soon", {}, id="url-text"),
-    ],
+    REFUSED,
 )
 def test_a_bad_tombstone_ttl_is_refused_by_name_when_the_bundle_is_made(
     query: str, options: dict[str, object]
@@ -130,21 +123,6 @@ async def test_a_bundle_on_an_application_client_refuses_a_bad_tombstone_ttl_too
         await client.close()
 
 
-async def _erase_then_write_late(stores: MongoStores, ttl: timedelta) -> None:
-    """A new key's first append, an erase, a late write: refused until erase time + ttl."""
-    key = ConversationKey("t", f"ttl-{uuid.uuid4().hex}")
-    await stores.conversations.append_messages(key, "p", [Message("m", "user", "hi")])
-    before = await stores.now()
-    assert await stores.conversations.delete(key, "p")
-    after = await stores.now()
-    try:
-        await stores.conversations.append_messages(key, "p", [Message("n", "user", "late")])
-    except ErasedError as erased:
-        assert erased.until is not None and before + ttl <= erased.until <= after + ttl
-    else:  # taken only once the tombstone lapsed (the 1 s case on a slow machine)
-        assert await stores.now() >= before + ttl, "a late write inside tombstone_ttl was taken"
-
-
 @pytest.mark.parametrize(
     ("query", "options", "ttl"),
     [
@@ -157,7 +135,7 @@ async def test_a_tombstone_ttl_up_to_100_years_is_kept(
 ) -> None:
     async with MongoStores(installed.url + query, **options) as stores:
         assert stores.ctx.tombstone_ttl == ttl
-        await _erase_then_write_late(stores, ttl)
+        await erase_then_write_late(stores, ttl)
 
 
 def test_urls_and_options_are_checked() -> None:

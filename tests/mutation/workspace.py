@@ -211,7 +211,7 @@ TARGETS = {
             "test_mongo_supervision_row.py",
         ),
         helpers=("faultproxy.py",),
-        support=("tests/leaks.py",),
+        support=("tests/leaks.py", "tests/tombstone_ttls.py"),
     ),
     "s3": _networked(
         "s3",
@@ -229,7 +229,7 @@ TARGETS = {
             "test_s3_runner.py",
             "test_s3_secrets.py",
         ),
-        support=("tests/leaks.py",),
+        support=("tests/leaks.py", "tests/tombstone_ttls.py"),
     ),
 }
 WORKSPACE = TARGETS["core"].workspace

@@ -7,16 +7,14 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import uuid
 from datetime import timedelta
 
 import pytest
 
-from agentstores.errors import ErasedError, UsageError
-from agentstores.keys import ConversationKey
-from agentstores.models import Message
+from agentstores.errors import UsageError
 from agentstores_redis.stores import RedisStores, parse_url
 from tests.servers.valkey import free_port
+from tests.tombstone_ttls import REFUSED, erase_then_write_late
 
 
 def check(url: str) -> subprocess.CompletedProcess[str]:
@@ -76,14 +74,7 @@ def test_other_names_are_refused_saying_what_to_use(url: str, says: str) -> None
 
 @pytest.mark.parametrize(
     ("query", "options"),
-    [
-        pytest.param("", {"tombstone_ttl": 0}, id="0"),
-        pytest.param("", {"tombstone_ttl": timedelta(seconds=-1)}, id="minus-1s"),
-        pytest.param("", {"tombstone_ttl": timedelta(days=36_526)}, id="100y+1d"),
-        pytest.param("?tombstone_ttl=3155846400", {}, id="url-100y+1d"),
-        pytest.param("", {"tombstone_ttl": True}, id="bool"),
-        pytest.param("?tombstone_ttl=soon", {}, id="url-text"),
-    ],
+    REFUSED,
 )
 def test_a_bad_tombstone_ttl_is_refused_by_name_when_the_bundle_is_made(
     query: str, options: dict[str, object]
@@ -92,24 +83,6 @@ def test_a_bad_tombstone_ttl_is_refused_by_name_when_the_bundle_is_made(
     with pytest.raises(UsageError, match="tombstone_ttl") as refused:
         RedisStores(f"redis://127.0.0.1:{free_port()}/0{query}", **options)
     assert refused.value.context["option"] == "tombstone_ttl"
-
-
-async def _erase_then_write_late(stores: RedisStores, ttl: timedelta) -> None:
-    """A new key's first append, an erase, a late write: refused until erase time + ttl
-    (give or take the millisecond a Redis expiry is kept in)."""
-    ms = timedelta(milliseconds=1)
-    key = ConversationKey("t", f"ttl-{uuid.uuid4().hex}")
-    await stores.conversations.append_messages(key, "p", [Message("m", "user", "hi")])
-    before = await stores.now()
-    assert await stores.conversations.delete(key, "p")
-    after = await stores.now()
-    try:
-        await stores.conversations.append_messages(key, "p", [Message("n", "user", "late")])
-    except ErasedError as erased:
-        assert erased.until is not None
-        assert before + ttl - ms <= erased.until <= after + ttl + ms
-    else:  # taken only once the tombstone lapsed (the 1 s case on a slow machine)
-        assert await stores.now() >= before + ttl, "a late write inside tombstone_ttl was taken"
 
 
 @pytest.mark.parametrize(
@@ -124,4 +97,4 @@ async def test_a_tombstone_ttl_up_to_100_years_is_kept(
 ) -> None:
     async with RedisStores(url + query, **options) as stores:
         assert stores.ctx.tombstone_ttl_ms == ttl // timedelta(milliseconds=1)
-        await _erase_then_write_late(stores, ttl)
+        await erase_then_write_late(stores, ttl, slack=timedelta(milliseconds=1))
