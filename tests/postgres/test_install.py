@@ -23,7 +23,7 @@ from agentstores_postgres.functions import FUNCTIONS, MARK_PREFIX
 from agentstores_postgres.migrations import DATA_TABLES, MIGRATIONS, SCHEMA_VERSION
 from agentstores_postgres.schema import install
 from agentstores_postgres.stores import PostgresStores
-from tests.servers.postgres import Installation, free_port
+from tests.servers.postgres import Installation, free_port, run_as_admin
 
 from .conftest import PgServer
 
@@ -33,15 +33,6 @@ def bare(pg: PgServer) -> Iterator[Installation]:
     """A runtime role and a schema name of this test's own, nothing installed."""
     with Installation(pg.admin_url, install=False, prefix="inst") as inst:
         yield inst
-
-
-async def _admin(pg: PgServer, *sql: str) -> None:
-    conn = await asyncpg.connect(pg.admin_url)
-    try:
-        for statement in sql:
-            await conn.execute(statement)
-    finally:
-        await conn.close()
 
 
 async def _refused(url: str) -> BackendUnavailableError:
@@ -114,8 +105,8 @@ async def test_install_applies_every_function_not_current_past_current_ones(
     ones that are not: install applies each that is not, and only those."""
     await install(pg.admin_url, schema=bare.schema, runtime_role=bare.role)
     s = f'"{bare.schema}"'
-    await _admin(
-        pg,
+    await run_as_admin(
+        pg.admin_url,
         f"COMMENT ON FUNCTION {s}.conv_share IS 'edited by hand'",
         f"DROP FUNCTION {s}.wake",
     )
@@ -156,8 +147,8 @@ async def test_a_function_an_older_release_left_with_another_signature_is_replac
     function, which the runtime role may still run."""
     await install(pg.admin_url, schema=bare.schema, runtime_role=bare.role)
     s = f'"{bare.schema}"'
-    await _admin(
-        pg,
+    await run_as_admin(
+        pg.admin_url,
         f"DROP FUNCTION {s}.token_abandon",
         f"CREATE FUNCTION {s}.token_abandon{older}",
         f"REVOKE ALL ON FUNCTION {s}.token_abandon FROM PUBLIC",
@@ -182,8 +173,8 @@ async def test_a_runtime_role_missing_a_privilege_is_refused_naming_each(
     the command that grants them; install with the role grants them back."""
     await install(pg.admin_url, schema=bare.schema, runtime_role=bare.role)
     s, r = bare.schema, bare.role
-    await _admin(
-        pg,
+    await run_as_admin(
+        pg.admin_url,
         f'REVOKE INSERT ON "{s}".messages FROM "{r}"',
         f'REVOKE EXECUTE ON FUNCTION "{s}".wake FROM "{r}"',
     )

@@ -31,7 +31,7 @@ from agentstores_postgres.migrations import (
 )
 from agentstores_postgres.schema import install
 from agentstores_postgres.stores import PostgresStores
-from tests.servers.postgres import Installation, with_query
+from tests.servers.postgres import Installation, run_as_admin, with_query
 from tests.tombstone_ttls import REFUSED, erase_then_write_late
 
 from .conftest import PgServer
@@ -43,15 +43,6 @@ def bare(pg: PgServer) -> Iterator[Installation]:
     """A runtime role and a schema name, nothing installed."""
     with Installation(pg.admin_url, install=False) as inst:
         yield inst
-
-
-async def _admin(pg: PgServer, *sql: str) -> None:
-    conn = await asyncpg.connect(pg.admin_url)
-    try:
-        for statement in sql:
-            await conn.execute(statement)
-    finally:
-        await conn.close()
 
 
 async def _open_error(url: str) -> str:
@@ -82,8 +73,8 @@ async def test_missing_schema_is_refused_by_name(bare: Installation) -> None:
 
 
 async def test_schema_without_marker_is_refused(pg: PgServer, bare: Installation) -> None:
-    await _admin(
-        pg,
+    await run_as_admin(
+        pg.admin_url,
         f'CREATE SCHEMA "{bare.schema}"',
         f'GRANT USAGE ON SCHEMA "{bare.schema}" TO "{bare.role}"',
     )
@@ -93,7 +84,7 @@ async def test_schema_without_marker_is_refused(pg: PgServer, bare: Installation
 
 async def test_schema_without_usage_is_refused(pg: PgServer, bare: Installation) -> None:
     await install(pg.admin_url, schema=bare.schema, runtime_role=bare.role)
-    await _admin(pg, f'REVOKE USAGE ON SCHEMA "{bare.schema}" FROM "{bare.role}"')
+    await run_as_admin(pg.admin_url, f'REVOKE USAGE ON SCHEMA "{bare.schema}" FROM "{bare.role}"')
     message = await _open_error(bare.url)
     assert "lacks USAGE" in message
 
@@ -122,7 +113,7 @@ async def test_older_schema_is_refused_then_migrated_forward(
 
 async def test_newer_schema_is_refused(pg: PgServer, bare: Installation) -> None:
     await install(pg.admin_url, schema=bare.schema, runtime_role=bare.role)
-    await _admin(pg, f'UPDATE "{bare.schema}".schema_version SET version = 99')
+    await run_as_admin(pg.admin_url, f'UPDATE "{bare.schema}".schema_version SET version = 99')
     message = await _open_error(bare.url)
     assert "newer than this adapter" in message
     with pytest.raises(UsageError, match="newer than this adapter"):
@@ -132,7 +123,9 @@ async def test_newer_schema_is_refused(pg: PgServer, bare: Installation) -> None
 async def test_schema_from_other_definitions_is_refused(pg: PgServer, bare: Installation) -> None:
     """Same version number, different definitions (e.g. an unreleased build): refused."""
     await install(pg.admin_url, schema=bare.schema, runtime_role=bare.role)
-    await _admin(pg, f"UPDATE \"{bare.schema}\".schema_version SET fingerprint = 'elsewhere'")
+    await run_as_admin(
+        pg.admin_url, f"UPDATE \"{bare.schema}\".schema_version SET fingerprint = 'elsewhere'"
+    )
     message = await _open_error(bare.url)
     assert "installed from other definitions" in message and "elsewhere" in message
     with pytest.raises(UsageError, match="installed from other definitions"):
@@ -156,7 +149,7 @@ async def test_missing_privilege_is_refused_by_name(
 ) -> None:
     await install(pg.admin_url, schema=bare.schema, runtime_role=bare.role)
     await _works(bare.url)
-    await _admin(pg, revoke.format(s=bare.schema, r=bare.role))
+    await run_as_admin(pg.admin_url, revoke.format(s=bare.schema, r=bare.role))
     message = await _open_error(bare.url)
     assert named.format(s=bare.schema) in message
 
@@ -363,8 +356,8 @@ async def test_only_a_changed_function_is_applied_again(pg: PgServer, bare: Inst
     s = f'"{bare.schema}"'
     # conv_share edited by hand, conv_set_title dropped, token_abandon given another result
     # type (CREATE OR REPLACE cannot undo that), and a stray overload of conv_truncate
-    await _admin(
-        pg,
+    await run_as_admin(
+        pg.admin_url,
         f"COMMENT ON FUNCTION {s}.conv_share IS 'edited by hand'",
         f"DROP FUNCTION {s}.conv_set_title",
         f"DROP FUNCTION {s}.token_abandon",
@@ -474,8 +467,8 @@ async def test_the_previous_conv_truncate_is_replaced_and_its_callers_keep_worki
     await install(pg.admin_url, schema=bare.schema, runtime_role=bare.role)
     s = f'"{bare.schema}"'
     previous = FunctionDefinition("conv_truncate", PREVIOUS_TRUNCATE)
-    await _admin(
-        pg,
+    await run_as_admin(
+        pg.admin_url,
         f"DROP FUNCTION {s}.conv_truncate",
         previous.sql.replace("__S__", s),
         f"REVOKE ALL ON FUNCTION {s}.conv_truncate FROM PUBLIC",
@@ -543,7 +536,7 @@ async def test_the_functions_before_push_are_replaced_and_then_publish(
             f'GRANT EXECUTE ON FUNCTION {s}.{d.name} TO "{bare.role}"',
             f"COMMENT ON FUNCTION {s}.{d.name} IS '{d.mark}'",
         ]
-    await _admin(pg, *statements)
+    await run_as_admin(pg.admin_url, *statements)
     message = await _open_error(bare.url)
     assert "wake (absent)" in message
     for d in previous:

@@ -162,3 +162,16 @@ async def commands_during(
     writer.close()
     probe.close()
     return seen
+
+
+PATIENCE = 10.0
+"""Longest a test waits for something it expects to happen soon (a wake-up, a link)."""
+
+
+async def eventually(check: Callable[[], bool], within: float = PATIENCE) -> None:
+    """Wait until ``check()`` holds, failing the test after ``within`` seconds."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + within
+    while not check():
+        assert loop.time() < deadline, "not within the patience"
+        await asyncio.sleep(0.02)

@@ -20,11 +20,11 @@ from agentstores_redis.stores import RedisStores
 from tests.servers.valkey import ValkeyCluster, ValkeyServer
 
 from .conftest import purge, with_prefix
+from .helpers import PATIENCE, eventually
 
 P = "owner"
 FAR = 3600.0
 """Polls this far apart never come within a test: only a wake-up makes a follower read."""
-PATIENCE = 10.0
 LONG = LeaseConfig(heartbeat_interval=20, dead_after=60)
 
 
@@ -41,14 +41,6 @@ def push_url(
 
 def _key() -> ConversationKey:
     return ConversationKey(f"t-{uuid.uuid4().hex[:8]}", "s")
-
-
-async def _eventually(check: Callable[[], bool], within: float = PATIENCE) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + within
-    while not check():
-        assert loop.time() < deadline, "not within the patience"
-        await asyncio.sleep(0.02)
 
 
 async def _heard(
@@ -159,7 +151,7 @@ async def test_subscribes_exactly_the_followed_keys(push_url: str) -> None:
 
         assert (await subscribers(a), await subscribers(b)) == (0, 0)
         with stores.wakeups.watch(a) as watch_a, stores.wakeups.watch(b) as watch_b:
-            await _eventually(lambda: watch_a.pushed and watch_b.pushed)
+            await eventually(lambda: watch_a.pushed and watch_b.pushed)
             assert (await subscribers(a), await subscribers(b)) == (1, 1)
             watch_a.close()
             await _until(lambda: subscribers(a), 0)
@@ -230,7 +222,7 @@ async def test_a_killed_listener_falls_back_to_polling_and_comes_back(push_url: 
         events = follow(reader, key, P, poll=0.2, safety_poll=FAR, dead_after=60)
         try:
             assert (await _first(events)).index == 1  # type: ignore[union-attr]
-            await _eventually(lambda: listener.pushing(key))
+            await eventually(lambda: listener.pushing(key))
             # the reconnect waits for the test's word, so the time without push is seen
             gate = asyncio.Event()
             reconnect = listener._connect
@@ -242,7 +234,7 @@ async def test_a_killed_listener_falls_back_to_polling_and_comes_back(push_url: 
             listener._connect = gated  # type: ignore[method-assign]
             killed = await producer.client.on_primaries("CLIENT", "KILL", "TYPE", "pubsub")
             assert sum(int(n) for n in killed) >= 1, killed
-            await _eventually(lambda: not reader.wakeups.remote)
+            await eventually(lambda: not reader.wakeups.remote)
             assert not listener.active
             # a write while nobody listens reaches the follower by polling
             waiting = asyncio.ensure_future(_first(events))
@@ -251,7 +243,7 @@ async def test_a_killed_listener_falls_back_to_polling_and_comes_back(push_url: 
             assert isinstance(got, FollowUpdate) and got.text == "ab"
             assert not reader.wakeups.remote
             gate.set()
-            await _eventually(lambda: reader.wakeups.remote and listener.pushing(key))
+            await eventually(lambda: reader.wakeups.remote and listener.pushing(key))
             assert listener.connects == before + 1
             # listening again: the far safety poll never comes, the push does
             waiting = asyncio.ensure_future(_first(events))
@@ -276,7 +268,7 @@ async def test_closing_stops_listening(valkey_server: ValkeyServer, standalone_u
         assert stores.listener is not None and stores.wakeups.remote
         assert listening() == 1
     assert stores.listener is None and not stores.wakeups.remote
-    await _eventually(lambda: listening() == 0)
+    await eventually(lambda: listening() == 0)
 
 
 def _move_slot(cluster: ValkeyCluster, slot: int, to: ValkeyServer) -> None:
@@ -305,10 +297,10 @@ async def test_a_moved_slot_moves_the_subscription(valkey_cluster: ValkeyCluster
                     break
             target = next(n for n in valkey_cluster.nodes if n is not source)
             with reader.wakeups.watch(key) as watch:
-                await _eventually(lambda: watch.pushed)
+                await eventually(lambda: watch.pushed)
                 before = listener.connects
                 _move_slot(valkey_cluster, slot, target)
-                await _eventually(lambda: listener.connects > before and watch.pushed)
+                await eventually(lambda: listener.connects > before and watch.pushed)
                 reply = await reader.client.command(channel, "PUBSUB", "SHARDNUMSUB", channel)
                 assert int(reply[1]) == 1  # routed by the new map: asked of the new primary
                 await watch.wait(0)  # the wake-ups of the move itself
@@ -335,10 +327,10 @@ async def test_an_unanswered_health_check_counts_as_lost(
         assert listener is not None and stores.wakeups.remote
         before = listener.connects
         with stores.wakeups.watch(_key()) as watch:
-            await _eventually(lambda: watch.pushed)
+            await eventually(lambda: watch.pushed)
             await stores.client.command("any", "CLIENT", "PAUSE", "1500", "ALL")
-            await _eventually(lambda: not stores.wakeups.remote and not watch.pushed)
-            await _eventually(lambda: listener.connects > before and watch.pushed)
+            await eventually(lambda: not stores.wakeups.remote and not watch.pushed)
+            await eventually(lambda: listener.connects > before and watch.pushed)
 
 
 async def test_push_without_the_right_to_publish_is_refused_at_open(

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import pytest
 
@@ -30,10 +30,9 @@ from tests.servers.netfault import NetFaultProxy
 from tests.servers.valkey import ValkeyServer
 
 from .conftest import purge, with_prefix
-from .helpers import Admin
+from .helpers import PATIENCE, Admin, eventually
 
 P = "owner"
-PATIENCE = 10.0
 LISTENER_TASK = "agentstores-redis-listener"
 
 
@@ -47,14 +46,6 @@ def push_url(valkey_server: ValkeyServer) -> Iterator[str]:
 
 def _key() -> ConversationKey:
     return ConversationKey(f"t-{uuid.uuid4().hex[:8]}", "s")
-
-
-async def _eventually(check: Callable[[], bool], within: float = PATIENCE) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + within
-    while not check():
-        assert loop.time() < deadline, "not within the patience"
-        await asyncio.sleep(0.02)
 
 
 def _link(stores: RedisStores, heard: list[bytes], lost: list[Link]) -> Link:
@@ -75,7 +66,7 @@ async def test_a_write_by_another_bundle_wakes_a_follower_by_push(push_url: str)
         assert reader.listener is not None and reader.listener.connected
         assert reader.wakeups.remote is True
         with reader.wakeups.watch(key) as watch:
-            await _eventually(lambda: watch.pushed)
+            await eventually(lambda: watch.pushed)
             await watch.wait(0)  # the wake-up of the subscription itself
             row = SupervisionRow("running", "m", 1)
             assert await producer.supervision.compare_and_swap(key, P, None, row)
@@ -98,17 +89,17 @@ async def test_a_lost_link_reads_remote_exactly_false(push_url: str) -> None:
 
         listener._connect = gated  # type: ignore[method-assign]
         with stores.wakeups.watch(_key()) as watch:
-            await _eventually(lambda: watch.pushed)
+            await eventually(lambda: watch.pushed)
             admin = Admin([_port(push_url)])
             try:
                 assert await admin.kill(f"{name}-push") == 1
             finally:
                 await admin.close()
-            await _eventually(lambda: not listener.connected)
+            await eventually(lambda: not listener.connected)
             assert stores.wakeups.remote is False
             assert watch.pushed is False
             gate.set()
-            await _eventually(lambda: stores.wakeups.remote is True and watch.pushed is True)
+            await eventually(lambda: stores.wakeups.remote is True and watch.pushed is True)
 
 
 def _port(url: str) -> int:
@@ -144,7 +135,7 @@ async def test_an_idle_listener_passes_its_health_checks(
             return checks[-1]
 
         listener._healthy = counted  # type: ignore[method-assign]
-        await _eventually(lambda: len(checks) >= 5)
+        await eventually(lambda: len(checks) >= 5)
         assert all(checks)
         assert listener.connects == 1 and stores.wakeups.remote is True
 

@@ -277,7 +277,8 @@ def with_query(url: str, **params: str) -> str:
     return urlunsplit((parts.scheme, parts.netloc, parts.path, query, parts.fragment))
 
 
-async def _admin(url: str, *statements: str) -> None:
+async def run_as_admin(url: str, *statements: str) -> None:
+    """Run ``statements`` in order on one connection to ``url`` (an administrator's)."""
     import asyncpg
 
     conn = await asyncpg.connect(url)
@@ -307,13 +308,13 @@ class Installation:
     async def acreate(self) -> Installation:
         from agentstores_postgres.schema import install
 
-        await _admin(self.admin_url, f'CREATE ROLE "{self.role}" LOGIN')
+        await run_as_admin(self.admin_url, f'CREATE ROLE "{self.role}" LOGIN')
         if self.install_schema:
             self.summary = await install(self.admin_url, schema=self.schema, runtime_role=self.role)
         return self
 
     async def adrop(self) -> None:
-        await _admin(
+        await run_as_admin(
             self.admin_url,
             f'DROP SCHEMA IF EXISTS "{self.schema}" CASCADE',
             f'DROP OWNED BY "{self.role}"',
